@@ -1,0 +1,314 @@
+"""Compile RASP programs (with the hand-built heads) to explicit weights through tracr.
+
+Pipeline (tracr's own steps, with two additions):
+
+1. ``tracr.compiler.rasp_to_graph`` extracts the expression graph.
+2. Value sets and residual bases are inferred (:func:`_infer_bases`: tracr's rules
+   for standard SOps, plus the hand-built heads' outputs).
+3. Every standard SOp gets tracr's own CRAFT block (``expr_to_craft_graph``, run
+   node by node); every :class:`~constructions.primitives.HeadSpec` gets its
+   hand-built head (:mod:`constructions.heads`).
+4. Blocks are scheduled as early as their inputs allow (:func:`_schedule`):
+   attention sublayers at even, MLP sublayers at odd positions. This is the
+   minimum depth for the graph; tracr's heuristic may leave empty sublayers.
+5. tracr's ``craft_model_to_transformer`` assembles the weights; the result is
+   converted by :func:`constructions.model.from_tracr`.
+
+:func:`compile_with_tracr` is the unmodified tracr pipeline, for baselines.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Dict, Iterable, Optional
+
+import networkx as nx
+import numpy as np
+from tracr.compiler import basis_inference, craft_model_to_transformer, expr_to_craft_graph, nodes, rasp_to_graph
+from tracr.compiler import compiling as tracr_compiling
+from tracr.craft import bases, transformers, vectorspace_fns
+from tracr.rasp import rasp
+from tracr.utils import errors as tracr_errors
+
+from constructions.errors import CompileError
+from constructions.heads import build_head
+from constructions.model import BOS, PAD, CompiledModel, from_tracr
+from constructions.primitives import POSITION, HeadRead, HeadSpec
+
+
+def _check_vocab(vocab: Iterable[Any], max_seq_len: int) -> set:
+    vocab = set(vocab)
+    if not vocab:
+        raise CompileError("vocab is empty")
+    if BOS in vocab or PAD in vocab:
+        raise CompileError(f"vocab must not contain the reserved tokens {BOS!r} and {PAD!r}")
+    if not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
+        raise CompileError(f"max_seq_len must be an integer >= 1 (got {max_seq_len!r})")
+    return vocab
+
+
+def compile_with_tracr(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
+                       mlp_exactness: int = 100, meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
+    """Compile with tracr's own ``compile_rasp_to_model`` (standard RASP primitives only).
+
+    Args:
+        program: RASP program (output SOp).
+        vocab: input token values.
+        max_seq_len: N, longest input (BOS excluded).
+        causal: mask future keys in the assembled model.
+        mlp_exactness: tracr's MLP discretisation parameter (default 100, tracr's).
+        meta: metadata stored on the model.
+    Returns:
+        The compiled model (softmax attention).
+    Raises:
+        CompileError: tracr refused the program (message names the cause).
+    """
+    vocab = _check_vocab(vocab, max_seq_len)
+    try:
+        assembled = tracr_compiling.compile_rasp_to_model(
+            program, vocab=vocab, max_seq_len=int(max_seq_len), causal=causal,
+            compiler_bos=BOS, compiler_pad=PAD, mlp_exactness=mlp_exactness)
+    except (NotImplementedError, TypeError, ValueError, KeyError, AssertionError) as e:
+        raise CompileError(f"tracr could not compile {program.label}: {type(e).__name__}: {e}") from e
+    basis = _sink_basis(program, vocab, max_seq_len)
+    return from_tracr(assembled, output_labels=[str(d) for d in basis], max_seq_len=int(max_seq_len),
+                      causal=causal, meta={"compiler": "tracr", **(meta or {})})
+
+
+def _sink_basis(program, vocab, max_seq_len):
+    extracted = rasp_to_graph.extract_rasp_graph(program)
+    basis_inference.infer_bases(extracted.graph, extracted.sink, vocab, max_seq_len)
+    return extracted.sink[nodes.OUTPUT_BASIS]
+
+
+# ---------------------------------------------------------------------------------------------
+# Basis inference
+# ---------------------------------------------------------------------------------------------
+
+
+def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
+    vs = lambda e: graph.nodes[e.label][nodes.VALUE_SET]  # noqa: E731
+    if isinstance(expr, HeadRead):
+        read = expr.read
+        if read.source is POSITION:
+            out = set(range(n + 1))
+        else:
+            out = set(vs(read.source))
+        if expr.bos_value is not None:
+            out.add(expr.bos_value)
+        return out
+    if isinstance(expr, rasp.TokensType):
+        return set(vocab)
+    if isinstance(expr, rasp.IndicesType):
+        return set(range(n))
+    if isinstance(expr, rasp.SelectorWidth):
+        return set(range(n + 1))
+    if isinstance(expr, rasp.Full):
+        return {expr.fill}
+    if isinstance(expr, rasp.Map):
+        f = tracr_errors.ignoring_arithmetic_errors(expr.f)
+        return {y for y in (f(x) for x in vs(expr.inner)) if y is not None}
+    if isinstance(expr, rasp.SequenceMap):
+        f = tracr_errors.ignoring_arithmetic_errors(expr.f)
+        return {y for y in itertools.starmap(f, itertools.product(vs(expr.fst), vs(expr.snd))) if y is not None}
+    if isinstance(expr, rasp.Aggregate):
+        inner = vs(expr.sop)
+        if rasp.is_categorical(expr):
+            return set(inner)
+        if not {int(x) for x in inner} <= {0, 1}:
+            raise CompileError(f"numerical Aggregate {expr.label} can only average 0/1 values, got {sorted(inner)}")
+        return {x / length for x in inner for length in range(1, n + 1)}
+    raise CompileError(f"unsupported SOp {expr.label} ({type(expr).__name__})")
+
+
+def _infer_bases(graph: nx.DiGraph, vocab: set, n: int) -> None:
+    for node_id in nx.topological_sort(graph):
+        expr = graph.nodes[node_id][nodes.EXPR]
+        if not isinstance(expr, rasp.SOp):
+            continue
+        values = _value_set(expr, graph, vocab, n)
+        graph.nodes[node_id][nodes.VALUE_SET] = values
+        if rasp.is_categorical(expr):
+            space = bases.VectorSpaceWithBasis.from_values(expr.label, values)
+        else:
+            space = bases.VectorSpaceWithBasis.from_names([expr.label])
+        graph.nodes[node_id][nodes.OUTPUT_BASIS] = space.basis
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks
+# ---------------------------------------------------------------------------------------------
+
+
+class _Opaque:
+    """Stand-in expression for neighbour nodes when tracr builds one node's block."""
+
+
+def _tracr_block(graph: nx.DiGraph, node_id: str, bos_dir, mlp_exactness: float):
+    """tracr's own CRAFT block for one standard SOp (expr_to_craft_graph on a one-node view)."""
+    view = nx.DiGraph()
+    view.add_node(node_id, **{k: v for k, v in graph.nodes[node_id].items() if k != nodes.MODEL_BLOCK})
+    frontier = list(graph.predecessors(node_id))
+    for pred in frontier:
+        view.add_node(pred, **{**graph.nodes[pred], nodes.EXPR: _Opaque()})
+        view.add_edge(pred, node_id)
+        if not isinstance(graph.nodes[pred][nodes.EXPR], rasp.SOp):  # a selector: add its inputs too
+            for pp in graph.predecessors(pred):
+                view.add_node(pp, **{**graph.nodes[pp], nodes.EXPR: _Opaque()})
+                view.add_edge(pp, pred)
+    try:
+        expr_to_craft_graph.add_craft_components_to_rasp_graph(view, bos_dir=bos_dir, mlp_exactness=mlp_exactness)
+    except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
+        raise CompileError(f"tracr cannot compile {node_id}: {type(e).__name__}: {e}") from e
+    return view.nodes[node_id][nodes.MODEL_BLOCK]
+
+
+def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal: bool) -> None:
+    space_of = lambda e: bases.VectorSpaceWithBasis(graph.nodes[e.label][nodes.OUTPUT_BASIS])  # noqa: E731
+    reads_of: Dict[str, list] = {}
+    for node_id in graph.nodes:
+        expr = graph.nodes[node_id][nodes.EXPR]
+        if isinstance(expr, HeadRead):
+            reads_of.setdefault(expr.head.label, []).append(expr)
+    for node_id in graph.nodes:
+        expr = graph.nodes[node_id][nodes.EXPR]
+        block = None
+        if isinstance(expr, HeadSpec):
+            if expr.kind == "last_occurrence" and not causal:
+                raise CompileError("last_occurrence needs a causal model (keys after the query must be masked)")
+            # Each output SOp in the graph (a renamed copy of a read counts separately) gets
+            # its own subspace; reads nobody uses are not written.
+            outputs = [(r.read, space_of(r)) for r in reads_of.get(expr.label, [])]
+            block = build_head(expr, space_of, outputs, n, bos_dir)
+        elif isinstance(expr, rasp.SOp) and not isinstance(expr, (rasp.TokensType, rasp.IndicesType, HeadRead)):
+            block = _tracr_block(graph, node_id, bos_dir, mlp_exactness)
+        graph.nodes[node_id][nodes.MODEL_BLOCK] = block
+
+
+# ---------------------------------------------------------------------------------------------
+# Scheduling
+# ---------------------------------------------------------------------------------------------
+
+
+def _kind(block) -> Optional[str]:
+    if isinstance(block, (transformers.AttentionHead, transformers.MultiAttentionHead)):
+        return "attn"
+    if isinstance(block, transformers.MLP):
+        return "mlp"
+    if isinstance(block, transformers.SeriesWithResiduals):
+        return "attn+mlp"
+    return None
+
+
+def _schedule(graph: nx.DiGraph) -> transformers.SeriesWithResiduals:
+    """Place each block in the earliest sublayer of its kind after all its inputs (ASAP).
+
+    Sublayer 2l is layer l's attention, 2l+1 its MLP. Returns the CRAFT model with
+    one MultiAttentionHead / MLP per non-empty sublayer, in order.
+    """
+    ready: Dict[str, int] = {}
+    placed: Dict[int, list] = {}
+    for node_id in nx.topological_sort(graph):
+        node = graph.nodes[node_id]
+        after = max((ready[p] for p in graph.predecessors(node_id)), default=-1)
+        kind = _kind(node.get(nodes.MODEL_BLOCK))
+        if kind is None:
+            ready[node_id] = after
+            continue
+        want_even = kind in ("attn", "attn+mlp")
+        slot = after + 1
+        if (slot % 2 == 0) != want_even:
+            slot += 1
+        block = node[nodes.MODEL_BLOCK]
+        if kind == "attn+mlp":
+            attn, mlp = block.blocks
+            placed.setdefault(slot, []).append(attn)
+            placed.setdefault(slot + 1, []).append(mlp)
+            ready[node_id] = slot + 1
+        else:
+            placed.setdefault(slot, []).append(block)
+            ready[node_id] = slot
+    if not placed:
+        raise CompileError("the program has no attention or MLP operation to compile (it is tokens or indices)")
+    blocks = [b for s in sorted(placed) for b in placed[s]]
+    residual = bases.join_vector_spaces(*[b.residual_space for b in blocks])
+    for b in blocks:
+        b.residual_space = residual
+    model_blocks = []
+    for s in sorted(placed):
+        if s % 2 == 0:
+            model_blocks.append(transformers.MultiAttentionHead(placed[s]))
+        else:
+            model_blocks.append(transformers.MLP.combine_in_parallel(placed[s]))
+    return transformers.SeriesWithResiduals(model_blocks)
+
+
+def _fix_head_sizes(craft_model: transformers.SeriesWithResiduals, custom: set) -> None:
+    """Prepare heads for tracr's assembler.
+
+    * tracr sizes value projections by the QK size (``key_size`` = max QK dim over
+      heads), so a head whose OV writes more directions than any QK reads would not
+      fit. Pad that head's QK left space with its own output directions (zero rows:
+      no new residual directions, no change in scores).
+    * tracr divides scores by sqrt(key_size). Multiply the hand-built heads' QK by
+      the same factor so their logit gaps are the documented ``hardness``.
+    """
+    heads = [h for blk in craft_model.blocks if not isinstance(blk, transformers.MLP) for h in blk.as_multi().heads()]
+    widest_ov = max((h.w_ov.matrix.shape[1] for h in heads), default=0)
+    key_size = max((max(h.w_qk.matrix.shape) for h in heads), default=1)
+    if widest_ov > key_size:
+        h = max(heads, key=lambda h: h.w_ov.matrix.shape[1])
+        left = bases.join_vector_spaces(h.w_qk.left_space, h.w_ov.output_space)
+        mat = np.zeros((left.num_dims, h.w_qk.right_space.num_dims))
+        old = {d: i for i, d in enumerate(h.w_qk.left_space.basis)}
+        for i, d in enumerate(left.basis):
+            if d in old:
+                mat[i] = h.w_qk.matrix[old[d]]
+        h.w_qk = vectorspace_fns.ScalarBilinear(left, h.w_qk.right_space, mat)
+        key_size = max(max(hh.w_qk.matrix.shape) for hh in heads)
+    for h in heads:
+        if id(h) in custom:
+            h.w_qk = vectorspace_fns.ScalarBilinear(h.w_qk.left_space, h.w_qk.right_space,
+                                                    h.w_qk.matrix * math.sqrt(key_size))
+
+
+def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
+                    mlp_exactness: int = 100, attention: str = "softmax",
+                    meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
+    """Compile a RASP program that may use the hand-built heads.
+
+    Args:
+        program: RASP program (output SOp); must use ``rasp.tokens``.
+        vocab: input token values (must not contain "BOS" or "PAD").
+        max_seq_len: N, longest input (BOS excluded).
+        causal: mask future keys (required by ``last_occurrence``).
+        mlp_exactness: tracr's MLP discretisation parameter for standard Maps.
+        attention: attention kind the model is run with (``softmax`` for tracr heads).
+        meta: metadata stored on the model.
+    Returns:
+        :class:`~constructions.model.CompiledModel`.
+    Raises:
+        CompileError: unsupported expression, empty program, bad vocab or length.
+    """
+    vocab = _check_vocab(vocab, max_seq_len)
+    n = int(max_seq_len)
+    extracted = rasp_to_graph.extract_rasp_graph(program)
+    graph, sink = extracted.graph, extracted.sink
+    if rasp.tokens.label not in graph.nodes:
+        raise CompileError("the program must use rasp.tokens")
+    _infer_bases(graph, vocab, n)
+    bos_dir = bases.BasisDirection(rasp.tokens.label, BOS)
+    _add_blocks(graph, n, bos_dir, mlp_exactness, causal)
+    craft_model = _schedule(graph)
+    custom = {id(graph.nodes[i][nodes.MODEL_BLOCK]) for i in graph.nodes
+              if isinstance(graph.nodes[i][nodes.EXPR], HeadSpec)}
+    _fix_head_sizes(craft_model, custom)
+    try:
+        assembled = craft_model_to_transformer.craft_model_to_transformer(
+            craft_model=craft_model, graph=graph, sink=sink, max_seq_len=n, causal=causal,
+            compiler_bos=BOS, compiler_pad=PAD)
+    except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
+        raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
+    return from_tracr(assembled, output_labels=[str(d) for d in sink[nodes.OUTPUT_BASIS]], max_seq_len=n,
+                      causal=causal, attention=attention, meta={"compiler": "depthcraft", **(meta or {})})

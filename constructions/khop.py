@@ -1,0 +1,52 @@
+"""Registered k-hop constructions (SPEC §5): ``khop_doubling`` and the baseline ``khop_rasp``."""
+
+from __future__ import annotations
+
+from constructions.compiler import compile_program, compile_with_tracr
+from constructions.params import ParamSpec
+from constructions.registry import Bound, Construction, register
+from rasp_programs.khop import check_k, doubling_layers, khop_doubling, khop_rasp
+
+_K = ParamSpec("k", int, 2, "number of hops (>= 1)", maximum=1024)
+_VOCAB = ParamSpec("vocab", int, 4, "alphabet size |Σ|", minimum=1, maximum=256)
+
+_DEFAULT_KS = (1, 2, 3, 4, 8, 16)
+
+register(Construction(
+    name="khop_doubling",
+    task="khop",
+    source="Sanford, Hsu & Telgarsky (ICML 2024), Thm 4.2 via pointer doubling",
+    summary="prev-token head, last-occurrence head (find^1), then one pointer look-up head per layer "
+            "doubling find^(2^m) and advancing a partial pointer on the bits of k-1",
+    attention="softmax",
+    causal=True,
+    params=(_K, ParamSpec("n", int, 100, "max_seq_len: longest input, tokens", minimum=1, maximum=1024), _VOCAB),
+    bounds={"attn_layers": Bound("ceil(log2 k)+2", lambda p: doubling_layers(p["k"])),
+            "heads": Bound("1", lambda p: 1)},
+    program=lambda p: khop_doubling(p["k"]),
+    builder=lambda p: compile_program(khop_doubling(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
+                                      causal=True),
+    defaults=tuple({"k": k, "n": 100, "vocab": 4} for k in _DEFAULT_KS),
+    check=lambda p: check_k(p["k"]),
+    notes="d_model grows with n: every pointer is one-hot over the n+1 positions (O(n log k)).",
+))
+
+register(Construction(
+    name="khop_rasp",
+    task="khop",
+    source="baseline: tracr's standard RASP primitives (SelectorWidth, pair-valued keys, categorical Aggregate)",
+    summary="find via SelectorWidth counts and pair-valued keys, then pointer doubling with categorical "
+            "Aggregates; compiled by tracr's own compile_rasp_to_model",
+    attention="softmax",
+    causal=True,
+    params=(_K, ParamSpec("n", int, 8, "max_seq_len: longest input, tokens", minimum=1, maximum=128),
+            ParamSpec("vocab", int, 3, "alphabet size |Σ|", minimum=1, maximum=16)),
+    bounds={},
+    program=lambda p: khop_rasp(p["k"]),
+    builder=lambda p: compile_with_tracr(khop_rasp(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
+                                         causal=True),
+    defaults=({"k": 1, "n": 8, "vocab": 3}, {"k": 2, "n": 8, "vocab": 3}),
+    check=lambda p: check_k(p["k"]),
+    notes="Exact only at small sizes: tracr's SelectorWidth MLP breaks on all-equal inputs from n = 10 "
+          "at the default mlp_exactness, and soft categorical attention fails most inputs at vocab 8, n 64.",
+))

@@ -1,0 +1,138 @@
+"""The registry of named constructions: task, source, bound formulas, builder, defaults.
+
+Catalogue modules (:data:`CATALOGUE`) call :func:`register` at import time;
+:func:`get` and :func:`all_constructions` import them on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from tracr.rasp import rasp
+
+from constructions.errors import ParameterError
+from constructions.model import CompiledModel
+from constructions.params import ParamSpec, freeze, resolve
+
+#: Modules that register constructions.
+CATALOGUE = ("constructions.khop",)
+
+BOUND_KEYS = ("attn_layers", "heads", "d_model")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A bound formula: human-readable text and its value for given parameters.
+
+    ``fn(params)`` returns an int (the bound) or None (the theorem gives none
+    at these parameters). A bound holds when measured <= bound.
+    """
+
+    text: str
+    fn: Callable[[Mapping[str, Any]], Optional[int]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Construction:
+    """A named construction.
+
+    Attributes:
+        name: registry key, e.g. ``khop_doubling``.
+        task: task name (see :mod:`verify.tasks`).
+        source: paper, theorem or lemma the construction follows.
+        summary: one line on how it works.
+        attention: attention kind it targets (softmax / relu / hardmax).
+        causal: whether it masks future keys.
+        params: parameter specs (task parameters plus construction-specific ones).
+        bounds: bound formulas keyed by ``attn_layers``, ``heads``, ``d_model``.
+        program: params -> RASP program (for display; None if not a single program).
+        builder: params -> CompiledModel.
+        defaults: parameter sets that ``depthcraft verify --all`` checks.
+        notes: caveats shown by ``depthcraft list``.
+    """
+
+    name: str
+    task: str
+    source: str
+    summary: str
+    attention: str
+    causal: bool
+    params: Tuple[ParamSpec, ...]
+    bounds: Dict[str, Bound]
+    program: Optional[Callable[[Mapping[str, Any]], rasp.SOp]]
+    builder: Callable[[Mapping[str, Any]], CompiledModel]
+    defaults: Tuple[Dict[str, Any], ...] = ()
+    notes: str = ""
+    check: Optional[Callable[[Mapping[str, Any]], None]] = None
+
+    def resolve(self, given: Mapping[str, Any]) -> Dict[str, Any]:
+        """Defaults + given parameters, each checked; raises ParameterError."""
+        p = resolve(self.params, given, f"construction {self.name}")
+        if self.check is not None:
+            self.check(p)
+        return p
+
+    def bound_values(self, p: Mapping[str, Any]) -> Dict[str, Optional[int]]:
+        """Each bound at these parameters (None where the theorem gives none)."""
+        return {k: (self.bounds[k].fn(p) if k in self.bounds else None) for k in BOUND_KEYS}
+
+    def build(self, p: Mapping[str, Any]) -> CompiledModel:
+        """Compile (cached per parameter set)."""
+        return _build_cached(self.name, freeze(p))
+
+
+_REGISTRY: Dict[str, Construction] = {}
+
+
+def register(c: Construction) -> Construction:
+    """Add a construction; raises ValueError on a duplicate name."""
+    if c.name in _REGISTRY:
+        raise ValueError(f"construction {c.name!r} is already registered")
+    unknown = set(c.bounds) - set(BOUND_KEYS)
+    if unknown:
+        raise ValueError(f"{c.name}: unknown bound keys {sorted(unknown)}")
+    _REGISTRY[c.name] = c
+    return c
+
+
+@functools.lru_cache(maxsize=None)
+def _load() -> None:
+    for mod in CATALOGUE:
+        importlib.import_module(mod)
+
+
+def all_constructions() -> List[Construction]:
+    """Every registered construction, in registration order."""
+    _load()
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> Construction:
+    """The construction called ``name``; raises ParameterError listing the known names."""
+    _load()
+    if name not in _REGISTRY:
+        raise ParameterError(f"unknown construction {name!r}; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+@functools.lru_cache(maxsize=32)
+def _build_cached(name: str, frozen: Tuple[Tuple[str, Any], ...]) -> CompiledModel:
+    c = _REGISTRY[name]
+    p = dict(frozen)
+    model = c.builder(p)
+    model.meta.update(construction=name, params=p, task=c.task)
+    return model
+
+
+def shared_params(*specs: Sequence[ParamSpec], **overrides: Dict[str, Any]) -> Tuple[ParamSpec, ...]:
+    """Concatenate parameter specs; ``overrides[name]`` replaces fields of that spec."""
+    out = []
+    for group in specs:
+        for s in group:
+            if s.name in overrides:
+                s = dataclasses.replace(s, **overrides[s.name])
+            out.append(s)
+    return tuple(out)

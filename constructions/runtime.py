@@ -1,0 +1,215 @@
+"""The one batched transformer forward pass (JAX), for compiled and trained models alike.
+
+A model is ``(params, arch)``: ``params`` is a pytree of arrays, ``arch`` a static,
+hashable :class:`Arch`. :func:`forward` is jitted with ``arch`` static, so each
+architecture compiles once per input shape.
+
+Layout of ``params``::
+
+    {"embed": {"token": [V, D], "pos": [T_max, D]},
+     "layers": [sublayer params, one per arch.sublayers entry],
+     "unembed": {"w": [D, O], "b": [O] (optional)},
+     "ln_final": {"scale": [D], "offset": [D]}            # only if arch.layer_norm}
+
+attention sublayer: ``{"w_q": [H, Dq, dk], "w_k": [H, Dk, dk], "w_v": [H, Dv, dv],
+"w_o": [H, dv, Do]}`` plus optional biases ``b_q [H, dk]``, ``b_k``, ``b_v [H, dv]``,
+``b_o [D]`` and ``ln`` (pre-LayerNorm). ``Dq``/``Dk``/``Dv`` are the residual rows
+each projection reads (``SublayerSpec.q_rows`` etc., None = all D) and ``Do`` the
+rows the output writes; compiled models read and write only the few
+directions their heads use, which is exact and much faster than dense D x D.
+MLP sublayer: ``{"w_1": [Din, h], "b_1": [h], "w_2": [h, Dout], "b_2": [Dout]}``.
+
+Attention kinds (SPEC §3): ``softmax`` (inverse temperature carried by the
+weights, times ``qk_scale``), ``hardmax`` (uniform over the keys whose score is
+within ``HARDMAX_TOL`` of the row maximum: the reference semantics) and ``relu``
+(weights = ReLU(score), no normalisation). Masked keys (causal future, PAD)
+get weight 0 in every kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ATTENTION_KINDS = ("softmax", "hardmax", "relu")
+#: Relative tolerance for hardmax ties and for the "intended keys" of the margin.
+HARDMAX_TOL = 1e-4
+_NEG = -1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class SublayerSpec:
+    """Static description of one sublayer.
+
+    Attributes:
+        kind: ``"attn"`` or ``"mlp"``.
+        q_rows, k_rows, v_rows: residual directions each attention projection reads
+            (tuples of ints; None = every direction).
+        in_rows: residual directions an MLP reads (None = every direction).
+        out_rows: residual directions the sublayer writes (None = every direction).
+        qk_scale: factor applied to attention scores (tracr: 1/sqrt(key_size)).
+    """
+
+    kind: str
+    q_rows: Optional[Tuple[int, ...]] = None
+    k_rows: Optional[Tuple[int, ...]] = None
+    v_rows: Optional[Tuple[int, ...]] = None
+    in_rows: Optional[Tuple[int, ...]] = None
+    out_rows: Optional[Tuple[int, ...]] = None
+    qk_scale: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """Static architecture of a model (hashable; a jit static argument).
+
+    Attributes:
+        sublayers: the sublayers in order.
+        attention: ``"softmax"``, ``"hardmax"`` or ``"relu"``.
+        causal: mask keys after the query position.
+        layer_norm: pre-LayerNorm before each sublayer and before the read-out.
+        pad_id: token id whose positions are never attended to (None = no padding).
+    """
+
+    sublayers: Tuple[SublayerSpec, ...]
+    attention: str = "softmax"
+    causal: bool = True
+    layer_norm: bool = False
+    pad_id: Optional[int] = None
+
+    def __post_init__(self):
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+
+
+class ForwardOutput(NamedTuple):
+    """Result of :func:`forward`.
+
+    logits: [batch, seq, O] read-out scores (float).
+    attention: per attention sublayer, [batch, heads, seq, seq] weights (only when
+        ``collect_attention``), else an empty tuple.
+    attn_mass: per attention sublayer, [batch, heads] the minimum over (non-PAD)
+        query positions of the weight put on the row's top-scoring keys (1.0 = hardmax).
+    residual: [batch, seq, D] final residual stream.
+    """
+
+    logits: jax.Array
+    attention: Tuple[jax.Array, ...]
+    attn_mass: Tuple[jax.Array, ...]
+    residual: jax.Array
+
+
+def _take(x, rows):
+    return x if rows is None else x[..., np.asarray(rows)]
+
+
+def _write(x, rows, out):
+    return x + out if rows is None else x.at[..., np.asarray(rows)].add(out)
+
+
+def _layer_norm(x, p):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["offset"]
+
+
+def attention_weights(scores, mask, kind: str):
+    """Attention weights from scores.
+
+    Args:
+        scores: [batch, heads, q, k] float.
+        mask: [batch, 1, q, k] bool, True where the key may be attended.
+        kind: one of :data:`ATTENTION_KINDS`.
+    Returns:
+        [batch, heads, q, k] weights (rows with no allowed key are all zero).
+    """
+    if kind == "relu":
+        return jnp.where(mask, jax.nn.relu(scores), 0.0)
+    masked = jnp.where(mask, scores, _NEG)
+    if kind == "softmax":
+        w = jax.nn.softmax(masked, axis=-1)
+    else:
+        top = masked.max(-1, keepdims=True)
+        near = (masked >= top - HARDMAX_TOL * (1.0 + jnp.abs(top))) & mask
+        w = near / jnp.maximum(near.sum(-1, keepdims=True), 1)
+    return jnp.where(mask, w, 0.0).astype(scores.dtype)
+
+
+def _top_mass(scores, w, mask, query_ok):
+    masked = jnp.where(mask, scores, _NEG)
+    top = masked.max(-1, keepdims=True)
+    near = (masked >= top - HARDMAX_TOL * (1.0 + jnp.abs(top))) & mask
+    mass = jnp.where(near, w, 0.0).sum(-1)  # [b, h, q]
+    counted = mask.any(-1) & query_ok  # [b, 1, q]: real queries with at least one key
+    return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
+
+
+def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect):
+    q = jnp.einsum("btd,hde->bhte", _take(h, spec.q_rows), p["w_q"])
+    k = jnp.einsum("btd,hde->bhte", _take(h, spec.k_rows), p["w_k"])
+    v = jnp.einsum("btd,hde->bhte", _take(h, spec.v_rows), p["w_v"])
+    if "b_q" in p:
+        q = q + p["b_q"][None, :, None, :]
+        k = k + p["b_k"][None, :, None, :]
+        v = v + p["b_v"][None, :, None, :]
+    scores = jnp.einsum("bhte,bhse->bhts", q, k) * spec.qk_scale
+    w = attention_weights(scores, mask, kind)
+    z = jnp.einsum("bhts,bhse->bhte", w, v)
+    out = jnp.einsum("bhte,hed->btd", z, p["w_o"])
+    if "b_o" in p:
+        out = out + p["b_o"]
+    mass = _top_mass(scores, w, mask, query_ok)
+    return _write(x, spec.out_rows, out), (w if collect else None), mass
+
+
+def _mlp(x, h, p, spec: SublayerSpec):
+    hidden = jax.nn.relu(_take(h, spec.in_rows) @ p["w_1"] + p["b_1"])
+    return _write(x, spec.out_rows, hidden @ p["w_2"] + p["b_2"])
+
+
+@functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype"))
+def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attention: bool = False,
+            dtype: Any = jnp.float32) -> ForwardOutput:
+    """Run a model on a batch of token ids.
+
+    Args:
+        params: weights, layout in the module docstring.
+        ids: [batch, seq] int32 token ids (position 0 is BOS for compiled models).
+        arch: static architecture.
+        collect_attention: also return every attention map (memory: batch*heads*seq^2 per layer).
+        dtype: compute dtype (float32 default; float64 needs ``jax_enable_x64``;
+            bfloat16/float16 for precision studies).
+    Returns:
+        :class:`ForwardOutput`.
+    """
+    params = jax.tree_util.tree_map(lambda a: a.astype(dtype), params)
+    _, t = ids.shape
+    x = params["embed"]["token"][ids] + params["embed"]["pos"][:t][None]
+    mask = jnp.ones((t, t), bool)
+    if arch.causal:
+        mask = jnp.tril(mask)
+    mask = jnp.broadcast_to(mask, (ids.shape[0], 1, t, t))
+    query_ok = jnp.ones((ids.shape[0], 1, t), bool)
+    if arch.pad_id is not None:
+        mask = mask & (ids != arch.pad_id)[:, None, None, :]
+        query_ok = (ids != arch.pad_id)[:, None, :]
+    maps, masses = [], []
+    for spec, p in zip(arch.sublayers, params["layers"]):
+        h = _layer_norm(x, p["ln"]) if arch.layer_norm else x
+        if spec.kind == "attn":
+            x, w, mass = _attention(x, h, p, spec, mask, query_ok, arch.attention, collect_attention)
+            masses.append(mass)
+            if collect_attention:
+                maps.append(w)
+        else:
+            x = _mlp(x, h, p, spec)
+    out = _layer_norm(x, params["ln_final"]) if arch.layer_norm else x
+    logits = out @ params["unembed"]["w"]
+    if "b" in params["unembed"]:
+        logits = logits + params["unembed"]["b"]
+    return ForwardOutput(logits=logits, attention=tuple(maps), attn_mass=tuple(masses), residual=x)

@@ -1,0 +1,1 @@
+"""RASP programs that encode the theorems' constructions, one module per task family."""

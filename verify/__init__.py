@@ -1,0 +1,1 @@
+"""The verifier: tasks, structure measurement, bound and exactness checks, reports, the CLI."""

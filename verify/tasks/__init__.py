@@ -1,0 +1,23 @@
+"""Tasks: exact definitions, vectorised references, samplers, edge cases and strategies.
+
+``TASKS`` maps a task name (the ``task`` field of a construction) to its
+:class:`~verify.tasks.base.Task`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from constructions.errors import ParameterError
+from verify.tasks.base import Task
+from verify.tasks.khop import KHopTask
+
+TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(),)}
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; raises ParameterError listing the known tasks."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ParameterError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}") from None

@@ -1,0 +1,136 @@
+"""The task interface: exact definition, reference, samplers, edge cases, strategies."""
+
+from __future__ import annotations
+
+import abc
+import string
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
+
+import numpy as np
+
+from constructions.errors import InputError, ParameterError
+from constructions.params import ParamSpec, resolve
+
+#: Largest input space ``exhaustive`` will enumerate.
+EXHAUSTIVE_LIMIT = 1 << 24
+
+
+class Task(abc.ABC):
+    """A task: inputs are [batch, n] integer token arrays, outputs one value per position.
+
+    Subclasses define the parameters, the reference (the definition, vectorised),
+    the samplers and the edge cases. Scored positions are given by the mask the
+    reference returns; "exact" means equal at every scored position.
+
+    Attributes:
+        name: registry key (``khop``...).
+        title: human-readable name with its source.
+        params: parameter specs (defaults, ranges).
+        none_value: what a model output with no value decodes to (e.g. ⊥).
+        causal: outputs at position i depend only on x_1..x_i.
+    """
+
+    name: str = ""
+    title: str = ""
+    params: Tuple[ParamSpec, ...] = ()
+    none_value: Any = None
+    causal: bool = True
+
+    # ----------------------------------------------------------- parameters
+    def resolve(self, given: Dict[str, Any]) -> Dict[str, Any]:
+        """Defaults + given values, checked (raises ParameterError)."""
+        p = resolve(self.params, {k: v for k, v in given.items() if k in {s.name for s in self.params}},
+                    f"task {self.name}")
+        self.check(p)
+        return p
+
+    def check(self, p: Dict[str, Any]) -> None:
+        """Cross-parameter constraints; raise ParameterError. Default: none."""
+
+    @abc.abstractmethod
+    def vocab(self, p: Dict[str, Any]) -> List[int]:
+        """Input token values."""
+
+    @abc.abstractmethod
+    def max_seq_len(self, p: Dict[str, Any]) -> int:
+        """Longest input (BOS excluded)."""
+
+    # ------------------------------------------------------------ reference
+    @abc.abstractmethod
+    def reference(self, p: Dict[str, Any], tokens: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Expected outputs.
+
+        Args:
+            p: resolved parameters.
+            tokens: [batch, n] int array of input tokens.
+        Returns:
+            (targets [batch, n], scored [batch, n] bool).
+        """
+
+    # ------------------------------------------------------------- samplers
+    @abc.abstractmethod
+    def sample(self, p: Dict[str, Any], rng: np.random.Generator, batch: int) -> np.ndarray:
+        """[batch, n] inputs from the task's default (paper) distribution."""
+
+    @abc.abstractmethod
+    def edge_cases(self, p: Dict[str, Any]) -> List[np.ndarray]:
+        """Adversarial inputs, a list of [batch_i, n_i] arrays (one length each)."""
+
+    def exhaustive(self, p: Dict[str, Any], batch: int = 1 << 15) -> Tuple[int, Iterator[np.ndarray]]:
+        """Every input of length n over the vocabulary: (count, iterator of [b, n] batches).
+
+        Raises:
+            ParameterError: more than EXHAUSTIVE_LIMIT inputs.
+        """
+        vocab = np.asarray(self.vocab(p))
+        n = self.max_seq_len(p)
+        total = len(vocab) ** n
+        if total > EXHAUSTIVE_LIMIT:
+            raise ParameterError(f"exhaustive check of {len(vocab)}^{n} = {total} inputs is above the "
+                                 f"limit of {EXHAUSTIVE_LIMIT}; use smaller n or vocab")
+        return total, _enumerate(vocab, n, batch)
+
+    @abc.abstractmethod
+    def strategy(self, p: Dict[str, Any]):
+        """Hypothesis strategy of one input (a list of tokens, length 1..n)."""
+
+    # --------------------------------------------------------------- display
+    def token_names(self, p: Dict[str, Any]) -> Dict[int, str]:
+        """Display name of each token value (letters a..z when they fit)."""
+        vocab = self.vocab(p)
+        if len(vocab) <= 26 and min(vocab) >= 0 and max(vocab) < 26:
+            return {v: string.ascii_lowercase[v] for v in vocab}
+        return {v: str(v) for v in vocab}
+
+    def format_tokens(self, p: Dict[str, Any], seq: Sequence[Any]) -> str:
+        """Tokens -> display string (space separated)."""
+        names = self.token_names(p)
+        return " ".join(names.get(v, "⊥" if v == self.none_value else str(v)) for v in seq)
+
+    def parse_tokens(self, p: Dict[str, Any], text: str) -> List[int]:
+        """Display string (space separated, or one letter per token) -> token values.
+
+        Raises:
+            InputError: an unknown token name or an empty input.
+        """
+        names = {name: v for v, name in self.token_names(p).items()}
+        parts = text.split() if " " in text.strip() or any(len(k) > 1 for k in names) else list(text.strip())
+        if not parts:
+            raise InputError("empty input: give at least one token")
+        out = []
+        for i, part in enumerate(parts):
+            if part not in names:
+                shown = sorted(names, key=lambda s: names[s])
+                raise InputError(f"token {part!r} at position {i + 1} is not in the vocabulary {shown}")
+            out.append(names[part])
+        return out
+
+
+def _enumerate(vocab: np.ndarray, n: int, batch: int) -> Iterator[np.ndarray]:
+    v = len(vocab)
+    total = v ** n
+    powers = v ** np.arange(n - 1, -1, -1, dtype=np.int64)
+    for start in range(0, total, batch):
+        codes = np.arange(start, min(start + batch, total), dtype=np.int64)
+        digits = (codes[:, None] // powers[None, :]) % v
+        yield vocab[digits]

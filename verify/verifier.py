@@ -1,0 +1,185 @@
+"""Verify a construction: compile, measure, check the bound, check exactness, report.
+
+The report (one dict per construction and parameter set) has the keys of SPEC §6::
+
+    {"construction", "task", "params", "structure": {...}, "bound": {...},
+     "bound_ok", "checks": {"random", "edge", "exhaustive", "hypothesis"},
+     "min_margin": {"attention", "output_gap"}, "passed", "seconds", ...}
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from constructions import registry
+from constructions.errors import ParameterError
+from constructions.model import CompiledModel
+from constructions.params import resolve
+from verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
+from verify.structure import measure
+from verify.tasks import get_task
+from verify.tasks.base import Task
+
+#: Default number of random inputs per verification.
+DEFAULT_SAMPLES = 1000
+#: Default number of hypothesis examples per verification.
+DEFAULT_HYPOTHESIS = 100
+
+
+def resolve_params(construction: registry.Construction, given: Mapping[str, Any]) -> Dict[str, Any]:
+    """Construction parameters plus the task's sampling parameters, defaults filled in and checked.
+
+    Raises:
+        ParameterError: unknown key or invalid value (message names both).
+    """
+    task = get_task(construction.task)
+    own = {s.name for s in construction.params}
+    specs = tuple(construction.params) + tuple(s for s in task.params if s.name not in own)
+    p = resolve(specs, given, f"construction {construction.name}")
+    if construction.check is not None:
+        construction.check(p)
+    task.check(p)
+    return p
+
+
+def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]]) -> Dict[str, Any]:
+    """Per bound key: measured, bound, gap (bound - measured) and ok (measured <= bound)."""
+    out = {}
+    for key, b in bound.items():
+        if b is None:
+            continue
+        m = structure[key]
+        out[key] = {"measured": m, "bound": b, "gap": b - m, "ok": m <= b}
+    return out
+
+
+def run_checks(model: CompiledModel, task: Task, p: Dict[str, Any], *, samples: int = DEFAULT_SAMPLES,
+               exhaustive: bool = False, seed: int = 0,
+               hypothesis_examples: int = DEFAULT_HYPOTHESIS) -> Dict[str, Optional[CheckResult]]:
+    """Run the random, edge-case, hypothesis and (optionally) exhaustive checks.
+
+    Args:
+        model: compiled model for ``task`` at parameters ``p``.
+        samples: random inputs from the task's distribution (0 skips the check).
+        exhaustive: also check every input of length n (raises ParameterError if too many).
+        seed: seeds the random inputs and hypothesis.
+        hypothesis_examples: examples for the hypothesis check (0 skips it).
+    Returns:
+        ``{"random", "edge", "exhaustive", "hypothesis"}`` -> CheckResult or None (not run).
+    """
+    rng = np.random.default_rng(seed)
+    checks: Dict[str, Optional[CheckResult]] = {}
+    checks["random"] = check_batches(model, task, p, _chunks(lambda b: task.sample(p, rng, b), samples), "random") \
+        if samples > 0 else None
+    checks["edge"] = check_batches(model, task, p, task.edge_cases(p), "edge")
+    if exhaustive:
+        total, batches = task.exhaustive(p)
+        checks["exhaustive"] = check_batches(model, task, p, batches, "exhaustive")
+    else:
+        checks["exhaustive"] = None
+    checks["hypothesis"] = hypothesis_check(model, task, p, hypothesis_examples, seed) \
+        if hypothesis_examples > 0 else None
+    return checks
+
+
+def _chunks(make, total: int, size: int = 8192):
+    for start in range(0, total, size):
+        yield make(min(size, total - start))
+
+
+def margins(checks: Mapping[str, Optional[CheckResult]]) -> Tuple[Dict[str, Any], List[str]]:
+    """Minimum margins over every check that ran, plus warnings for tiny ones."""
+    att, gap = None, None
+    for r in checks.values():
+        if r is None or r.inputs == 0:
+            continue
+        if r.attention is not None:
+            att = r.attention if att is None else [min(a, b) for a, b in zip(att, r.attention)]
+        if r.output_gap is not None:
+            gap = r.output_gap if gap is None else min(gap, r.output_gap)
+    out = {"attention": min(att) if att else None, "attention_per_layer": att, "output_gap": gap}
+    warnings = []
+    if out["attention"] is not None and out["attention"] < MIN_ATTENTION:
+        warnings.append(f"attention weight on the intended keys drops to {out['attention']:.4f} (< {MIN_ATTENTION})")
+    if gap is not None and gap < MIN_OUTPUT_GAP:
+        warnings.append(f"read-out gap drops to {gap:.4f} (< {MIN_OUTPUT_GAP})")
+    return out, warnings
+
+
+def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Mapping[str, Optional[int]], *,
+                 name: str, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
+                 hypothesis_examples: int = DEFAULT_HYPOTHESIS, started: Optional[float] = None,
+                 extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Measure, bound-check and exactness-check a compiled model; return the report dict."""
+    t0 = time.perf_counter() if started is None else started
+    structure = measure(model)
+    bounds = bound_check(structure, bound)
+    checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
+                        hypothesis_examples=hypothesis_examples)
+    margin, warnings = margins(checks)
+    bound_ok = all(b["ok"] for b in bounds.values())
+    exact = all(r.exact for r in checks.values() if r is not None)
+    cx = next((r.counterexample for k in ("hypothesis", "edge", "random", "exhaustive")
+               if (r := checks.get(k)) is not None and r.counterexample is not None), None)
+    report = {
+        "construction": name,
+        "task": task.name,
+        "params": dict(p),
+        "structure": {k: structure[k] for k in ("attn_layers", "mlp_layers", "heads", "d_model", "d_head",
+                                                "d_mlp", "n_params", "tracr_blocks")},
+        "layers": structure["per_layer"],
+        "bound": dict(bound),
+        "bound_checks": bounds,
+        "bound_ok": bound_ok,
+        "checks": {k: (r.to_json() if r is not None else None) for k, r in checks.items()},
+        "exact": exact,
+        "min_margin": margin,
+        "warnings": warnings,
+        "counterexample": cx.to_json() if cx else None,
+        "passed": bool(bound_ok and exact),
+        "seconds": None,
+    }
+    if cx is not None:
+        report["counterexample"]["tokens_text"] = task.format_tokens(p, cx.tokens)
+        report["counterexample"]["expected_text"] = task.format_tokens(p, cx.expected)
+        report["counterexample"]["got_text"] = task.format_tokens(p, cx.got)
+    report.update(extra or {})
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: int = DEFAULT_SAMPLES,
+           exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS) -> Dict[str, Any]:
+    """Verify the registered construction ``name`` at ``params`` (strings or values).
+
+    Returns:
+        The report dict (SPEC §6 keys).
+    Raises:
+        ParameterError: unknown construction, bad parameters, exhaustive space too large.
+    """
+    t0 = time.perf_counter()
+    c = registry.get(name)
+    p = resolve_params(c, params or {})
+    task = get_task(c.task)
+    model = c.build(p)
+    return verify_model(model, task, p, c.bound_values(p), name=c.name, samples=samples, exhaustive=exhaustive,
+                        seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
+                        extra={"source": c.source, "attention": c.attention, "causal": c.causal,
+                               "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
+
+
+def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
+               hypothesis_examples: int = DEFAULT_HYPOTHESIS, progress=None):
+    """Verify every registered construction at each of its default parameter sets (a generator of reports)."""
+    for c in registry.all_constructions():
+        for given in c.defaults:
+            if progress is not None:
+                progress(c.name, given)
+            yield verify(c.name, given, samples=samples, exhaustive=exhaustive, seed=seed,
+                         hypothesis_examples=hypothesis_examples)
+
+
+__all__ = ["verify", "verify_all", "verify_model", "run_checks", "resolve_params", "ParameterError"]
