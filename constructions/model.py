@@ -127,6 +127,7 @@ class CompiledModel:
         return out
 
     def _bad_token(self, value, t):
+        value = value.item() if isinstance(value, np.generic) else value
         vocab = self.vocab
         shown = vocab if len(vocab) <= 12 else vocab[:12] + ["..."]
         raise InputError(f"token {value!r} at position {t + 1} is not in the vocabulary {shown}")

@@ -71,15 +71,13 @@ def run_checks(model: CompiledModel, task: Task, p: Dict[str, Any], *, samples: 
         ``{"random", "edge", "exhaustive", "hypothesis"}`` -> CheckResult or None (not run).
     """
     rng = np.random.default_rng(seed)
+    exhaustive_batches = task.exhaustive(p)[1] if exhaustive else None  # refuse a too-large space up front
     checks: Dict[str, Optional[CheckResult]] = {}
     checks["random"] = check_batches(model, task, p, _chunks(lambda b: task.sample(p, rng, b), samples), "random") \
         if samples > 0 else None
     checks["edge"] = check_batches(model, task, p, task.edge_cases(p), "edge")
-    if exhaustive:
-        total, batches = task.exhaustive(p)
-        checks["exhaustive"] = check_batches(model, task, p, batches, "exhaustive")
-    else:
-        checks["exhaustive"] = None
+    checks["exhaustive"] = None if exhaustive_batches is None else \
+        check_batches(model, task, p, exhaustive_batches, "exhaustive")
     checks["hypothesis"] = hypothesis_check(model, task, p, hypothesis_examples, seed) \
         if hypothesis_examples > 0 else None
     return checks
@@ -164,6 +162,8 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     c = registry.get(name)
     p = resolve_params(c, params or {})
     task = get_task(c.task)
+    if exhaustive:
+        task.exhaustive(p)  # refuse a too-large input space before compiling
     model = c.build(p)
     return verify_model(model, task, p, c.bound_values(p), name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,

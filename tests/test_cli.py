@@ -1,0 +1,92 @@
+"""CLI contract (SPEC §6): list, verify, run; exit codes 0 / 1 / 2; JSON keys; one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from verify.cli import main
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_list_json(capsys):
+    code, out, _ = run_cli(["list", "--json"], capsys)
+    assert code == 0
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert rows["khop_doubling"]["bounds"]["attn_layers"] == "ceil(log2 k)+2"
+    assert rows["khop_doubling"]["task"] == "khop" and "Sanford" in rows["khop_doubling"]["source"]
+    assert "khop_rasp" in rows
+
+
+def test_verify_json_report_keys(tmp_path, capsys):
+    path = tmp_path / "out.json"
+    code, out, _ = run_cli(["verify", "khop_doubling", "-p", "k=5", "-p", "n=16", "-p", "vocab=3",
+                            "--samples", "200", "--hypothesis", "10", "--json", str(path)], capsys)
+    assert code == 0
+    report = json.loads(path.read_text())
+    (r,) = report["results"]
+    for key in ("construction", "task", "params", "structure", "bound", "bound_ok", "checks", "min_margin",
+                "passed", "seconds"):
+        assert key in r
+    assert set(r["structure"]) >= {"attn_layers", "mlp_layers", "heads", "d_model", "d_head", "d_mlp",
+                                   "n_params", "tracr_blocks"}
+    assert r["structure"]["attn_layers"] == 5 and r["bound"] == {"attn_layers": 5, "heads": 1, "d_model": None}
+    assert r["checks"]["random"] == {"inputs": 200, "exact": True, "failed": 0, "counterexample": None}
+    assert r["checks"]["exhaustive"] is None
+    assert r["passed"] is True and r["params"]["k"] == 5
+    assert "khop_doubling" in out
+
+
+def test_verify_failure_exits_1_with_counterexample(tmp_path, capsys):
+    path = tmp_path / "out.json"
+    code, out, _ = run_cli(["verify", "khop_rasp", "-p", "k=1", "-p", "n=16", "--samples", "50",
+                            "--hypothesis", "30", "--json", str(path)], capsys)
+    assert code == 1
+    r = json.loads(path.read_text())["results"][0]
+    assert r["passed"] is False and r["counterexample"]["got"] != r["counterexample"]["expected"]
+    assert "counterexample" in out and "expected" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["verify", "khop_doubling", "-p", "k=-1"], "k must be >= 1"),
+    (["verify", "khop_doubling", "-p", "k=two"], "not a valid int"),
+    (["verify", "khop_doubling", "-p", "n=100000"], "above the maximum"),
+    (["verify", "khop_doubling", "-p", "q=1"], "unknown parameter 'q'"),
+    (["verify", "khop_doubling", "-p", "k"], "KEY=VALUE"),
+    (["verify", "no_such"], "unknown construction"),
+    (["verify"], "NAME or --all"),
+    (["verify", "khop_doubling", "--json", "/nonexistent-dir/x.json"], "does not exist"),
+    (["verify", "khop_doubling", "-p", "n=13", "--exhaustive"], "above the limit"),
+    (["run", "khop_doubling", "-p", "n=5", "--input", "a b e"], "token 'e' at position 3"),
+    (["run", "khop_doubling", "-p", "n=3", "--input", "a b c a"], "longer than max_seq_len=3"),
+    (["run", "khop_doubling", "--input", " "], "empty input"),
+    (["verify", "--bogus"], "No such option"),
+])
+def test_bad_input_is_one_line_exit_2(args, message, capsys):
+    code, _, err = run_cli(args, capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("depthcraft: error:") and message in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_run_prints_worked_example(capsys):
+    code, out, _ = run_cli(["run", "khop_doubling", "-p", "k=2", "-p", "n=12", "-p", "vocab=5",
+                            "--input", "baebcabebdea"], capsys)
+    assert code == 0
+    model_line = next(l for l in out.splitlines() if l.startswith("model"))
+    assert model_line.split()[-1] == "c" and "exact" in out
+
+
+def test_console_script_subprocess_exit_2_no_traceback():
+    proc = subprocess.run([sys.executable, "-c", "from verify.cli import main; main()", "verify", "khop_doubling",
+                           "-p", "k=-1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
