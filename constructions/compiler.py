@@ -273,21 +273,16 @@ def _fix_head_sizes(craft_model: transformers.SeriesWithResiduals, custom: set) 
                                                     h.w_qk.matrix * math.sqrt(key_size))
 
 
-def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
-                    mlp_exactness: int = 100, attention: str = "softmax",
-                    meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
-    """Compile a RASP program that may use the hand-built heads.
+def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
+                     mlp_exactness: int = 100):
+    """RASP program (may use the hand-built heads) -> tracr ``AssembledTransformerModel``.
 
-    Args:
-        program: RASP program (output SOp); must use ``rasp.tokens``.
-        vocab: input token values (must not contain "BOS" or "PAD").
-        max_seq_len: N, longest input (BOS excluded).
-        causal: mask future keys (required by ``last_occurrence``).
-        mlp_exactness: tracr's MLP discretisation parameter for standard Maps.
-        attention: attention kind the model is run with (``softmax`` for tracr heads).
-        meta: metadata stored on the model.
+    This is tracr's own model object (``.apply`` runs tracr's Haiku forward); most
+    users want :func:`compile_program`, which converts it for the batched runtime.
+
     Returns:
-        :class:`~constructions.model.CompiledModel`.
+        (assembled, output_labels): the tracr model and the residual labels of the
+        output SOp's directions in read-out order.
     Raises:
         CompileError: unsupported expression, empty program, bad vocab or length.
     """
@@ -310,5 +305,28 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
             compiler_bos=BOS, compiler_pad=PAD)
     except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
         raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
-    return from_tracr(assembled, output_labels=[str(d) for d in sink[nodes.OUTPUT_BASIS]], max_seq_len=n,
-                      causal=causal, attention=attention, meta={"compiler": "depthcraft", **(meta or {})})
+    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]]
+
+
+def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
+                    mlp_exactness: int = 100, attention: str = "softmax",
+                    meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
+    """Compile a RASP program that may use the hand-built heads.
+
+    Args:
+        program: RASP program (output SOp); must use ``rasp.tokens``.
+        vocab: input token values (must not contain "BOS" or "PAD").
+        max_seq_len: N, longest input (BOS excluded).
+        causal: mask future keys (required by ``last_occurrence``).
+        mlp_exactness: tracr's MLP discretisation parameter for standard Maps.
+        attention: attention kind the model is run with (``softmax`` for tracr heads).
+        meta: metadata stored on the model.
+    Returns:
+        :class:`~constructions.model.CompiledModel`.
+    Raises:
+        CompileError: unsupported expression, empty program, bad vocab or length.
+    """
+    assembled, output_labels = assemble_program(program, vocab, max_seq_len, causal=causal,
+                                                 mlp_exactness=mlp_exactness)
+    return from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
+                      attention=attention, meta={"compiler": "depthcraft", **(meta or {})})

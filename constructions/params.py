@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+import itertools
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from constructions.errors import ParameterError
 
@@ -83,6 +84,34 @@ def parse_assignments(items: Iterable[str]) -> Dict[str, str]:
             raise ParameterError(f"parameter {item!r} is not of the form KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
+
+
+def expand_sweeps(given: Mapping[str, str]) -> List[Dict[str, str]]:
+    """Expand sweep values into parameter sets (cartesian product, in order).
+
+    ``"1..4"`` is the inclusive integer range 1, 2, 3, 4; ``"1,2,8"`` a list. Other
+    values are kept as they are.
+
+    Raises:
+        ParameterError: a malformed or empty range.
+    """
+    axes = []
+    for key, raw in given.items():
+        raw = str(raw)
+        if ".." in raw:
+            lo, _, hi = raw.partition("..")
+            try:
+                values = [str(v) for v in range(int(lo), int(hi) + 1)]
+            except ValueError:
+                raise ParameterError(f"{key}={raw!r}: a range must look like 1..16") from None
+            if not values:
+                raise ParameterError(f"{key}={raw!r} is an empty range")
+        elif "," in raw:
+            values = [v.strip() for v in raw.split(",") if v.strip()]
+        else:
+            values = [raw]
+        axes.append([(key, v) for v in values])
+    return [dict(combo) for combo in itertools.product(*axes)]
 
 
 def freeze(params: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:

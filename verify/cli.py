@@ -18,7 +18,7 @@ from rich.table import Table
 
 from constructions import registry
 from constructions.errors import DepthcraftError, ParameterError
-from constructions.params import parse_assignments
+from constructions.params import expand_sweeps, parse_assignments
 
 # Wide tables when the output is a file or a pipe (rich would wrap them at 80 columns).
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -139,7 +139,8 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
 @cli.command("verify")
 @click.argument("name", required=False)
 @click.option("--all", "run_all", is_flag=True, help="Verify every construction at its embedded defaults.")
-@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="Parameter, e.g. -p k=8.")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Parameter, e.g. -p k=8; a sweep: -p k=1..16 or -p k=1,2,4 (one report per combination).")
 @click.option("--samples", type=click.IntRange(min=0), default=None,
               help="Random inputs per check (default 1000; 500 with --all).")
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n (small n and vocab only).")
@@ -150,7 +151,7 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
               help="Write the JSON report here.")
 def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path) -> None:
     """Compile a construction, measure it, check its bound and its exactness."""
-    from verify.verifier import verify, verify_all
+    from verify.verifier import resolve_params, verify, verify_all
 
     if bool(name) == bool(run_all):
         raise click.UsageError("give a construction NAME or --all (not both)")
@@ -168,9 +169,15 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path)
                                 hypothesis_examples=hyp, progress=progress):
                 reports.append(r)
     else:
-        with console.status(f"verifying {name}"):
-            reports = [verify(name, given, samples=1000 if samples is None else samples, exhaustive=exhaustive,
-                              seed=seed, hypothesis_examples=hyp)]
+        sweep = expand_sweeps(given)
+        for p in sweep:  # fail fast on a bad value anywhere in the sweep, before any compile
+            resolve_params(registry.get(name), p)
+        reports = []
+        with console.status(f"verifying {name}") as status:
+            for p in sweep:
+                status.update(f"verifying {name} {' '.join(f'{k}={v}' for k, v in p.items())}")
+                reports.append(verify(name, p, samples=1000 if samples is None else samples,
+                                      exhaustive=exhaustive, seed=seed, hypothesis_examples=hyp))
     print_reports(reports)
     passed = all(r["passed"] for r in reports)
     if json_path:
