@@ -37,8 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 
 ATTENTION_KINDS = ("softmax", "hardmax", "relu")
-#: Relative tolerance for hardmax ties and for the "intended keys" of the margin.
+#: Relative tolerance for hardmax ties.
 HARDMAX_TOL = 1e-4
+#: For the attention margin, a head's intended keys are those scoring within this many nats of the
+#: row's best key (a deliberate tie, as in tracr's averaging heads, is never exact in floating point).
+TIE_NATS = 0.5
 _NEG = -1e9
 
 
@@ -94,7 +97,8 @@ class ForwardOutput(NamedTuple):
     attention: per attention sublayer, [batch, heads, seq, seq] weights (only when
         ``collect_attention``), else an empty tuple.
     attn_mass: per attention sublayer, [batch, heads] the minimum over (non-PAD)
-        query positions of the weight put on the row's top-scoring keys (1.0 = hardmax).
+        query positions of the weight put on the row's top-scoring keys (within
+        ``TIE_NATS`` of the best; 1.0 = hardmax).
     residual: [batch, seq, D] final residual stream.
     """
 
@@ -143,7 +147,7 @@ def attention_weights(scores, mask, kind: str):
 def _top_mass(scores, w, mask, query_ok):
     masked = jnp.where(mask, scores, _NEG)
     top = masked.max(-1, keepdims=True)
-    near = (masked >= top - HARDMAX_TOL * (1.0 + jnp.abs(top))) & mask
+    near = (masked >= top - TIE_NATS) & mask
     mass = jnp.where(near, w, 0.0).sum(-1)  # [b, h, q]
     counted = mask.any(-1) & query_ok  # [b, 1, q]: real queries with at least one key
     return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
