@@ -16,6 +16,16 @@ import numpy as np
 from constructions.errors import ParameterError
 from rasp_programs import templates as tpl
 
+def cls_token(vocab: int) -> int:
+    """The CLS token of SC and TM: content tokens are 0..V-1, CLS is V."""
+    return vocab
+
+
+def label_token(vocab: int, c):
+    """Token of label c in SC and TM (V + 1 + c, after CLS); vectorised over c."""
+    return vocab + 1 + np.asarray(c)
+
+
 #: Rows of the dataset built as a table of all V^n sequences when V^n is at most this.
 _DENSE = 1 << 20
 
@@ -61,14 +71,20 @@ def sc_dataset(sequences: int, n: int, vocab: int, classes: int, seed: int) -> T
 
 
 @functools.lru_cache(maxsize=32)
-def tm_templates(n: int, templates: int, classes: int, max_wildcards: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    """The K templates and their labels (deterministic in the arguments).
+def tm_templates(n: int, templates: int, classes: int, vocab: int, held_out: int,
+                 seed: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The K templates of TM and their labels (deterministic in the arguments).
+
+    Templates are drawn uniformly (without replacement) among the patterns of length n
+    with at most V - held_out wildcards, so that the training tokens can instantiate
+    each; labels are balanced over the C classes (a random permutation of 0..K-1 mod C).
 
     Returns:
         (patterns [K, n] canonical, labels [K] in 0..C-1), read-only.
     Raises:
-        ParameterError: fewer than K templates of length n have <= max_wildcards wildcards.
+        ParameterError: fewer than K templates of length n have <= V - held_out wildcards.
     """
+    max_wildcards = vocab - held_out
     pool = tpl.enumerate_patterns(n, max_wildcards)
     if templates > len(pool):
         raise ParameterError(f"templates={templates}: only {len(pool)} distinct templates of length {n} "

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
-from rasp_programs.chen_zou_data import sc_dataset
+from rasp_programs.chen_zou_data import cls_token, label_token, sc_dataset
 from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, letters
 
 @functools.lru_cache(maxsize=16)
@@ -51,11 +51,11 @@ class SCTask(ReadoutTask):
     # layout
     def cls(self, p) -> int:
         """The CLS token (= V)."""
-        return p["vocab"]
+        return cls_token(p["vocab"])
 
     def label_token(self, p, c):
         """Token of label c (V + 1 + c); vectorised."""
-        return p["vocab"] + 1 + np.asarray(c)
+        return label_token(p["vocab"], c)
 
     def dataset(self, p) -> Tuple[np.ndarray, np.ndarray]:
         """(X [M, n], labels [M] in 0..C-1); see :func:`sc_dataset`."""

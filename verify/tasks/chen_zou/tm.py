@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
 from rasp_programs import templates as tpl
-from rasp_programs.chen_zou_data import tm_templates
+from rasp_programs.chen_zou_data import cls_token, label_token, tm_templates
 from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, checked_count, letters
 
 
@@ -58,13 +58,15 @@ class TMTask(ReadoutTask):
 
     def templates(self, p) -> Tuple[np.ndarray, np.ndarray]:
         """(patterns [K, n], labels [K]); see :func:`tm_templates`."""
-        return tm_templates(p["n"], p["templates"], p["classes"], self.max_wildcards(p), p["seed"])
+        return tm_templates(p["n"], p["templates"], p["classes"], p["vocab"], p["held_out"], p["seed"])
 
     def cls(self, p) -> int:
-        return p["vocab"]
+        """The CLS token (= V)."""
+        return cls_token(p["vocab"])
 
     def label_token(self, p, c):
-        return p["vocab"] + 1 + np.asarray(c)
+        """Token of label c (V + 1 + c); vectorised."""
+        return label_token(p["vocab"], c)
 
     def held_out_tokens(self, p) -> List[int]:
         return list(range(p["vocab"] - p["held_out"], p["vocab"]))
