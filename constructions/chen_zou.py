@@ -76,9 +76,10 @@ register(Construction(
     defaults=(dict(sequences=64, n=8, vocab=4, classes=4, seed=0, attention="softmax"),
               dict(sequences=16, n=8, vocab=4, classes=4, seed=0, attention="relu")),
     exhaustive_in_all=True,
-    notes="softmax: H = ceil((M-1)/(n+V-2)) for generic QK tables. ReLU: the one-layer read-out is additive "
-          "over (position, token) pairs, so it memorises at most 1 + n(V-1) generic sequences (the build "
-          "refuses larger M); the ReLU default uses M = 16 <= 25.",
+    notes="softmax: H = ceil((M-1)/(n+V-2)) for generic QK tables and a dataset that uses every token at "
+          "every position. ReLU: the one-layer read-out is additive over (position, token) pairs, so the "
+          "build needs the sequences' one-hot encodings (plus a constant) independent, M <= 1 + n(V-1), and "
+          "refuses otherwise; the ReLU default uses M = 16 <= 25.",
 ))
 
 register(Construction(

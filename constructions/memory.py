@@ -14,8 +14,9 @@ transformers", ICLR 2024, specialised to one-hot token and position inputs):
 
 A softmax head contributes n + V - 1 independent feature dimensions (n positions, V key
 values), the constant being shared, so E examples need H = ceil((E - 1) / (n + V - 2))
-heads for generic scores. ReLU heads are additive over positions: all heads together
-span at most 1 + n (V - 1) dimensions, so they memorise only small or additive datasets.
+heads for generic scores. ReLU heads are additive over positions: all heads together span
+at most the (position, value) one-hot encodings of the examples plus a constant, so ReLU
+interpolation needs those to be linearly independent (at most 1 + n (V - 1) examples).
 """
 
 from __future__ import annotations

@@ -494,8 +494,10 @@ def memorise(keys: Sequence[rasp.SOp], examples: Sequence[Sequence[Any]], labels
     positions, V key values), of which the constant is shared by all heads, so E
     distinct examples need H = ceil((E - 1) / (n + V - 2)) heads, reached for generic
     random scores. ReLU heads have no normalisation: their read-out is an additive
-    function of (position, value) pairs, which spans at most 1 + n(V - 1) dimensions
-    whatever H is (e.g. no one-layer ReLU read-out separates {aa, bb} from {ab, ba}).
+    function of (position, value) pairs whatever H is, so ReLU interpolation needs the
+    examples' one-hot (position, value) encodings plus a constant to be linearly
+    independent (at most 1 + n(V - 1) examples), and some labelings are out of reach of
+    any one-layer ReLU read-out (no additive function separates {aa, bb} from {ab, ba}).
     ``heads=None`` takes the fewest heads that interpolate the examples.
 
     Semantics: at position R of an input of length R, the label of the example whose

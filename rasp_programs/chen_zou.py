@@ -47,9 +47,11 @@ def sc_memorize(examples: Sequence[Sequence[int]], labels: Sequence[Any], *, att
 
     Cost: L = 1, MLP = 0. Heads (softmax): one head's features span n + V - 1
     dimensions with the constant shared, so H = ceil((M - 1) / (n + V - 2)) for generic
-    scores (<= M). ReLU: the read-out is additive over (position, token) pairs, so it
-    memorises at most 1 + n(V - 1) generic sequences, whatever H (and no dataset
-    labelled like XOR: {aa, bb} vs {ab, ba}).
+    scores (<= M). ReLU: the read-out is additive over (position, token) pairs, whatever
+    H, so this construction needs the M sequences' one-hot (position, token) encodings
+    plus a constant to be linearly independent (M <= 1 + n(V - 1); the build refuses
+    otherwise), and no one-layer ReLU read-out fits a dataset labelled like XOR
+    ({aa, bb} vs {ab, ba}).
 
     Args:
         examples: the M inputs (sequence then CLS), all of length n+1.
