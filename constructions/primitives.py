@@ -155,6 +155,11 @@ class HeadSpec(rasp.RASPExpr):
         for s in (query, key):
             if s is not None and not rasp.is_categorical(s):
                 raise CompileError(f"{kind} needs categorical query/key SOps; {s.label} is numerical")
+        used = [query, key] + [r.source for r in reads] + (list(spec.sops()) if spec is not None else [])
+        for s in used:
+            if isinstance(s, HeadRead) and s.head.kind == "memory":
+                raise CompileError(f"{s.label} is a memorise read-out (its value at BOS is unspecified); "
+                                   "no head can read it")
         self.kind = kind
         self.query = query
         self.key = key

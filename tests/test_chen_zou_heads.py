@@ -130,6 +130,7 @@ def test_memorise_refuses_conflicting_labels():
                              attention="relu"), "set-valued"),
     (lambda: compile_program(position_map(lambda i: i + 1, rasp.tokens), vocab=range(2), max_seq_len=3),
      "causal"),
+    (lambda: prev_token(memorise([rasp.tokens], [[0, 1]], [0])), "read-out"),
 ])
 def test_refusals(make, msg):
     with pytest.raises(CompileError, match=msg):
