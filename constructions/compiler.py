@@ -316,14 +316,14 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
     bos_dir = bases.BasisDirection(rasp.tokens.label, BOS)
     _add_blocks(graph, n, bos_dir, mlp_exactness, causal, attention)
     craft_model = _schedule(graph)
-    custom = set()
+    custom, soft = set(), set()  # ids of the hand-built heads; of those soft by design (memorise)
     for i in graph.nodes:
-        if isinstance(graph.nodes[i][nodes.EXPR], HeadSpec):
-            block = graph.nodes[i][nodes.MODEL_BLOCK]
-            custom |= {id(h) for h in block.as_multi().heads()}
-    soft = {id(h) for i in graph.nodes
-            if isinstance(graph.nodes[i][nodes.EXPR], HeadSpec) and graph.nodes[i][nodes.EXPR].kind == "memory"
-            for h in graph.nodes[i][nodes.MODEL_BLOCK].as_multi().heads()}
+        expr = graph.nodes[i][nodes.EXPR]
+        if isinstance(expr, HeadSpec):
+            ids = {id(h) for h in graph.nodes[i][nodes.MODEL_BLOCK].as_multi().heads()}
+            custom |= ids
+            if expr.kind == "memory":
+                soft |= ids
     attn_blocks = [b for b in craft_model.blocks if not isinstance(b, transformers.MLP)]
     soft_layers = [a for a, b in enumerate(attn_blocks) if any(id(h) in soft for h in b.as_multi().heads())]
     _fix_head_sizes(craft_model, custom)

@@ -20,6 +20,7 @@ from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
 
 from constructions.errors import CompileError
+from constructions.memory import build_memory
 from constructions.primitives import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi
 
 ONE = bases.BasisDirection("one")
@@ -58,8 +59,6 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
         CompileError: if a read's source is not in the residual stream.
     """
     if head.kind == "memory":
-        from constructions.memory import build_memory
-
         return build_memory(head, space_of, outputs, max_seq_len, bos_dir)
     w_qk = _qk(head, space_of, max_seq_len, bos_dir)
     w_ov = _ov(space_of, outputs, max_seq_len, bos_dir)

@@ -21,6 +21,7 @@ interpolation needs those to be linearly independent (at most 1 + n (V - 1) exam
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Dict, List, Tuple
 
@@ -29,7 +30,7 @@ from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
 
 from constructions.errors import CompileError
-from constructions.primitives import Evaluator, HeadRead, HeadSpec, MemorySpec
+from constructions.primitives import HeadRead, HeadSpec, MemorySpec, memory_keys, memory_table
 
 #: Largest |F W - Y| accepted for the least-squares solution (float64, before float32 weights).
 RESIDUAL_TOL = 1e-6
@@ -53,22 +54,24 @@ def key_space(spec: MemorySpec, space_of, n: int, bos_dir) -> bases.VectorSpaceW
     return bases.VectorSpaceWithBasis(list(dirs))
 
 
-def residuals(spec: MemorySpec, space: bases.VectorSpaceWithBasis, bos_dir) -> np.ndarray:
-    """r_t for every example: [E, R + 1, D] (t = 0 is BOS), from the keys' reference values."""
+def residuals(spec: MemorySpec, keys, space: bases.VectorSpaceWithBasis, bos_dir) -> np.ndarray:
+    """r_t for every example: [E, R + 1, D] (t = 0 is BOS).
+
+    Args:
+        keys: per example, the key SOps' reference values (:func:`memory_keys`).
+    """
     index = {d: i for i, d in enumerate(space.basis)}
     by_label: Dict[str, Dict] = {}
     for d in space.basis:
         by_label.setdefault(d.name, {})[d.value] = index[d]
     r_len = spec.length
-    out = np.zeros((len(spec.examples), r_len + 1, space.num_dims))
+    out = np.zeros((len(keys), r_len + 1, space.num_dims))
     out[:, 0, index[bos_dir]] = 1.0
     for t in range(r_len):
         out[:, t + 1, index[_index_dir(t)]] = 1.0
-    for e, ex in enumerate(spec.examples):
-        ev = Evaluator()
-        for k in spec.keys:
+    for e, key in enumerate(keys):
+        for k, vals in zip(spec.keys, key):
             dirs = by_label.get(k.label, {})
-            vals = ev.evaluate(k, list(ex))
             bos = k.bos_value if isinstance(k, HeadRead) else None
             for t, v in enumerate([bos] + list(vals)):
                 for x in (v if isinstance(v, frozenset) else [v]):
@@ -134,21 +137,13 @@ def build_memory(head: HeadSpec, space_of, outputs, max_seq_len: int, bos_dir) -
     if spec.length > max_seq_len:
         raise CompileError(f"{head.label}: examples of length {spec.length} exceed max_seq_len={max_seq_len}")
     space = key_space(spec, space_of, max_seq_len, bos_dir)
-    from constructions.primitives import memory_table
-
-    table = memory_table(spec)  # raises on conflicting labels
-    # One example per distinct key-value tuple.
-    seen, keep = set(), []
-    for i, ex in enumerate(spec.examples):
-        ev = Evaluator()
-        key = tuple(tuple(ev.evaluate(k, list(ex))) for k in spec.keys)
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    distinct = MemorySpec(spec.keys, tuple(spec.examples[i] for i in keep), tuple(spec.labels[i] for i in keep),
-                          spec.heads, spec.seed, spec.scale)
-    assert len(keep) == len(table)
-    res = residuals(distinct, space, bos_dir)
+    keys = memory_keys(spec)
+    table = memory_table(spec, keys)  # raises on conflicting labels
+    first = {key: i for i, key in reversed(list(enumerate(keys)))}  # one example per distinct key tuple
+    keep = sorted(first[k] for k in table)
+    distinct = dataclasses.replace(spec, examples=tuple(spec.examples[i] for i in keep),
+                                   labels=tuple(spec.labels[i] for i in keep))
+    res = residuals(distinct, [keys[i] for i in keep], space, bos_dir)
     out_spaces = [out for _, out in outputs]
     if not out_spaces:
         raise CompileError(f"{head.label}: its label is not used")

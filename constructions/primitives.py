@@ -673,16 +673,23 @@ class Evaluator(rasp.DefaultRASPEvaluator):
         return out
 
 
-def memory_table(spec: MemorySpec) -> Dict[Any, Any]:
-    """Key values (one tuple per key SOp) of each example of a memorise head -> its label.
+def memory_keys(spec: MemorySpec) -> List[Tuple[Tuple[Any, ...], ...]]:
+    """The key values of each example of a memorise head: one tuple (over positions) per key SOp."""
+    out = []
+    for ex in spec.examples:
+        ev = Evaluator()
+        out.append(tuple(tuple(ev.evaluate(k, list(ex))) for k in spec.keys))
+    return out
+
+
+def memory_table(spec: MemorySpec, keys: Optional[Sequence[Any]] = None) -> Dict[Any, Any]:
+    """Key values of each example of a memorise head (see :func:`memory_keys`) -> its label.
 
     Raises:
         CompileError: two examples with equal key values have different labels.
     """
     table: Dict[Any, Any] = {}
-    for ex, lab in zip(spec.examples, spec.labels):
-        ev = Evaluator()
-        key = tuple(tuple(ev.evaluate(k, list(ex))) for k in spec.keys)
+    for key, lab in zip(memory_keys(spec) if keys is None else keys, spec.labels):
         if table.setdefault(key, lab) != lab:
             raise CompileError(f"memorise: examples with the same key values have labels {table[key]!r} and {lab!r}")
     return table

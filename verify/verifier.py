@@ -112,7 +112,8 @@ def margins(checks: Mapping[str, Optional[CheckResult]], soft_layers=()) -> Tupl
             att = r.attention if att is None else [min(a, b) for a, b in zip(att, r.attention)]
         if r.output_gap is not None:
             gap = r.output_gap if gap is None else min(gap, r.output_gap)
-    hard = [a for i, a in enumerate(att or []) if i not in set(soft_layers)]
+    soft = set(soft_layers)
+    hard = [a for i, a in enumerate(att or []) if i not in soft]
     out = {"attention": min(hard) if hard else None, "attention_per_layer": att, "output_gap": gap,
            "soft_layers": [i + 1 for i in soft_layers]}
     warnings = []
