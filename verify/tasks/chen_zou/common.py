@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy as np
 
 from constructions.errors import InputError, ParameterError
+from rasp_programs.chen_zou_data import cls_token, label_token
 from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 #: Target value at unscored positions, and what a model output with no value decodes to.
@@ -62,6 +63,58 @@ class ReadoutTask(Task):
             targets[:, -1] = self.answer(p, tokens.astype(np.int64))
             scored[:, -1] = True
         return targets, scored
+
+
+class ClsTask(ReadoutTask):
+    """A task whose input is n content tokens then ``CLS``, with labels read at ``CLS`` (SC, TM).
+
+    Token layout (:mod:`rasp_programs.chen_zou_data`): content 0..V-1, ``CLS`` = V,
+    label c = V + 1 + c. Parameters ``vocab`` (V), ``n`` and ``classes`` (C).
+    """
+
+    def cls(self, p) -> int:
+        """The CLS token (= V)."""
+        return cls_token(p["vocab"])
+
+    def label_token(self, p, c):
+        """Token of label c (V + 1 + c); vectorised."""
+        return label_token(p["vocab"], c)
+
+    def with_cls(self, p, x: np.ndarray) -> np.ndarray:
+        """[b, n] content -> [b, n+1] inputs ending with CLS."""
+        return np.concatenate([x, np.full((len(x), 1), self.cls(p), np.int64)], 1)
+
+    def vocab(self, p):
+        return list(range(p["vocab"] + 1))
+
+    def max_seq_len(self, p):
+        return p["n"] + 1
+
+    def target_values(self, p) -> List[int]:
+        return list(range(p["vocab"] + 1, p["vocab"] + 1 + p["classes"]))
+
+    def token_names(self, p):
+        names = letters(range(p["vocab"]))
+        names[self.cls(p)] = "CLS"
+        names.update({int(self.label_token(p, c)): f"L{c}" for c in range(p["classes"])})
+        return names
+
+    def content(self, p, tokens: np.ndarray) -> np.ndarray:
+        """Check the layout of [b, n+1] inputs (content tokens, then CLS) and return the content [b, n].
+
+        Raises:
+            InputError: wrong length, a non-content token before CLS, or no CLS at the end.
+        """
+        n = p["n"]
+        if tokens.shape[1] != n + 1:
+            raise InputError(f"{self.name}: an input is n+1 = {n + 1} tokens (n content tokens then CLS), "
+                             f"got {tokens.shape[1]}")
+        check_range(self.name, tokens[:, :n], 0, p["vocab"], "content")
+        bad = tokens[:, n] != self.cls(p)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{self.name}: input {r} ends with token {int(tokens[r, n])}, expected CLS = {self.cls(p)}")
+        return tokens[:, :n]
 
 
 def check_range(name: str, x: np.ndarray, lo: int, hi: int, what: str) -> None:

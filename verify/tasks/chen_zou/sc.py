@@ -13,15 +13,15 @@ Token layout (integers): content 0..V-1, ``CLS`` = V, label c is token V+1+c
 from __future__ import annotations
 
 import functools
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 from hypothesis import strategies as st
 
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
-from rasp_programs.chen_zou_data import cls_token, label_token, sc_dataset
-from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, letters
+from rasp_programs.chen_zou_data import sc_dataset
+from verify.tasks.chen_zou.common import ClsTask, batches_of
 
 @functools.lru_cache(maxsize=16)
 def _row_index(*key) -> Dict[bytes, int]:
@@ -29,7 +29,7 @@ def _row_index(*key) -> Dict[bytes, int]:
     return {row.tobytes(): i for i, row in enumerate(x)}
 
 
-class SCTask(ReadoutTask):
+class SCTask(ClsTask):
     """Sequence classification of a fixed dataset (memorisation), read at CLS."""
 
     name = "sc"
@@ -48,15 +48,6 @@ class SCTask(ReadoutTask):
             raise ParameterError(f"sequences={p['sequences']} is more than the {p['vocab'] ** p['n']} "
                                  f"distinct sequences of length n={p['n']} over vocab={p['vocab']}")
 
-    # layout
-    def cls(self, p) -> int:
-        """The CLS token (= V)."""
-        return cls_token(p["vocab"])
-
-    def label_token(self, p, c):
-        """Token of label c (V + 1 + c); vectorised."""
-        return label_token(p["vocab"], c)
-
     def dataset(self, p) -> Tuple[np.ndarray, np.ndarray]:
         """(X [M, n], labels [M] in 0..C-1); see :func:`sc_dataset`."""
         return sc_dataset(p["sequences"], p["n"], p["vocab"], p["classes"], p["seed"])
@@ -64,35 +55,14 @@ class SCTask(ReadoutTask):
     def inputs(self, p) -> np.ndarray:
         """Every input of the task: the M dataset sequences followed by CLS, [M, n+1]."""
         x, _ = self.dataset(p)
-        return np.concatenate([x, np.full((len(x), 1), self.cls(p), np.int64)], 1)
-
-    def vocab(self, p):
-        return list(range(p["vocab"] + 1))
-
-    def max_seq_len(self, p):
-        return p["n"] + 1
-
-    def target_values(self, p) -> List[int]:
-        return list(range(p["vocab"] + 1, p["vocab"] + 1 + p["classes"]))
-
-    def token_names(self, p):
-        names = letters(range(p["vocab"]))
-        names[self.cls(p)] = "CLS"
-        names.update({int(self.label_token(p, c)): f"L{c}" for c in range(p["classes"])})
-        return names
+        return self.with_cls(p, x)
 
     def answer(self, p, tokens):
-        n = p["n"]
-        if tokens.shape[1] != n + 1:
-            raise InputError(f"sc: an input is n+1 = {n + 1} tokens (sequence then CLS), got {tokens.shape[1]}")
-        check_range("sc", tokens[:, :n], 0, p["vocab"], "content")
-        if (tokens[:, n] != self.cls(p)).any():
-            r = int(np.flatnonzero(tokens[:, n] != self.cls(p))[0])
-            raise InputError(f"sc: input {r} ends with token {int(tokens[r, n])}, expected CLS = {self.cls(p)}")
+        x = self.content(p, tokens)
         _, labels = self.dataset(p)
         index = _row_index(p["sequences"], p["n"], p["vocab"], p["classes"], p["seed"])
         out = np.empty(len(tokens), np.int64)
-        for r, row in enumerate(np.ascontiguousarray(tokens[:, :n])):
+        for r, row in enumerate(np.ascontiguousarray(x)):
             i = index.get(row.tobytes())
             if i is None:
                 raise InputError(f"sc: input {r} ({' '.join(map(str, row))}) is not a sequence of the dataset")

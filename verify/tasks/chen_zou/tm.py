@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
 from rasp_programs import templates as tpl
-from rasp_programs.chen_zou_data import cls_token, label_token, tm_templates
-from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, checked_count, letters
+from rasp_programs.chen_zou_data import tm_templates
+from verify.tasks.chen_zou.common import ClsTask, batches_of, checked_count
 
 
-class TMTask(ReadoutTask):
+class TMTask(ClsTask):
     """Template matching: the label of the input's template, read at CLS."""
 
     name = "tm"
@@ -60,48 +60,18 @@ class TMTask(ReadoutTask):
         """(patterns [K, n], labels [K]); see :func:`tm_templates`."""
         return tm_templates(p["n"], p["templates"], p["classes"], p["vocab"], p["held_out"], p["seed"])
 
-    def cls(self, p) -> int:
-        """The CLS token (= V)."""
-        return cls_token(p["vocab"])
-
-    def label_token(self, p, c):
-        """Token of label c (V + 1 + c); vectorised."""
-        return label_token(p["vocab"], c)
-
     def held_out_tokens(self, p) -> List[int]:
         return list(range(p["vocab"] - p["held_out"], p["vocab"]))
-
-    def vocab(self, p):
-        return list(range(p["vocab"] + 1))
-
-    def max_seq_len(self, p):
-        return p["n"] + 1
-
-    def target_values(self, p) -> List[int]:
-        return list(range(p["vocab"] + 1, p["vocab"] + 1 + p["classes"]))
-
-    def token_names(self, p):
-        names = letters(range(p["vocab"]))
-        names[self.cls(p)] = "CLS"
-        names.update({int(self.label_token(p, c)): f"L{c}" for c in range(p["classes"])})
-        return names
 
     def instances(self, p, template_ids: np.ndarray, substitutions: np.ndarray) -> np.ndarray:
         """Inputs from template indices [b] and substitutions [b, >= wildcards]: [b, n+1] with CLS."""
         pats, _ = self.templates(p)
-        x = tpl.substitute(pats[template_ids], substitutions)
-        return np.concatenate([x, np.full((len(x), 1), self.cls(p), np.int64)], 1)
+        return self.with_cls(p, tpl.substitute(pats[template_ids], substitutions))
 
     def answer(self, p, tokens):
-        n = p["n"]
-        if tokens.shape[1] != n + 1:
-            raise InputError(f"tm: an input is n+1 = {n + 1} tokens (instance then CLS), got {tokens.shape[1]}")
-        check_range("tm", tokens[:, :n], 0, p["vocab"], "content")
-        if (tokens[:, n] != self.cls(p)).any():
-            r = int(np.flatnonzero(tokens[:, n] != self.cls(p))[0])
-            raise InputError(f"tm: input {r} ends with token {int(tokens[r, n])}, expected CLS = {self.cls(p)}")
+        x = self.content(p, tokens)
         pats, labels = self.templates(p)
-        codes = tpl.pattern_codes(tpl.canonical_pattern(tokens[:, :n]))
+        codes = tpl.pattern_codes(tpl.canonical_pattern(x))
         known = tpl.pattern_codes(pats)
         order = np.argsort(known)
         pos = np.clip(np.searchsorted(known[order], codes), 0, len(known) - 1)
@@ -109,7 +79,7 @@ class TMTask(ReadoutTask):
         miss = known[idx] != codes
         if miss.any():
             r = int(np.flatnonzero(miss)[0])
-            pat = tpl.pattern_str(tpl.canonical_pattern(tokens[r:r + 1, :n])[0])
+            pat = tpl.pattern_str(tpl.canonical_pattern(x[r:r + 1])[0])
             raise InputError(f"tm: input {r} has template {pat}, which is not one of the task's {len(pats)} templates")
         return self.label_token(p, labels[idx])
 
