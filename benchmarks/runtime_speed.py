@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=8, help="timed runtime batches")
     args = ap.parse_args()
 
-    assembled, labels = assemble_program(khop_doubling(args.k), vocab=range(args.vocab), max_seq_len=args.n)
+    assembled, labels, _ = assemble_program(khop_doubling(args.k), vocab=range(args.vocab), max_seq_len=args.n)
     model = from_tracr(assembled, output_labels=labels, max_seq_len=args.n, causal=True)
     rng = np.random.default_rng(0)
     x = rng.integers(0, args.vocab, size=(args.batch, args.n))

@@ -97,8 +97,9 @@ class ForwardOutput(NamedTuple):
     attention: per attention sublayer, [batch, heads, seq, seq] weights (only when
         ``collect_attention``), else an empty tuple.
     attn_mass: per attention sublayer, [batch, heads] the minimum over (non-PAD)
-        query positions of the weight put on the row's top-scoring keys (within
-        ``TIE_NATS`` of the best; 1.0 = hardmax).
+        query positions of 1 - the weight on keys below the row's best (softmax: keys
+        more than ``TIE_NATS`` below, so this is the weight on the intended keys, 1.0 =
+        hardmax; ReLU: 1.0 when no key below the top score gets weight).
     residual: [batch, seq, D] final residual stream.
     """
 
@@ -144,11 +145,15 @@ def attention_weights(scores, mask, kind: str):
     return jnp.where(mask, w, 0.0).astype(scores.dtype)
 
 
-def _top_mass(scores, w, mask, query_ok):
+def _top_mass(scores, w, mask, query_ok, kind):
+    # 1 - the weight on keys below the row's top score: for softmax and hardmax this is the
+    # weight on the top keys; for ReLU it is 1 when only top keys get weight (an all-zero
+    # row, where nothing is selected, counts as clean).
     masked = jnp.where(mask, scores, _NEG)
     top = masked.max(-1, keepdims=True)
-    near = (masked >= top - TIE_NATS) & mask
-    mass = jnp.where(near, w, 0.0).sum(-1)  # [b, h, q]
+    tol = TIE_NATS if kind == "softmax" else HARDMAX_TOL * (1.0 + jnp.abs(top))  # ReLU/hardmax: exact ties
+    near = (masked >= top - tol) & mask
+    mass = 1.0 - jnp.where(near | ~mask, 0.0, w).sum(-1)  # [b, h, q]
     counted = mask.any(-1) & query_ok  # [b, 1, q]: real queries with at least one key
     return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
 
@@ -167,7 +172,7 @@ def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect):
     out = jnp.einsum("bhte,hed->btd", z, p["w_o"])
     if "b_o" in p:
         out = out + p["b_o"]
-    mass = _top_mass(scores, w, mask, query_ok)
+    mass = _top_mass(scores, w, mask, query_ok, kind)
     return _write(x, spec.out_rows, out), (w if collect else None), mass
 
 

@@ -37,7 +37,7 @@ def test_runtime_equals_tracr_apply_on_hand_built_heads():
     from constructions.compiler import assemble_program
     from constructions.model import from_tracr
 
-    tracr_model, labels = assemble_program(khop_doubling(5), vocab=range(4), max_seq_len=16)
+    tracr_model, labels, _ = assemble_program(khop_doubling(5), vocab=range(4), max_seq_len=16)
     ours = from_tracr(tracr_model, output_labels=labels, max_seq_len=16, causal=True)
     rng = np.random.default_rng(1)
     xs = rng.integers(0, 4, size=(6, 16))
