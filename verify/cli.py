@@ -124,7 +124,7 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
     for r in reports:
         cx = r.get("counterexample")
         if cx:
-            note = " (shrunk by hypothesis)" if cx.get("shrunk") else ""
+            note = f" (found by the {cx['check']} check" + (", shrunk)" if cx.get("shrunk") else ")")
             console.print(f"[red]{r['construction']}[/] counterexample{note}, wrong at positions {cx['positions']}:")
             console.print(f"  input    {cx['tokens_text']}")
             console.print(f"  expected {cx['expected_text']}")
