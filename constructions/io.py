@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -54,6 +55,15 @@ def check_writable(path: str) -> None:
         raise ParameterError(f"cannot write {path}: permission denied")
 
 
+def _mode_for(path: str) -> int:
+    """Permissions for a new file at ``path``: the replaced file's, else 0o666 minus the umask."""
+    if os.path.exists(path):
+        return stat.S_IMODE(os.stat(path).st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> None:
     """Create ``path`` through ``write(tmp_path)`` on a temporary file in the same directory, then rename.
 
@@ -71,6 +81,7 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

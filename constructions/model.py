@@ -174,13 +174,15 @@ class CompiledModel:
             tokens: [batch, n] token values.
             none_value: value for positions where the model outputs no value.
         Returns:
-            [batch, n] output values at positions 1..n (BOS dropped).
+            [batch, n] output values at positions 1..n (BOS dropped). Inputs are padded
+            to max_seq_len + 1 (PAD keys are masked, so outputs do not change).
         Raises:
             InputError: see :meth:`encode`.
         """
-        ids = self.encode(tokens)
+        ids = self.encode(tokens, length=self.max_seq_len + 1)  # one shape per batch size: one XLA compile
+        n = max(len(s) for s in tokens) if not isinstance(tokens, np.ndarray) else tokens.shape[1]
         out = self.forward_ids(ids)
-        return self.decode(out.logits, none_value)[:, 1:]
+        return self.decode(np.asarray(out.logits)[:, 1:n + 1], none_value)
 
 
 def _nonzero_rows(*mats: np.ndarray) -> np.ndarray:

@@ -159,6 +159,9 @@ def test_save_is_atomic(doubling, tmp_path, monkeypatch):
     path = tmp_path / "m.safetensors"
     io.save(doubling, str(path))
     before = path.read_bytes()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask  # ordinary permissions, not mkstemp's 0600
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt

@@ -262,14 +262,18 @@ def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
 def program_listing(program: rasp.SOp) -> List[str]:
     """The RASP program as lines ``name = operation(args)``, inputs first, output last.
 
-    Names are the SOps' names without tracr's numeric id (see :func:`sop_name`).
+    Names are the SOps' names without tracr's numeric id (see :func:`sop_name`);
+    SOps are ordered by their depth in the expression graph, then by name.
     """
     import networkx as nx
     from tracr.compiler import nodes, rasp_to_graph
 
     graph = rasp_to_graph.extract_rasp_graph(program).graph
-    lines = []
+    depth: Dict[str, int] = {}
     for node_id in nx.topological_sort(graph):
+        depth[node_id] = 1 + max((depth[p] for p in graph.predecessors(node_id)), default=-1)
+    lines = []
+    for node_id in nx.lexicographical_topological_sort(graph, key=lambda i: (depth[i], sop_name(i), i)):
         line = describe_expr(graph.nodes[node_id][nodes.EXPR])
         if line is not None:
             lines.append(line)
