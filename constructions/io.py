@@ -45,7 +45,11 @@ _META_KEY = "depthcraft"
 
 
 def check_writable(path: str) -> None:
-    """Raise ParameterError unless ``path`` can be created or replaced (its directory exists and is writable)."""
+    """Raise ParameterError unless ``path`` can be created or replaced.
+
+    Checks that the directory exists, that ``path`` is not a directory, the
+    permissions, and finally creates and removes a probe file in the directory.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ParameterError(f"cannot write {path}: directory {directory} does not exist")
@@ -53,6 +57,12 @@ def check_writable(path: str) -> None:
         raise ParameterError(f"cannot write {path}: it is a directory")
     if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise ParameterError(f"cannot write {path}: permission denied")
+    try:  # the only reliable test (root ignores permissions; read-only or virtual file systems)
+        fd, probe = tempfile.mkstemp(prefix=".depthcraft-probe-", dir=directory)
+    except OSError as e:
+        raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _mode_for(path: str) -> int:
@@ -71,11 +81,15 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
     included), so ``path`` is either the complete new file or untouched.
 
     Raises:
-        ParameterError: the path is not writable (see :func:`check_writable`).
+        ParameterError: the path is not writable (see :func:`check_writable`) or the
+            write fails (disk full, read-only file system: the OS reason is named).
     """
     check_writable(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".depthcraft-", suffix=suffix or ".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".depthcraft-", suffix=suffix or ".tmp", dir=directory)
+    except OSError as e:
+        raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
     os.close(fd)
     try:
         write(tmp)
@@ -83,10 +97,17 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
             os.fsync(f.fileno())
         os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
+    except OSError as e:
+        _remove(tmp)
+        raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
+
+
+def _remove(tmp: str) -> None:
+    if os.path.exists(tmp):
+        os.unlink(tmp)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ def save_cmd(name, params, out) -> None:
     io.check_writable(out)
     c = registry.get(name)
     p = resolve_params(c, parse_assignments(params))
+    click.echo(f"compiling {name} {' '.join(f'{k}={v}' for k, v in p.items())} ...", err=True)
     model = c.build(p)
     meta = io.save(model, out)
     console.print(f"saved {name} ({' '.join(f'{k}={v}' for k, v in p.items())}) to {out}: "

@@ -28,6 +28,7 @@ import click
 import numpy as np
 from tracr.rasp import rasp
 
+from constructions.errors import InputError
 from constructions.model import CompiledModel
 
 #: Attention weight below which a query's attention counts as split (the second key is shown).
@@ -335,6 +336,8 @@ def for_construction(name: str, params: Dict[str, Any], text: str) -> Tuple[Show
     p = resolve_params(c, params)
     task = get_task(c.task)
     tokens = task.parse_tokens(p, text)
+    if len(tokens) > task.max_seq_len(p):  # refuse before compiling
+        raise InputError(f"input of length {len(tokens)} is longer than max_seq_len={task.max_seq_len(p)}")
     model = c.build(p)
     return _for_registered(c, p, task, model, tokens), model
 
