@@ -1,7 +1,8 @@
 """Optional export of a compiled model to TransformerLens's ``HookedTransformer`` (PyTorch).
 
-Install with ``pip install 'depthcraft[lens]'`` (TransformerLens 2.15-3.x and PyTorch, about
-1.4 GB; TransformerLens 4 removed ``HookedTransformer``). The exported model computes the same
+Install with ``pip install 'depthcraft[lens]'`` (TransformerLens 2.15-3.x and PyTorch: about
+1.4 GB with a CPU-only torch, e.g. ``pip install torch --index-url
+https://download.pytorch.org/whl/cpu`` first; TransformerLens 4 removed ``HookedTransformer``). The exported model computes the same
 function with TransformerLens's hooks and caches, for interpretability tooling.
 
 Mapping (:mod:`constructions.runtime` layout -> TransformerLens names):

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from constructions import registry
-from constructions.io import atomic_write, check_writable  # noqa: F401 (check_writable: used by commands)
+from constructions.io import atomic_write, check_writable
 from constructions.errors import DepthcraftError, ParameterError
 from constructions.params import expand_sweeps, parse_assignments
 
