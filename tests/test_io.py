@@ -190,3 +190,24 @@ def test_cli_save_then_verify_and_show(tmp_path, capsys):
         cli.main(["show", path, "--input", "a b a c b a"])
     assert e.value.code == 0
     assert "layer 3 head 0" in capsys.readouterr().out
+
+
+def test_user_program_round_trip(tmp_path, capsys):
+    from tracr.rasp import rasp
+
+    from constructions.compiler import compile_program
+    from verify import check_program
+
+    hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)).named("hist")
+    model = compile_program(hist, vocab=["x", "y"], max_seq_len=5, causal=False)
+    path = str(tmp_path / "hist.safetensors")
+    meta = io.save(model, path)
+    assert meta["construction"] is None and meta["bound"] is None and meta["vocab"] == ["x", "y"]
+    loaded = io.load(path)
+    x = [["x", "y", "x"], ["y", "y", "y"]]
+    assert loaded.run(x).tolist() == [[2, 1, 2], [3, 3, 3]]  # hist, from the definition
+    r = check_program(loaded, reference=lambda xs: [xs.count(t) for t in xs], samples=32, hypothesis_examples=5)
+    assert r["passed"]
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify-saved", path])
+    assert e.value.code == 2 and "holds no registered construction" in capsys.readouterr().err

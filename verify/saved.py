@@ -14,6 +14,7 @@ import sys
 import click
 
 from constructions import io, registry
+from constructions.errors import ParameterError
 from constructions.params import parse_assignments
 
 
@@ -54,6 +55,9 @@ def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     if json_path:
         io.check_writable(json_path)
     model = io.load(path)
+    if not model.meta.get("construction"):
+        raise ParameterError(f"{path} holds no registered construction; verify it in Python with "
+                             f"verify.check_program(constructions.io.load(path), reference=...)")
     saved = model.meta.get("saved_bound")
     report = check_program(model, bound=saved, samples=samples, exhaustive=exhaustive, seed=seed,
                            hypothesis_examples=hyp)
