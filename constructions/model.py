@@ -95,6 +95,9 @@ class CompiledModel:
                 than ``max_seq_len``.
         """
         seqs = tokens if isinstance(tokens, np.ndarray) and tokens.ndim == 2 else None
+        if isinstance(tokens, np.ndarray) and tokens.dtype.kind in "fcb" and not self._accepts(tokens.dtype.kind):
+            raise InputError(f"tokens have dtype {tokens.dtype}; this model's tokens are "
+                             f"{'/'.join(sorted({type(v).__name__ for v in self.vocab}))} values")
         if seqs is None:
             seqs = list(tokens)
             lens = [len(s) for s in seqs]
@@ -121,10 +124,19 @@ class CompiledModel:
         for b, s in enumerate(seqs):
             for t, v in enumerate(s):
                 v = v.item() if isinstance(v, np.generic) else v
-                if v not in self._token_id or v in (BOS, PAD):
+                if v not in self._token_id or v in (BOS, PAD) or (
+                        isinstance(v, (bool, float, complex)) and not self._accepts(type(v).__name__[0])):
                     self._bad_token(v, t)
                 out[b, t + 1] = self._token_id[v]
         return out
+
+    def _accepts(self, kind: str) -> bool:
+        """Whether the vocabulary holds values of numpy kind ``kind`` ('f' float, 'c' complex, 'b' bool).
+
+        Guards against 1.0 or True being taken for the token 1 (they hash equal).
+        """
+        types = {"f": (float, np.floating), "c": (complex, np.complexfloating), "b": (bool, np.bool_)}[kind]
+        return any(isinstance(v, types) for v in self.vocab)
 
     def _bad_token(self, value, t):
         value = value.item() if isinstance(value, np.generic) else value
@@ -174,13 +186,15 @@ class CompiledModel:
             tokens: [batch, n] token values.
             none_value: value for positions where the model outputs no value.
         Returns:
-            [batch, n] output values at positions 1..n (BOS dropped).
+            [batch, n] output values at positions 1..n (BOS dropped). Inputs are padded
+            to max_seq_len + 1 (PAD keys are masked, so outputs do not change).
         Raises:
             InputError: see :meth:`encode`.
         """
-        ids = self.encode(tokens)
+        ids = self.encode(tokens, length=self.max_seq_len + 1)  # one shape per batch size: one XLA compile
+        n = max(len(s) for s in tokens) if not isinstance(tokens, np.ndarray) else tokens.shape[1]
         out = self.forward_ids(ids)
-        return self.decode(out.logits, none_value)[:, 1:]
+        return self.decode(np.asarray(out.logits)[:, 1:n + 1], none_value)
 
 
 def _nonzero_rows(*mats: np.ndarray) -> np.ndarray:

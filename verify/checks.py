@@ -137,7 +137,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
             continue
         expected, scored = task.reference(p, x)
         got, gap, mass = predict(model, x, task.none_value)
-        wrong = (got != expected) & scored
+        wrong = task.mismatch(p, got, expected) & scored
         bad_rows = wrong.any(1)
         res.inputs += len(x)
         res.failed += int(bad_rows.sum())
@@ -174,7 +174,7 @@ def hypothesis_check(model: CompiledModel, task: Task, p: Dict[str, Any], max_ex
         x = np.asarray([seq])
         expected, scored = task.reference(p, x)
         got, gap, mass = predict(model, x, task.none_value)
-        wrong = (got != expected) & scored
+        wrong = task.mismatch(p, got, expected) & scored
         res.inputs += 1
         res.merge_margins(mass.min(0).tolist() if mass.size else [],
                           float(gap[scored].min()) if gap is not None and scored.any() else None)

@@ -7,9 +7,7 @@ bad input (one line on stderr, no traceback), 130 when interrupted.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from typing import Any, Dict, List, Optional
 
 import click
@@ -17,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from constructions import registry
+from constructions.io import atomic_write, check_writable
 from constructions.errors import DepthcraftError, ParameterError
 from constructions.params import expand_sweeps, parse_assignments
 
@@ -31,29 +30,12 @@ def write_json_atomic(path: str, data: Any) -> None:
     Raises:
         ParameterError: the directory does not exist or is not writable.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    check_writable(path)
-    fd, tmp = tempfile.mkstemp(prefix=".depthcraft-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
             json.dump(data, f, indent=2, default=_json_default)
             f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
-
-def check_writable(path: str) -> None:
-    """Raise ParameterError unless ``path`` can be created or replaced."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ParameterError(f"cannot write {path}: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise ParameterError(f"cannot write {path}: it is a directory")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise ParameterError(f"cannot write {path}: permission denied")
+    atomic_write(path, write, suffix=".json")
 
 
 def _json_default(o):
@@ -133,7 +115,7 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
     for r in reports:
         cx = r.get("counterexample")
         if cx:
-            note = " (shrunk by hypothesis)" if cx.get("shrunk") else ""
+            note = f" (found by the {cx['check']} check" + (", shrunk)" if cx.get("shrunk") else ")")
             console.print(f"[red]{r['construction']}[/] counterexample{note}, wrong at positions {cx['positions']}:")
             console.print(f"  input    {cx['tokens_text']}")
             console.print(f"  expected {cx['expected_text']}")
@@ -221,6 +203,11 @@ def run_cmd(name, params, text) -> None:
     ok = bool(((got == expected[0]) | ~scored[0]).all())
     console.print("[green]exact[/]" if ok else "[red]differs[/]")
     sys.exit(0 if ok else 1)
+
+
+from verify.commands import register_commands  # noqa: E402  (show, save, verify-saved: issue 5)
+
+register_commands(cli)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

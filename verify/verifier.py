@@ -24,6 +24,7 @@ from constructions.model import CompiledModel
 from constructions.params import resolve
 from verify.ablation import ablate, ablation_inputs
 from verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
+from verify.shrink import shrink as shrink_counterexample
 from verify.structure import measure
 from verify.tasks import get_task
 from verify.tasks.base import Task
@@ -125,13 +126,23 @@ def margins(checks: Mapping[str, Optional[CheckResult]], soft_layers=()) -> Tupl
 def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Mapping[str, Optional[int]], *,
                  name: str, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
                  hypothesis_examples: int = DEFAULT_HYPOTHESIS, started: Optional[float] = None,
-                 extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Measure, bound-check and exactness-check a compiled model; return the report dict."""
+                 extra: Optional[Dict[str, Any]] = None, shrink: bool = True) -> Dict[str, Any]:
+    """Measure, bound-check and exactness-check a compiled model; return the report dict.
+
+    Each failing check's counterexample is shrunk by :func:`verify.shrink.shrink`
+    when the task's inputs are free token sequences (hypothesis's own shrinking
+    stays inside its strategy's families, e.g. fixed-length inputs);
+    ``shrink=False`` keeps the inputs as found.
+    """
     t0 = time.perf_counter() if started is None else started
     structure = measure(model)
     bounds = bound_check(structure, bound)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
                         hypothesis_examples=hypothesis_examples)
+    if shrink:
+        for r in checks.values():
+            if r is not None and r.counterexample is not None:
+                r.counterexample = shrink_counterexample(model, task, p, r.counterexample)
     margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
@@ -171,8 +182,13 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
 
 
 def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: int = DEFAULT_SAMPLES,
-           exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS) -> Dict[str, Any]:
+           exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS,
+           task: Optional[Task] = None, bound: Optional[Mapping[str, Optional[int]]] = None) -> Dict[str, Any]:
     """Verify the registered construction ``name`` at ``params`` (strings or values).
+
+    ``task`` replaces the construction's task for the checks (e.g. a
+    :class:`~verify.tasks.program.ProgramTask` with a user's reference) and
+    ``bound`` its bound values (see :mod:`verify.api`).
 
     Returns:
         The report dict (SPEC §6 keys).
@@ -182,11 +198,12 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     t0 = time.perf_counter()
     c = registry.get(name)
     p = resolve_params(c, params or {})
-    task = get_task(c.task)
+    task = get_task(c.task) if task is None else task
     if exhaustive:
         task.exhaustive(p)  # refuse a too-large input space before compiling
     model = c.build(p)
-    return verify_model(model, task, p, c.bound_values(p), name=c.name, samples=samples, exhaustive=exhaustive,
+    bound = c.bound_values(p) if bound is None else bound
+    return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})

@@ -28,6 +28,11 @@ class Task(abc.ABC):
         params: parameter specs (defaults, ranges).
         none_value: what a model output with no value decodes to (e.g. ⊥).
         causal: outputs at position i depend only on x_1..x_i.
+        free_sequences: every token sequence over the vocabulary with length
+            1..max_seq_len is a valid input, so a counterexample may be shrunk by
+            deleting and replacing tokens (:mod:`verify.shrink`). Tasks with a
+            format (markers, blocks) leave this False and rely on hypothesis's
+            shrinking inside their own strategy.
     """
 
     name: str = ""
@@ -35,6 +40,7 @@ class Task(abc.ABC):
     params: Tuple[ParamSpec, ...] = ()
     none_value: Any = None
     causal: bool = True
+    free_sequences: bool = False
 
     # ----------------------------------------------------------- parameters
     def resolve(self, given: Dict[str, Any]) -> Dict[str, Any]:
@@ -66,6 +72,10 @@ class Task(abc.ABC):
         Returns:
             (targets [batch, n], scored [batch, n] bool).
         """
+
+    def mismatch(self, p: Dict[str, Any], got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+        """[batch, n] bool, True where a decoded output differs from the reference (default ``!=``)."""
+        return np.asarray(got != expected, dtype=bool)
 
     # ------------------------------------------------------------- samplers
     @abc.abstractmethod

@@ -94,6 +94,7 @@ class KHopTask(Task):
     )
     none_value = BOT
     causal = True
+    free_sequences = True
 
     def check(self, p: Dict[str, Any]) -> None:
         if p["distribution"] == "paper" and p["vocab"] < 2 and p["n"] > 1:

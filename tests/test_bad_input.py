@@ -1,0 +1,141 @@
+"""Bad-input sweep (CLI and API): one-line errors, exit status 2, no traceback, no partial files."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from constructions import io, registry
+from constructions.errors import InputError, ParameterError
+from verify import cli, show
+
+
+def run_cli(capsys, *args):
+    with pytest.raises(SystemExit) as e:
+        cli.main(list(args))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def assert_one_line_error(code, err, *fragments):
+    assert code == 2
+    assert err.endswith("\n") and err.count("\n") == 1, err  # exactly one line
+    assert err.startswith("depthcraft: error: ") and "Traceback" not in err
+    for f in fragments:
+        assert f in err, (f, err)
+
+
+K2 = ("-p", "k=2", "-p", "n=8", "-p", "vocab=3")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("show", "khop_doubling", *K2, "--input", "a z"), ["token 'z' at position 2 is not in the vocabulary"]),
+    (("run", "khop_doubling", *K2, "--input", "a b 7"), ["token '7' at position 3"]),
+    (("show", "khop_doubling", *K2, "--input", "a b a b a b a b a"), ["input of length 9 is longer than max_seq_len=8"]),
+    (("show", "khop_doubling", *K2, "--input", "   "), ["empty input"]),
+    (("verify", "khop_doubling", "-p", "k=two"), ["k='two' is not a valid int"]),
+    (("verify", "khop_doubling", "-p", "k=2.5"), ["k='2.5' is not a valid int"]),
+    (("verify", "khop_doubling", "-p", "k=-1"), ["k must be >= 1, got -1"]),
+    (("verify", "khop_doubling", "-p", "n=-3"), ["n=-3 is below the minimum 1"]),
+    (("verify", "khop_doubling", "-p", "k=100000"), ["k=100000 is above the maximum 1024"]),
+    (("verify", "khop_doubling", "-p", "n=1000000"), ["n=1000000 is above the maximum"]),
+    (("verify", "khop_doubling", "-p", "depth=3"), ["unknown parameter 'depth'"]),
+    (("verify", "khop_doubling", "-p", "k"), ["parameter 'k' is not of the form KEY=VALUE"]),
+    (("verify", "khop_doubling", "--samples", "-5"), ["--samples"]),
+    (("verify", "khop_doubling", "--samples", "many"), ["--samples"]),
+    (("verify", "nope"), ["unknown construction 'nope'"]),
+    (("show", "nope", "--input", "a"), ["unknown construction 'nope'"]),
+    (("save", "khop_doubling", "-p", "k=0", "-o", "x.safetensors"), ["k must be >= 1, got 0"]),
+    (("verify-saved", "/nonexistent/m.safetensors"), ["cannot read /nonexistent/m.safetensors: no such file"]),
+])
+def test_cli_bad_input(capsys, args, fragments):
+    code, out, err = run_cli(capsys, *args)
+    assert_one_line_error(code, err, *fragments)
+
+
+@pytest.mark.parametrize("option", ["--png", "--json", "-o"])
+def test_cli_unwritable_output_paths(capsys, tmp_path, option):
+    cmd = {"--png": ["show", "khop_doubling", *K2, "--input", "a b"],
+           "--json": ["verify", "khop_doubling", *K2, "--samples", "5"],
+           "-o": ["save", "khop_doubling", *K2]}[option]
+    for target, fragment in ((tmp_path / "missing" / "f", "does not exist"), (tmp_path, "is a directory"),
+                             ("/proc/depthcraft-test.out", "cannot write /proc/depthcraft-test.out")):
+        code, out, err = run_cli(capsys, *cmd, option, str(target))
+        assert_one_line_error(code, err, fragment)
+        assert out == ""  # refused before any work is done or printed
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_bad_saved_files(capsys, tmp_path):
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"\x00" * 3)
+    code, _, err = run_cli(capsys, "verify-saved", str(junk))
+    assert_one_line_error(code, err, "not a readable safetensors file")
+    code, _, err = run_cli(capsys, "show", str(junk), "--input", "a")
+    assert_one_line_error(code, err, "not a readable safetensors file")
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
+    # Interrupt each writer in the middle of writing its temporary file: exit 130 (SIGINT convention),
+    # one line, and neither the target nor a temporary file is left behind.
+    import matplotlib.figure
+    import safetensors.numpy
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _interrupt)
+    code, _, err = run_cli(capsys, "show", "khop_doubling", *K2, "--input", "a b", "--png", str(tmp_path / "a.png"))
+    assert code == 130 and err.strip() == "depthcraft: interrupted"  # click adds a newline after ^C
+    monkeypatch.setattr(safetensors.numpy, "save", _interrupt)
+    code, _, err = run_cli(capsys, "save", "khop_doubling", *K2, "-o", str(tmp_path / "m.safetensors"))
+    assert code == 130 and err.strip().endswith("depthcraft: interrupted") and "Traceback" not in err
+    monkeypatch.setattr(cli.json, "dump", _interrupt)
+    code, _, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--samples", "5", "--hypothesis", "0",
+                           "--json", str(tmp_path / "r.json"))
+    assert code == 130 and err.strip() == "depthcraft: interrupted"
+    assert os.listdir(tmp_path) == []
+
+
+def test_sigint_in_a_real_process(tmp_path):
+    out = tmp_path / "big.safetensors"
+    proc = subprocess.Popen([sys.executable, "-m", "verify.cli", "save", "khop_doubling", "-p", "k=16", "-p", "n=600",
+                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()  # printed once the command runs (imports done)
+    assert first.startswith("compiling khop_doubling"), first
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.fail("the compile finished before the interrupt; use a larger n")
+    assert proc.returncode == 130 and err.strip() == "depthcraft: interrupted" and "Traceback" not in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_api_bad_inputs(tmp_path):
+    model = registry.get("khop_doubling").build({"k": 2, "n": 8, "vocab": 3})
+    cases = [
+        (lambda: model.run([[0, 5]]), InputError, "token 5 at position 2 is not in the vocabulary [0, 1, 2]"),
+        (lambda: model.run(np.array([[0.0, 1.0]])), InputError, "tokens have dtype float64"),
+        (lambda: model.run([[1.0, 2]]), InputError, "token 1.0 at position 1"),
+        (lambda: model.run([[True]]), InputError, "token True at position 1"),
+        (lambda: model.run([["BOS", 1]]), InputError, "token 'BOS' at position 1"),
+        (lambda: model.run([[]]), InputError, "empty input"),
+        (lambda: model.run([]), InputError, "no input sequences"),
+        (lambda: model.run([[0] * 9]), InputError, "input of length 9 is longer than max_seq_len=8"),
+        (lambda: registry.get("khop_doubling").resolve({"k": -2}), ParameterError, "k must be >= 1, got -2"),
+        (lambda: io.save(model, str(tmp_path / "no" / "m.safetensors")), ParameterError, "does not exist"),
+        (lambda: io.save(model, "/proc/m.safetensors"), ParameterError, "cannot write /proc/m.safetensors"),
+        (lambda: show.for_construction("khop_doubling", {"k": 2, "n": 8, "vocab": 3}, "a q"), InputError,
+         "token 'q' at position 2"),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error) as e:
+            call()
+        assert message in str(e.value) and "\n" not in str(e.value)
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,213 @@
+"""Save / load of compiled models (safetensors + JSON metadata): bit-exact round trip, clear errors."""
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from constructions import io, registry
+from constructions.errors import InputError, ParameterError
+from verify import cli
+from verify.tasks.khop import hop_k, sample_no_adjacent_repeat
+
+P = {"k": 2, "n": 12, "vocab": 4}
+
+
+@pytest.fixture(scope="module")
+def doubling():
+    return registry.get("khop_doubling").build(P)
+
+
+@pytest.fixture(scope="module")
+def saved(doubling, tmp_path_factory):
+    path = tmp_path_factory.mktemp("io") / "khop_doubling.safetensors"
+    io.save(doubling, str(path))
+    return path
+
+
+def _logits(model, x):
+    out = []
+    for start in range(0, len(x), 2048):
+        ids = model.encode(x[start:start + 2048], length=model.max_seq_len + 1)
+        out.append(np.asarray(model.forward_ids(ids).logits))
+    return np.concatenate(out)
+
+
+def test_reload_is_bit_identical_on_10000_inputs(doubling, saved):
+    loaded = io.load(str(saved))
+    rng = np.random.default_rng(7)
+    x = np.concatenate([sample_no_adjacent_repeat(rng, 5000, 12, 4), rng.integers(0, 4, size=(5000, 12))])
+    assert x.shape == (10000, 12)
+    a, b = _logits(doubling, x), _logits(loaded, x)
+    assert a.dtype == b.dtype == np.float32
+    assert np.array_equal(a, b)  # bit for bit
+    got = loaded.decode(b, -1)[:, 1:]
+    assert np.array_equal(got, hop_k(x, 2))  # and still exact against the definition
+    for key in ("embed", "unembed"):
+        for name, arr in doubling.params[key].items():
+            assert np.array_equal(np.asarray(arr), loaded.params[key][name])
+    assert loaded.arch == doubling.arch
+
+
+def test_metadata_records_what_the_model_is(saved, doubling):
+    meta = io.read_metadata(str(saved))
+    assert meta["format"] == "depthcraft-model" and meta["format_version"] == io.FORMAT_VERSION
+    assert meta["construction"] == "khop_doubling" and meta["task"] == "khop"
+    assert meta["params"] == P
+    assert meta["bound"] == {"attn_layers": 3, "heads": 1, "d_model": None}
+    assert meta["vocab"] == [0, 1, 2, 3] and meta["output_values"] == [-1, 0, 1, 2, 3]
+    assert meta["attention"] == "softmax" and meta["causal"] is True
+    assert meta["residual_labels"] == doubling.residual_labels
+    assert [s["kind"] for s in meta["arch"]["sublayers"]] == ["attn"] * 3
+    assert meta["arch"]["sublayers"][0]["q_rows"] == list(doubling.arch.sublayers[0].q_rows)
+    assert isinstance(meta["depthcraft_version"], str)
+
+
+def test_value_encoding_round_trips():
+    for v in (0, -1, 2.5, "a", True, None, (1, "x"), ((0, 1), 2)):
+        assert io._decode_value(json.loads(json.dumps(io._encode_value(v)))) == v
+    with pytest.raises(ParameterError, match="cannot save a token/output value of type set"):
+        io._encode_value({1, 2})
+
+
+def _copy(src, dst, mutate=None):
+    data = bytearray(src.read_bytes())
+    if mutate:
+        data = mutate(data)
+    dst.write_bytes(bytes(data))
+    return str(dst)
+
+
+def test_corrupt_truncated_and_foreign_files(saved, tmp_path):
+    header_len = struct.unpack("<Q", saved.read_bytes()[:8])[0]
+
+    def flip_weight(d):
+        d[8 + header_len + 100] ^= 0x40
+        return d
+
+    with pytest.raises(InputError, match="do not match their SHA-256 checksum"):
+        io.load(_copy(saved, tmp_path / "flip.safetensors", flip_weight))
+    with pytest.raises(InputError, match="not a readable safetensors file"):
+        io.load(_copy(saved, tmp_path / "cut.safetensors", lambda d: d[:len(d) // 2]))
+    with pytest.raises(InputError, match="not a readable safetensors file"):
+        io.load(_copy(saved, tmp_path / "cut_header.safetensors", lambda d: d[:20]))
+    text = tmp_path / "notes.safetensors"
+    text.write_text("hello")
+    with pytest.raises(InputError, match="not a readable safetensors file"):
+        io.load(str(text))
+    with pytest.raises(InputError, match="no such file"):
+        io.load(str(tmp_path / "missing.safetensors"))
+    with pytest.raises(InputError, match="it is a directory"):
+        io.load(str(tmp_path))
+    from safetensors.numpy import save_file
+
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"w": np.zeros((2, 2), np.float32)}, str(foreign))
+    with pytest.raises(InputError, match="not a depthcraft model"):
+        io.load(str(foreign))
+
+
+def _rewrite(saved, dst, edit):
+    """Rewrite a saved model with edited metadata (valid safetensors, valid checksum)."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    with safe_open(str(saved), framework="numpy") as f:
+        header = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    meta = json.loads(header["depthcraft"])
+    edit(meta, tensors)
+    save_file(tensors, str(dst), metadata={"format": header["format"], "depthcraft": json.dumps(meta)})
+    return str(dst)
+
+
+def test_mismatched_metadata_and_versions(saved, tmp_path):
+    def drop_layer(meta, tensors):
+        meta["arch"]["sublayers"] = meta["arch"]["sublayers"][:2]
+
+    with pytest.raises(InputError, match="2 layers of weights for 3 sublayers|3 layers of weights for 2 sublayers"):
+        io.load(_rewrite(saved, tmp_path / "a.safetensors", drop_layer))
+
+    def wrong_rows(meta, tensors):
+        meta["arch"]["sublayers"][0]["q_rows"] = meta["arch"]["sublayers"][0]["q_rows"][:-1]
+
+    with pytest.raises(InputError, match="layers.0.w_q has 12 residual rows, expected 11"):
+        io.load(_rewrite(saved, tmp_path / "b.safetensors", wrong_rows))
+
+    def future(meta, tensors):
+        meta["format_version"] = io.FORMAT_VERSION + 1
+
+    with pytest.raises(InputError, match="format version 2 is not supported"):
+        io.load(_rewrite(saved, tmp_path / "c.safetensors", future))
+
+    def no_arch(meta, tensors):
+        del meta["arch"]
+
+    with pytest.raises(InputError, match="incomplete or malformed depthcraft metadata"):
+        io.load(_rewrite(saved, tmp_path / "d.safetensors", no_arch))
+
+    with pytest.raises(ParameterError, match="holds construction 'khop_doubling', expected 'khop_rasp'"):
+        io.load(str(saved), construction="khop_rasp")
+    with pytest.raises(ParameterError, match="holds k=2, expected k=4"):
+        io.load(str(saved), params={"k": 4})
+    assert io.load(str(saved), construction="khop_doubling", params={"k": 2, "n": 12}).max_seq_len == 12
+
+
+def test_save_is_atomic(doubling, tmp_path, monkeypatch):
+    path = tmp_path / "m.safetensors"
+    io.save(doubling, str(path))
+    before = path.read_bytes()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask  # ordinary permissions, not mkstemp's 0600
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        io.save(doubling, str(path))
+    assert path.read_bytes() == before  # the old file is untouched
+    assert sorted(os.listdir(tmp_path)) == ["m.safetensors"]  # no temporary file left
+    with pytest.raises(ParameterError, match="directory .* does not exist"):
+        io.save(doubling, str(tmp_path / "no" / "m.safetensors"))
+
+
+def test_cli_save_then_verify_and_show(tmp_path, capsys):
+    path = str(tmp_path / "k2.safetensors")
+    with pytest.raises(SystemExit) as e:
+        cli.main(["save", "khop_doubling", "-p", "k=2", "-p", "n=12", "-p", "vocab=4", "-o", path])
+    assert e.value.code == 0 and os.path.exists(path)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify-saved", path, "--samples", "50", "--hypothesis", "5", "--json", str(tmp_path / "r.json")])
+    assert e.value.code == 0
+    report = json.loads((tmp_path / "r.json").read_text())["results"][0]
+    assert report["passed"] and report["bound"] == {"attn_layers": 3, "heads": 1, "d_model": None}
+    assert report["structure"]["attn_layers"] == 3 and report["loaded_from"] == path
+    with pytest.raises(SystemExit) as e:
+        cli.main(["show", path, "--input", "a b a c b a"])
+    assert e.value.code == 0
+    assert "layer 3 head 0" in capsys.readouterr().out
+
+
+def test_user_program_round_trip(tmp_path, capsys):
+    from tracr.rasp import rasp
+
+    from constructions.compiler import compile_program
+    from verify import check_program
+
+    hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)).named("hist")
+    model = compile_program(hist, vocab=["x", "y"], max_seq_len=5, causal=False)
+    path = str(tmp_path / "hist.safetensors")
+    meta = io.save(model, path)
+    assert meta["construction"] is None and meta["bound"] is None and meta["vocab"] == ["x", "y"]
+    loaded = io.load(path)
+    x = [["x", "y", "x"], ["y", "y", "y"]]
+    assert loaded.run(x).tolist() == [[2, 1, 2], [3, 3, 3]]  # hist, from the definition
+    r = check_program(loaded, reference=lambda xs: [xs.count(t) for t in xs], samples=32, hypothesis_examples=5)
+    assert r["passed"]
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify-saved", path])
+    assert e.value.code == 2 and "holds no registered construction" in capsys.readouterr().err

@@ -1,0 +1,281 @@
+"""Python API: verify your own RASP program (or a registered construction) in one call.
+
+>>> from tracr.rasp import rasp
+>>> from verify import check_program
+>>> hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ))
+>>> report = check_program(hist, vocab=["a", "b"], max_seq_len=6, samples=50, hypothesis_examples=10,
+...                        reference=lambda xs: [xs.count(x) for x in xs], bound={"attn_layers": 1})
+>>> report["passed"], report["structure"]["attn_layers"], report["structure"]["mlp_layers"]
+(True, 1, 1)
+
+:func:`check_program` compiles (for a RASP program), measures the structure
+(SPEC §3), checks it against ``bound``, and checks exactness against
+``reference`` on random inputs, edge cases, hypothesis examples and, with
+``exhaustive=True``, every input. It returns the same report as
+``depthcraft verify --json`` writes for one construction (SPEC §6 keys),
+made JSON-serialisable. A failing check carries a shrunk counterexample
+(``input``/``tokens``, ``expected``, ``got``, wrong ``positions``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+from tracr.rasp import rasp
+
+from constructions import registry
+from constructions.compiler import compile_program, compile_with_tracr
+from constructions.errors import ParameterError
+from constructions.model import CompiledModel
+from verify.tasks.program import ANY, ProgramTask, RaisedError, token_array
+
+#: Longest max_seq_len the API compiles (compile time and width grow with it).
+MAX_SEQ_LEN_LIMIT = 2048
+BOUND_KEYS = registry.BOUND_KEYS
+COMPILERS = ("depthcraft", "tracr")
+
+Reference = Callable[[List[Any]], Sequence[Any]]
+
+
+def rasp_reference(program: rasp.SOp, causal: bool = False) -> Reference:
+    """The program's own semantics as a reference: RASP evaluation (with the hand-built heads).
+
+    Args:
+        program: the RASP program.
+        causal: if True, output i is the program evaluated on the prefix x_1..x_i
+            (what a causally masked model computes); else on the whole input.
+    Returns:
+        ``reference(tokens) -> outputs`` (one per token; None = no value).
+    """
+    from constructions.primitives import evaluate
+
+    if not causal:
+        return lambda xs: evaluate(program, xs)
+    return lambda xs: [evaluate(program, xs[:i + 1])[i] for i in range(len(xs))]
+
+
+def check_bound(bound: Optional[Mapping[str, Any]]) -> Dict[str, Optional[int]]:
+    """Validate a bound dict: keys among attn_layers / heads / d_model, values int >= 0 or None.
+
+    Raises:
+        ParameterError: unknown key or a value that is not a non-negative integer.
+    """
+    if bound is None:
+        return {k: None for k in BOUND_KEYS}
+    if not isinstance(bound, Mapping):
+        raise ParameterError(f"bound must be a dict with keys {list(BOUND_KEYS)}, got {bound!r}")
+    unknown = [k for k in bound if k not in BOUND_KEYS]
+    if unknown:
+        raise ParameterError(f"unknown bound key {unknown[0]!r}; expected any of {list(BOUND_KEYS)}")
+    out: Dict[str, Optional[int]] = {k: None for k in BOUND_KEYS}
+    for k, v in bound.items():
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ParameterError(f"bound {k}={v!r} must be a non-negative integer or None")
+        out[k] = int(v)
+    return out
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ParameterError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _check_strategy(strategy: Any) -> None:
+    from hypothesis.strategies import SearchStrategy
+
+    if strategy is not None and not isinstance(strategy, SearchStrategy):
+        raise ParameterError(f"strategy must be a hypothesis strategy of token lists, got {strategy!r}")
+
+
+def to_json(obj: Any) -> Any:
+    """A JSON-serialisable copy: numpy scalars/arrays to Python, tuples/sets to lists, other objects to str.
+
+    Non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"`` (strict JSON).
+    """
+    if isinstance(obj, dict):
+        return {str(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_json(obj.tolist())
+    if isinstance(obj, np.generic):
+        return to_json(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, RaisedError):
+        return f"error: {obj.text}"
+    return repr(obj)
+
+
+def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Optional[Iterable[Any]] = None,
+                  max_seq_len: Optional[int] = None, reference: Optional[Reference] = None,
+                  bound: Optional[Mapping[str, Optional[int]]] = None, strategy=None, exhaustive: bool = False,
+                  samples: int = 1000, hypothesis_examples: int = 100, seed: int = 0,
+                  params: Optional[Mapping[str, Any]] = None, causal: bool = False, compiler: str = "depthcraft",
+                  mlp_exactness: int = 100, numerical: Optional[bool] = None, atol: float = 1e-3,
+                  name: Optional[str] = None) -> Dict[str, Any]:
+    """Verify a RASP program, a registered construction or a compiled model; return the report.
+
+    Args:
+        program: a RASP program (its output ``rasp.SOp``; may use the hand-built
+            heads of :mod:`constructions.primitives`), the name of a registered
+            construction (``"khop_doubling"``), or a :class:`CompiledModel`
+            (e.g. from :func:`constructions.io.load`).
+        vocab: input token values (RASP program only; a construction's comes from
+            its task, a model's from its embedding).
+        max_seq_len: N, the longest input in tokens (RASP program only).
+        reference: ``reference(tokens: list) -> list``, one expected output per
+            token (None = no value, :data:`ANY` = not scored). Default: for a RASP
+            program, its own RASP semantics (so the check finds miscompilations);
+            for a construction, its task's reference.
+        bound: ``{"attn_layers", "heads", "d_model"}`` upper bounds (missing or
+            None = not bounded). Default: none for a program, the theorem's for a
+            construction. A bound holds when measured <= bound.
+        strategy: hypothesis strategy of one input (list of tokens). Default:
+            :func:`verify.strategies.token_sequences` (program) or the task's.
+        exhaustive: also check every input (every length 1..N for a program; length
+            N for a construction). Raises ParameterError above 2^24 inputs.
+        samples: random inputs (uniform over vocab at length N for a program; the
+            task's distribution for a construction); 0 skips the check.
+        hypothesis_examples: hypothesis examples (0 skips the check).
+        seed: seeds random inputs and hypothesis.
+        params: construction parameters (``{"k": 2, "n": 12}``); for a program,
+            free-form values recorded in the report.
+        causal: compile with causal masking (program only). Default False, which
+            matches RASP's semantics; with True the default reference evaluates
+            each prefix.
+        compiler: ``"depthcraft"`` (:func:`constructions.compiler.compile_program`,
+            ASAP schedule, hand-built heads) or ``"tracr"`` (tracr's own pipeline).
+        mlp_exactness: tracr's MLP discretisation parameter (default 100, tracr's).
+        numerical: compare outputs as numbers within ``atol`` (default: when the
+            program's output SOp is numerical).
+        atol: absolute tolerance for numerical outputs.
+        name: name shown in the report (default: the program's label).
+    Returns:
+        The report dict of :func:`verify.verifier.verify_model` (keys of SPEC §6:
+        construction, task, params, structure, bound, bound_ok, checks,
+        min_margin, passed, seconds, counterexample ...), JSON-serialisable.
+    Raises:
+        ParameterError: bad arguments (names the value and what was expected).
+        CompileError: the program cannot be compiled (tracr's reason included).
+    """
+    t0 = time.perf_counter()
+    samples = _count("samples", samples)
+    hypothesis_examples = _count("hypothesis_examples", hypothesis_examples)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ParameterError(f"seed must be an integer, got {seed!r}")
+    _check_strategy(strategy)
+    if reference is not None and not callable(reference):
+        raise ParameterError(f"reference must be a function (list of tokens -> list of outputs) or None, "
+                             f"got {reference!r}")
+    user_bound = None if bound is None else check_bound(bound)
+    run = dict(samples=samples, exhaustive=bool(exhaustive), seed=int(seed), hypothesis_examples=hypothesis_examples)
+
+    if isinstance(program, str):
+        if vocab is not None or max_seq_len is not None:
+            raise ParameterError("vocab and max_seq_len come from the construction's parameters; "
+                                 "pass them in params (e.g. params={'vocab': 4, 'n': 12})")
+        report = _check_construction(program, params or {}, reference, strategy, user_bound, run)
+    elif isinstance(program, CompiledModel):
+        report = _check_model(program, reference, strategy, user_bound, run, params or {}, name, numerical, atol, t0)
+    elif isinstance(program, rasp.SOp):
+        report = _check_rasp(program, vocab, max_seq_len, reference, strategy, user_bound, run, params or {},
+                             causal, compiler, mlp_exactness, numerical, atol, name, t0)
+    else:
+        raise ParameterError(f"program must be a RASP SOp, a construction name or a CompiledModel, "
+                             f"got {type(program).__name__}")
+    return to_json(report)
+
+
+def _construction_task(c: registry.Construction, p: Dict[str, Any], reference, strategy):
+    """The construction's task, or a ProgramTask wrapping it when the user overrides reference/strategy."""
+    from verify.tasks import get_task
+
+    base = get_task(c.task)
+    if reference is None and strategy is None:
+        return base
+    ref = reference if reference is not None else \
+        (lambda xs: base.reference(p, token_array([xs]))[0][0].tolist())
+    return ProgramTask(vocab=base.vocab(p), max_seq_len=base.max_seq_len(p), reference=ref,
+                       strategy=strategy if strategy is not None else base.strategy(p),
+                       sampler=lambda rng, b: base.sample(p, rng, b), edges=_flatten(base.edge_cases(p)),
+                       none_value=base.none_value, causal=base.causal, name=base.name,
+                       free_sequences=base.free_sequences)
+
+
+def _check_construction(name, params, reference, strategy, bound, run) -> Dict[str, Any]:
+    from verify.verifier import resolve_params, verify
+
+    c = registry.get(name)
+    p = resolve_params(c, params)
+    return verify(name, p, task=_construction_task(c, p, reference, strategy), bound=bound, **run)
+
+
+def _flatten(groups: Sequence[np.ndarray]) -> List[List[Any]]:
+    return [row for g in groups for row in np.asarray(g).tolist()]
+
+
+def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, params, causal, compiler,
+                mlp_exactness, numerical, atol, name, t0) -> Dict[str, Any]:
+    if vocab is None or max_seq_len is None:
+        raise ParameterError("a RASP program needs vocab (token values) and max_seq_len (longest input)")
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
+        raise ParameterError(f"max_seq_len must be an integer >= 1, got {max_seq_len!r}")
+    if max_seq_len > MAX_SEQ_LEN_LIMIT:
+        raise ParameterError(f"max_seq_len={max_seq_len} is above the limit {MAX_SEQ_LEN_LIMIT} "
+                             f"(compile time and d_model grow with it)")
+    if compiler not in COMPILERS:
+        raise ParameterError(f"compiler={compiler!r} must be one of {list(COMPILERS)}")
+    from verify.strategies import _vocab_list
+
+    vocab = _vocab_list(vocab)
+    build = compile_program if compiler == "depthcraft" else compile_with_tracr
+    model = build(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
+                  mlp_exactness=mlp_exactness)
+    if reference is None:
+        reference = rasp_reference(program, causal=bool(causal))
+    if numerical is None:
+        numerical = rasp.is_numerical(program)
+    label = name or program.label
+    return _verify(model, label, vocab, int(max_seq_len), reference, strategy, bound, run, params, bool(causal),
+                   numerical, atol, t0, extra={"compiler": compiler, "mlp_exactness": mlp_exactness})
+
+
+def _check_model(model, reference, strategy, bound, run, params, name, numerical, atol, t0) -> Dict[str, Any]:
+    from verify.verifier import resolve_params, verify_model
+
+    cname = model.meta.get("construction")
+    if cname and (reference is None or model.meta.get("params")):
+        c = registry.get(cname)
+        p = resolve_params(c, model.meta.get("params") or {})
+        return verify_model(model, _construction_task(c, p, reference, strategy), p,
+                            c.bound_values(p) if bound is None else bound, name=name or c.name, started=t0,
+                            extra={"source": c.source, "attention": model.arch.attention,
+                                   "causal": model.arch.causal}, **run)
+    if reference is None:
+        raise ParameterError("this model names no registered construction in its metadata: give a reference function")
+    if numerical is None:
+        numerical = not model.categorical_output
+    return _verify(model, name or "model", model.vocab, model.max_seq_len, reference, strategy, bound, run, params,
+                   model.arch.causal, numerical, atol, t0, extra={})
+
+
+def _verify(model, label, vocab, n, reference, strategy, bound, run, params, causal, numerical, atol, t0, extra):
+    from verify.verifier import verify_model
+
+    task = ProgramTask(vocab=vocab, max_seq_len=n, reference=reference, strategy=strategy, causal=causal,
+                       numerical=numerical, atol=atol)
+    p = {"max_seq_len": n, "vocab": list(vocab), **dict(params)}
+    return verify_model(model, task, p, bound or {k: None for k in BOUND_KEYS}, name=label, started=t0,
+                        extra={"attention": model.arch.attention, "causal": causal, **extra}, **run)
+
+
+__all__ = ["check_program", "check_bound", "rasp_reference", "to_json", "ANY", "MAX_SEQ_LEN_LIMIT"]
