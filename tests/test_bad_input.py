@@ -84,21 +84,21 @@ def _interrupt(*args, **kwargs):
 
 
 def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
-    # Interrupt each writer in the middle of writing its temporary file: exit 130 (SIGINT convention),
+    # Interrupt each writer in the middle of writing its temporary file: exit 2 (as issue 5 asks),
     # one line, and neither the target nor a temporary file is left behind.
     import matplotlib.figure
     import safetensors.numpy
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _interrupt)
     code, _, err = run_cli(capsys, "show", "khop_doubling", *K2, "--input", "a b", "--png", str(tmp_path / "a.png"))
-    assert code == 130 and err.strip() == "depthcraft: interrupted"  # click adds a newline after ^C
+    assert code == 2 and err.strip() == "depthcraft: error: interrupted; nothing was written"  # click adds a newline after ^C
     monkeypatch.setattr(safetensors.numpy, "save", _interrupt)
     code, _, err = run_cli(capsys, "save", "khop_doubling", *K2, "-o", str(tmp_path / "m.safetensors"))
-    assert code == 130 and err.strip().endswith("depthcraft: interrupted") and "Traceback" not in err
+    assert code == 2 and err.strip().endswith("depthcraft: error: interrupted; nothing was written") and "Traceback" not in err
     monkeypatch.setattr(cli.json, "dump", _interrupt)
     code, _, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--samples", "5", "--hypothesis", "0",
                            "--json", str(tmp_path / "r.json"))
-    assert code == 130 and err.strip() == "depthcraft: interrupted"
+    assert code == 2 and err.strip() == "depthcraft: error: interrupted; nothing was written"
     assert os.listdir(tmp_path) == []
 
 
@@ -113,7 +113,7 @@ def test_sigint_in_a_real_process(tmp_path):
     _, err = proc.communicate(timeout=120)
     if proc.returncode == 0:
         pytest.fail("the compile finished before the interrupt; use a larger n")
-    assert proc.returncode == 130 and err.strip() == "depthcraft: interrupted" and "Traceback" not in err
+    assert proc.returncode == 2 and err.strip() == "depthcraft: error: interrupted; nothing was written" and "Traceback" not in err
     assert os.listdir(tmp_path) == []
 
 

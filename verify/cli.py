@@ -1,7 +1,8 @@
 """The ``depthcraft`` command line (click).
 
 Exit status: 0 when every check passed, 1 when a check failed, 2 on bad usage or
-bad input (one line on stderr, no traceback), 130 when interrupted.
+bad input or an interrupted run (one line on stderr, no traceback, no partial files:
+every file is written to a temporary name and renamed when complete).
 """
 
 from __future__ import annotations
@@ -217,8 +218,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.Abort:
-        err_console.print("depthcraft: interrupted")
-        sys.exit(130)
+        err_console.print("depthcraft: error: interrupted; nothing was written")
+        sys.exit(2)
     except click.ClickException as e:  # usage errors, bad option values, unreadable files
         err_console.print(f"depthcraft: error: {e.format_message()}", soft_wrap=True)
         sys.exit(2)
@@ -226,8 +227,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         err_console.print(f"depthcraft: error: {e}", soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        err_console.print("depthcraft: interrupted")
-        sys.exit(130)
+        err_console.print("depthcraft: error: interrupted; nothing was written")
+        sys.exit(2)
     sys.exit(0)
 
 
