@@ -50,6 +50,10 @@ from constructions.errors import CompileError
 DEFAULT_HARDNESS = 24.0
 
 
+#: The hand-built head kinds (see the factory function of each).
+HEAD_KINDS = ("prev_token", "last_occurrence", "pointer_lookup", "last_occurrence_upto", "fact_lookup")
+
+
 class _Position:
     """Marker for the model position of each token (BOS = 0). Use :data:`POSITION`."""
 
@@ -92,25 +96,31 @@ def _as_read(r: ReadLike) -> Read:
 class HeadSpec(rasp.RASPExpr):
     """One hand-built attention head (a non-SOp RASP expression, like a selector).
 
-    Do not build directly: use :func:`prev_token`, :func:`last_occurrence` or
-    :func:`pointer_lookup`, which return the head's :class:`HeadRead` outputs.
+    Do not build directly: use :func:`prev_token`, :func:`last_occurrence`,
+    :func:`pointer_lookup`, :func:`last_occurrence_upto` or :func:`fact_lookup`,
+    which return the head's :class:`HeadRead` outputs.
 
     Attributes:
-        kind: ``"prev_token"``, ``"last_occurrence"`` or ``"pointer_lookup"``.
-        query: query SOp (``last_occurrence``: the value to match;
-            ``pointer_lookup``: the pointer), or None.
-        key: key SOp (``last_occurrence`` only), or None.
-        predicate: ``predicate(key_value, query_value) -> bool`` for
-            ``last_occurrence`` (tracr's argument order).
+        kind: one of :data:`HEAD_KINDS`.
+        query: query SOp (``last_occurrence``, ``last_occurrence_upto``,
+            ``fact_lookup``: the value to match; ``pointer_lookup``: the pointer), or None.
+        key: key SOp (the matching kinds only), or None.
+        predicate: ``predicate(key_value, query_value) -> bool`` for the matching
+            kinds (tracr's argument order).
         reads: what the head copies from the attended position.
         hardness: logit gap (nats) between the intended key and every other key.
+        pointer: ``last_occurrence_upto`` only: the stored pointer (model position)
+            at or before which the head searches.
+        key_positions: ``fact_lookup`` only: ``key_positions(model_position) -> bool``,
+            the positions the head may attend (besides BOS).
     """
 
     def __init__(self, kind: str, *, query: Optional[rasp.SOp], key: Optional[rasp.SOp],
                  predicate: Optional[Callable[[Any, Any], bool]], reads: Sequence[Read],
-                 hardness: float, name: Optional[str] = None):
+                 hardness: float, name: Optional[str] = None, pointer: Optional[rasp.SOp] = None,
+                 key_positions: Optional[Callable[[int], bool]] = None):
         super().__init__()
-        if kind not in ("prev_token", "last_occurrence", "pointer_lookup"):
+        if kind not in HEAD_KINDS:
             raise CompileError(f"unknown head kind {kind!r}")
         if not reads:
             raise CompileError(f"a {kind} head must read at least one value")
@@ -121,15 +131,21 @@ class HeadSpec(rasp.RASPExpr):
                 raise CompileError(f"a head can only read categorical SOps; {r.source.label} is numerical")
             if r.bos_value is not None and r.source is not rasp.tokens:
                 raise CompileError("bos_value can only be set when reading rasp.tokens")
-        for s in (query, key):
+        for s in (query, key, pointer):
             if s is not None and not rasp.is_categorical(s):
                 raise CompileError(f"{kind} needs categorical query/key SOps; {s.label} is numerical")
+        if (kind == "last_occurrence_upto") != (pointer is not None):
+            raise CompileError("a stored pointer is given exactly for last_occurrence_upto heads")
+        if kind == "fact_lookup" and not callable(key_positions):
+            raise CompileError(f"fact_lookup needs key_positions(model_position) -> bool, got {key_positions!r}")
         self.kind = kind
         self.query = query
         self.key = key
         self.predicate = predicate
         self.reads = list(reads)
         self.hardness = float(hardness)
+        self.pointer = pointer
+        self.key_positions = key_positions
         self._annotations = rasp._Annotations(self, name=name or kind)  # pylint: disable=protected-access
 
     def __call__(self, xs):  # pragma: no cover - a head is evaluated through its reads
@@ -137,7 +153,7 @@ class HeadSpec(rasp.RASPExpr):
 
     @property
     def children(self) -> List[rasp.RASPExpr]:
-        kids: List[rasp.RASPExpr] = [s for s in (self.query, self.key) if s is not None]
+        kids: List[rasp.RASPExpr] = [s for s in (self.query, self.key, self.pointer) if s is not None]
         # Every hand-built head scores keys by their one-hot position (indices) and
         # recognises BOS through the tokens subspace.
         kids += [rasp.indices, rasp.tokens]
@@ -265,6 +281,88 @@ def pointer_lookup(pointer: rasp.SOp, reads: Sequence[ReadLike], *, hardness: fl
                  hardness=hardness, name=name)
 
 
+def last_occurrence_upto(pointer: rasp.SOp, query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
+                         predicate: Callable[[Any, Any], bool] = lambda k, q: k == q,
+                         hardness: float = DEFAULT_HARDNESS, name: Optional[str] = None) -> List[HeadRead]:
+    """Search head: attend to the latest j <= p(i) with predicate(key[j], query[i]), p a stored pointer.
+
+    The step of the floor-depth k-hop construction (SPEC §5 notes): with
+    ``pointer = find^m``, ``query`` = the token at that pointer and
+    ``key = prev_token(tokens)``, position i attends to find(find^m(i)) =
+    find^(m+1)(i) and reads the values stored there (e.g. find^m of that
+    position, giving find^(2m+1)(i)). Pointer 0 (BOS, ⊥), or no match at or
+    before the pointer, selects BOS, so ⊥ propagates. Causal.
+
+    QK (N = max_seq_len, g = hardness, B = g(N+1)): score(i, j) = B * [match] +
+    T(j; p(i)) with the position table T(j; p) = g*j for 1 <= j <= p and -B for
+    j > p; BOS scores g(N+1). Matches at or before the pointer score in
+    [g(N+2), g(2N+1)], BOS g(N+1), non-matches at or before the pointer at most
+    gN, keys after the pointer at most 0: the latest match at or before p wins by
+    >= g and BOS beats every other key by >= g. The table needs the key's
+    one-hot position, so the QK width is O(N + |values|). Cost: 1 head.
+
+    Args:
+        pointer: categorical SOp of model positions (0 = BOS) to search at or before.
+        query: categorical SOp compared at the query position.
+        key: categorical SOp compared at key positions (None never matches).
+        reads: values copied from the attended position.
+        predicate: ``predicate(key_value, query_value)``; default equality.
+        hardness: logit gap in nats.
+        name: head name.
+    Returns:
+        One HeadRead SOp per read.
+    Raises:
+        CompileError: a numerical query, key or pointer; no reads.
+    """
+    return _make("last_occurrence_upto", reads, query=query, key=key, predicate=predicate,
+                 hardness=hardness, name=name, pointer=pointer)
+
+
+def fact_lookup(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
+                key_positions: Callable[[int], bool],
+                predicate: Callable[[Any, Any], bool] = lambda k, q: k == q,
+                hardness: float = DEFAULT_HARDNESS, name: Optional[str] = None) -> List[HeadRead]:
+    """Bidirectional look-up head: attend to the allowed position whose key matches the query.
+
+    Made for facts stored as (key, value) token pairs (D-step retrieval, SPEC
+    §4.3): with ``key = prev_token(tokens)`` and ``key_positions`` = the value
+    slots of the facts, position i attends to the fact whose key is ``query[i]``
+    and reads its value (and what is stored there). Facts have distinct keys, so
+    at most one position matches; if several do, the latest wins. No match
+    selects BOS. Bidirectional: keys after the query are seen, so the model must
+    be compiled with ``causal=False``.
+
+    QK (N = max_seq_len, g = hardness, B = g(N+1)): score(i, j) = B * [match] +
+    T(j) with T(j) = g*j on allowed positions and -B elsewhere; BOS scores
+    g(N+1). Allowed matches score in [g(N+2), g(2N+1)], BOS g(N+1), allowed
+    non-matches at most gN, other positions at most 0: gap >= g. Cost: 1 head,
+    QK width |query values| + 1 and |key values| + N + 1.
+
+    Args:
+        query: categorical SOp compared at the query position.
+        key: categorical SOp compared at key positions (None never matches).
+        reads: values copied from the attended position.
+        key_positions: ``key_positions(model_position) -> bool`` (positions 1..N).
+        predicate: ``predicate(key_value, query_value)``; default equality.
+        hardness: logit gap in nats.
+        name: head name.
+    Returns:
+        One HeadRead SOp per read.
+    Raises:
+        CompileError: ``key_positions`` not callable, a numerical query or key, no reads.
+    """
+    return _make("fact_lookup", reads, query=query, key=key, predicate=predicate, hardness=hardness,
+                 name=name, key_positions=key_positions)
+
+
+def is_pointer(sop: Any) -> bool:
+    """True if ``sop`` holds model positions: a read of POSITION, or a read of a pointer."""
+    if not isinstance(sop, HeadRead):
+        return False
+    src = sop.read.source
+    return src is POSITION or is_pointer(src)
+
+
 # --------------------------------------------------------------------------------------------
 # Reference semantics (hardmax): a RASP evaluator that knows the hand-built heads.
 # --------------------------------------------------------------------------------------------
@@ -280,11 +378,22 @@ def attended_positions(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> Li
         return [p if isinstance(p, int) and 0 <= p <= n else 0 for p in ptr]
     q = ev.evaluate(head.query, xs)
     k = ev.evaluate(head.key, xs)
+    if head.kind == "last_occurrence_upto":
+        ptr = ev.evaluate(head.pointer, xs)
+        # RASP index i is model position i+1; search model positions 1..min(p, i+1).
+        upto = [min(p, i + 1) if isinstance(p, int) and p > 0 else 0 for i, p in enumerate(ptr)]
+    elif head.kind == "fact_lookup":
+        allowed = [bool(head.key_positions(j + 1)) for j in range(n)]
+        upto = [n] * n
+    else:  # last_occurrence: causal, up to the query itself
+        upto = [i + 1 for i in range(n)]
     out = []
     for i in range(n):
         best = 0
         if q[i] is not None:
-            for j in range(i, -1, -1):
+            for j in range(upto[i] - 1, -1, -1):
+                if head.kind == "fact_lookup" and not allowed[j]:
+                    continue
                 if k[j] is not None and head.predicate(k[j], q[i]):
                     best = j + 1
                     break

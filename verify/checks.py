@@ -27,6 +27,8 @@ from verify.tasks.base import Task
 #: Margins below these are reported as warnings (exact, but fragile).
 MIN_ATTENTION = 0.99
 MIN_OUTPUT_GAP = 0.1
+#: Upper limit on batch * seq^2 per forward call (one float32 attention map: 256 MiB).
+MAX_ATTENTION_ELEMENTS = 1 << 26
 
 
 @dataclasses.dataclass
@@ -85,7 +87,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         model: the compiled model.
         tokens: [B, n] token values, n <= max_seq_len.
         none_value: decoded value of a "no value" output.
-        batch: rows per forward call (the last call is padded to this size).
+        batch: rows per forward call (the last call is padded to this size); lowered for
+            long inputs so that batch * seq^2 <= MAX_ATTENTION_ELEMENTS.
     Returns:
         (outputs [B, n], gap [B, n] float or None, attention mass [B, L_attn] float)
     Raises:
@@ -94,6 +97,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
     tokens = np.asarray(tokens)
     b, n = tokens.shape
     length = model.max_seq_len + 1
+    # Keep one attention map per layer within MAX_ATTENTION_ELEMENTS (long inputs: fewer rows per call).
+    batch = max(1, min(batch, 1 << max(0, (MAX_ATTENTION_ELEMENTS // length ** 2).bit_length() - 1)))
     outs, gaps, masses = [], [], []
     for start in range(0, b, batch):
         chunk = tokens[start:start + batch]
