@@ -97,7 +97,9 @@ def list_cmd(as_json: bool) -> None:
 def _fmt_bound(report: Dict[str, Any], key: str) -> str:
     m = report["structure"][key]
     b = report["bound"].get(key)
-    return f"{m}" if b is None else f"{m} / {b}" + ("" if m <= b else " ✗")
+    check = report.get("bound_checks", {}).get(key, {})
+    lower = "≥" if check.get("kind") == "lower" else ""
+    return f"{m}" if b is None else f"{m} / {lower}{b}" + ("" if check.get("ok", m <= b) else " ✗")
 
 
 def _fmt_check(c: Optional[Dict[str, Any]]) -> str:
@@ -133,7 +135,8 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
             console.print(f"[yellow]warning[/] {r['construction']}: {w}")
         for key, b in r.get("bound_checks", {}).items():
             if not b["ok"]:
-                console.print(f"[red]{r['construction']}[/]: {key} = {b['measured']} exceeds the bound {b['bound']}")
+                side = "is below the lower" if b.get("kind") == "lower" else "exceeds the"
+                console.print(f"[red]{r['construction']}[/]: {key} = {b['measured']} {side} bound {b['bound']}")
 
 
 @cli.command("verify")

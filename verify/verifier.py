@@ -45,14 +45,22 @@ def resolve_params(construction: registry.Construction, given: Mapping[str, Any]
     return p
 
 
-def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]]) -> Dict[str, Any]:
-    """Per bound key: measured, bound, gap (bound - measured) and ok (measured <= bound)."""
+def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],
+                kinds: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Per bound key: measured, bound, kind, gap and ok.
+
+    An ``upper`` bound (the default) holds when measured <= bound, gap = bound - measured;
+    a ``lower`` bound holds when measured >= bound, gap = measured - bound. A
+    holding bound has gap >= 0.
+    """
     out = {}
     for key, b in bound.items():
         if b is None:
             continue
         m = structure[key]
-        out[key] = {"measured": m, "bound": b, "gap": b - m, "ok": m <= b}
+        kind = (kinds or {}).get(key, "upper")
+        gap = b - m if kind == "upper" else m - b
+        out[key] = {"measured": m, "bound": b, "kind": kind, "gap": gap, "ok": gap >= 0}
     return out
 
 
@@ -112,11 +120,15 @@ def margins(checks: Mapping[str, Optional[CheckResult]]) -> Tuple[Dict[str, Any]
 def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Mapping[str, Optional[int]], *,
                  name: str, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
                  hypothesis_examples: int = DEFAULT_HYPOTHESIS, started: Optional[float] = None,
-                 extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Measure, bound-check and exactness-check a compiled model; return the report dict."""
+                 extra: Optional[Dict[str, Any]] = None,
+                 bound_kinds: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Measure, bound-check and exactness-check a compiled model; return the report dict.
+
+    ``bound_kinds`` marks bounds as ``upper`` (default) or ``lower`` (see :func:`bound_check`).
+    """
     t0 = time.perf_counter() if started is None else started
     structure = measure(model)
-    bounds = bound_check(structure, bound)
+    bounds = bound_check(structure, bound, bound_kinds)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
                         hypothesis_examples=hypothesis_examples)
     margin, warnings = margins(checks)
@@ -167,6 +179,7 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     model = c.build(p)
     return verify_model(model, task, p, c.bound_values(p), name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
+                        bound_kinds=c.bound_kinds(),
                         extra={"source": c.source, "attention": c.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
 

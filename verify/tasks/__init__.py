@@ -11,8 +11,9 @@ from typing import Dict
 from constructions.errors import ParameterError
 from verify.tasks.base import Task
 from verify.tasks.khop import KHopTask
+from verify.tasks.retrieval import RetrievalTask
 
-TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(),)}
+TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(), RetrievalTask())}
 
 
 def get_task(name: str) -> Task:
