@@ -17,7 +17,7 @@ each model compiles once; PAD keys are masked, so padding never changes outputs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -80,7 +80,8 @@ def _jsonable(v):
     return v
 
 
-def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH):
+def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH,
+            dtype: Any = None, precision: Optional[Tuple[int, int]] = None):
     """Run same-length inputs through the model.
 
     Args:
@@ -89,6 +90,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         none_value: decoded value of a "no value" output.
         batch: rows per forward call (the last call is padded to this size); lowered for
             long inputs so that batch * seq^2 <= MAX_ATTENTION_ELEMENTS.
+        dtype, precision: compute dtype (None = float32) and emulated float format, see
+            :func:`constructions.runtime.forward`.
     Returns:
         (outputs [B, n], gap [B, n] float or None, attention mass [B, L_attn] float)
     Raises:
@@ -107,21 +110,23 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         bucket = batch if b > batch else 1 << (rows - 1).bit_length()  # few distinct shapes: few compiles
         if rows < bucket:
             ids = np.concatenate([ids, np.repeat(ids[:1], bucket - rows, axis=0)])
-        res = model.forward_ids(ids)
-        logits = np.asarray(res.logits)[:rows, 1:n + 1]
+        res = model.forward_ids(ids, precision=precision) if dtype is None else \
+            model.forward_ids(ids, dtype=dtype, precision=precision)
+        logits = np.asarray(res.logits, dtype=np.float64)[:rows, 1:n + 1]
         outs.append(model.decode(logits, none_value))
         if model.categorical_output:
             aug = np.concatenate([logits, np.full(logits.shape[:-1] + (1,), 0.5, logits.dtype)], -1)
             top2 = -np.partition(-aug, 1, axis=-1)[..., :2] if aug.shape[-1] > 1 else aug
-            gaps.append(top2[..., 0] - top2[..., 1])
-        masses.append(np.stack([np.asarray(m)[:rows].min(-1) for m in res.attn_mass], -1)
-                      if res.attn_mass else np.ones((rows, 0)))
+            gaps.append(np.nan_to_num(top2[..., 0] - top2[..., 1], nan=0.0))  # NaN (overflow): no margin
+        mass = [np.asarray(m, dtype=np.float64)[:rows].min(-1) for m in res.attn_mass]
+        masses.append(np.nan_to_num(np.stack(mass, -1), nan=0.0) if mass else np.ones((rows, 0)))
     gap = np.concatenate(gaps) if gaps else None
     return np.concatenate(outs), gap, np.concatenate(masses)
 
 
 def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray],
-                  name: str, result: Optional[CheckResult] = None) -> CheckResult:
+                  name: str, result: Optional[CheckResult] = None, dtype: Any = None,
+                  precision: Optional[Tuple[int, int]] = None) -> CheckResult:
     """Compare the model with the reference on every input of ``batches``.
 
     Args:
@@ -129,6 +134,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         batches: arrays [b_i, n_i] (one length per array).
         name: check name recorded in the counterexample.
         result: accumulate into this result (default: a new one).
+        dtype, precision: passed to :func:`predict`.
     Returns:
         The CheckResult (inputs, failures, the shortest failing input, margins).
     """
@@ -138,7 +144,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         if x.size == 0:
             continue
         expected, scored = task.reference(p, x)
-        got, gap, mass = predict(model, x, task.none_value)
+        got, gap, mass = predict(model, x, task.none_value, dtype=dtype, precision=precision)
         wrong = (got != expected) & scored
         bad_rows = wrong.any(1)
         res.inputs += len(x)
