@@ -142,10 +142,10 @@ class CompiledModel:
         return self._jparams
 
     def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
-                    precision=None) -> ForwardOutput:
+                    mantissa_bits=None) -> ForwardOutput:
         """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`)."""
         return forward(self.jparams, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
-                       precision=precision)
+                       mantissa_bits=mantissa_bits)
 
     def decode(self, logits: np.ndarray, none_value: Any = None) -> np.ndarray:
         """Read-out scores [batch, seq, O] -> output values [batch, seq].

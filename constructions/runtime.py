@@ -149,12 +149,21 @@ def _top_mass(scores, w, mask, query_ok):
     return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
 
 
-def _rounder(precision: Optional[Tuple[int, int]]):
-    """Round to a float format with (exponent_bits, mantissa_bits), or the identity for None."""
-    if precision is None:
+def _rounder(mantissa_bits):
+    """Round to ``mantissa_bits`` explicit mantissa bits (round half to even), or the identity for None.
+
+    ``mantissa_bits`` may be a traced integer, so every width shares one compiled
+    forward. The exponent range stays that of the compute dtype.
+    """
+    if mantissa_bits is None:
         return lambda a: a
-    e, m = precision
-    return lambda a: jax.lax.reduce_precision(a, exponent_bits=e, mantissa_bits=m)
+    scale = jnp.exp2(jnp.asarray(mantissa_bits, jnp.float32) + 1.0)
+
+    def rnd(a):
+        m, e = jnp.frexp(a)  # a = m * 2^e, 0.5 <= |m| < 1: keep 1 + mantissa_bits significant bits
+        return jnp.ldexp(jnp.round(m * scale.astype(m.dtype)) / scale.astype(m.dtype), e).astype(a.dtype)
+
+    return rnd
 
 
 def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=lambda a: a):
@@ -180,9 +189,9 @@ def _mlp(x, h, p, spec: SublayerSpec, rnd=lambda a: a):
     return rnd(_write(x, spec.out_rows, rnd(hidden @ p["w_2"] + p["b_2"])))
 
 
-@functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype", "precision"))
+@functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype"))
 def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attention: bool = False,
-            dtype: Any = jnp.float32, precision: Optional[Tuple[int, int]] = None) -> ForwardOutput:
+            dtype: Any = jnp.float32, mantissa_bits: Optional[Any] = None) -> ForwardOutput:
     """Run a model on a batch of token ids.
 
     Args:
@@ -192,15 +201,16 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
         collect_attention: also return every attention map (memory: batch*heads*seq^2 per layer).
         dtype: compute dtype (float32 default; float64 needs ``jax_enable_x64``;
             bfloat16/float16 for precision studies).
-        precision: emulate a narrower float format ``(exponent_bits, mantissa_bits)``
-            (e.g. (8, 7) is bfloat16's): the weights and the result of every operation
-            (projections, scores, softmax weights, sublayer outputs, residual sums) are
-            rounded to it with ``jax.lax.reduce_precision``; sums inside one matrix
-            product accumulate in ``dtype``, as on mixed-precision hardware. None = off.
+        mantissa_bits: emulate a float format with this many explicit mantissa bits and
+            ``dtype``'s exponent range (with float32: 7 is bfloat16, 23 is float32 itself):
+            the weights and the result of every operation (projections, scores, softmax
+            weights, sublayer outputs, residual sums) are rounded to nearest (ties to even);
+            sums inside one matrix product accumulate in ``dtype``, as on mixed-precision
+            hardware. A traced integer: all widths share one compilation. None = off.
     Returns:
         :class:`ForwardOutput`.
     """
-    rnd = _rounder(precision)
+    rnd = _rounder(mantissa_bits)
     params = jax.tree_util.tree_map(lambda a: rnd(a.astype(dtype)), params)
     _, t = ids.shape
     x = rnd(params["embed"]["token"][ids] + params["embed"]["pos"][:t][None])

@@ -17,7 +17,7 @@ each model compiles once; PAD keys are masked, so padding never changes outputs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def _jsonable(v):
 
 
 def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH,
-            dtype: Any = None, precision: Optional[Tuple[int, int]] = None):
+            dtype: Any = None, mantissa_bits: Optional[int] = None):
     """Run same-length inputs through the model.
 
     Args:
@@ -90,7 +90,7 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         none_value: decoded value of a "no value" output.
         batch: rows per forward call (the last call is padded to this size); lowered for
             long inputs so that batch * seq^2 <= MAX_ATTENTION_ELEMENTS.
-        dtype, precision: compute dtype (None = float32) and emulated float format, see
+        dtype, mantissa_bits: compute dtype (None = float32) and emulated mantissa width, see
             :func:`constructions.runtime.forward`.
     Returns:
         (outputs [B, n], gap [B, n] float or None, attention mass [B, L_attn] float)
@@ -110,8 +110,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         bucket = batch if b > batch else 1 << (rows - 1).bit_length()  # few distinct shapes: few compiles
         if rows < bucket:
             ids = np.concatenate([ids, np.repeat(ids[:1], bucket - rows, axis=0)])
-        res = model.forward_ids(ids, precision=precision) if dtype is None else \
-            model.forward_ids(ids, dtype=dtype, precision=precision)
+        res = model.forward_ids(ids, mantissa_bits=mantissa_bits) if dtype is None else \
+            model.forward_ids(ids, dtype=dtype, mantissa_bits=mantissa_bits)
         logits = np.asarray(res.logits, dtype=np.float64)[:rows, 1:n + 1]
         outs.append(model.decode(logits, none_value))
         if model.categorical_output:
@@ -126,7 +126,7 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
 
 def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray],
                   name: str, result: Optional[CheckResult] = None, dtype: Any = None,
-                  precision: Optional[Tuple[int, int]] = None) -> CheckResult:
+                  mantissa_bits: Optional[int] = None) -> CheckResult:
     """Compare the model with the reference on every input of ``batches``.
 
     Args:
@@ -134,7 +134,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         batches: arrays [b_i, n_i] (one length per array).
         name: check name recorded in the counterexample.
         result: accumulate into this result (default: a new one).
-        dtype, precision: passed to :func:`predict`.
+        dtype, mantissa_bits: passed to :func:`predict`.
     Returns:
         The CheckResult (inputs, failures, the shortest failing input, margins).
     """
@@ -144,7 +144,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         if x.size == 0:
             continue
         expected, scored = task.reference(p, x)
-        got, gap, mass = predict(model, x, task.none_value, dtype=dtype, precision=precision)
+        got, gap, mass = predict(model, x, task.none_value, dtype=dtype, mantissa_bits=mantissa_bits)
         wrong = (got != expected) & scored
         bad_rows = wrong.any(1)
         res.inputs += len(x)

@@ -8,10 +8,10 @@ float16, and reports per dtype whether the outputs stay exact and the minimum
 margins (SPEC §3: attention weight on the top key, read-out gap).
 
 With ``--bits`` (default on) it also finds, per value, the fewest mantissa bits
-that keep the model exact in an emulated float format with 8 exponent bits
-(float32's range, so only precision is varied): every operation's result is
-rounded with ``jax.lax.reduce_precision`` (see ``forward(..., precision=...)``).
-The search assumes exactness is monotone in the mantissa width (binary search).
+that keep the model exact in an emulated float format with float32's exponent
+range (8 bits, so only precision is varied): every operation's result is rounded
+to that many mantissa bits (see ``forward(..., mantissa_bits=...)``). The search
+assumes exactness is monotone in the mantissa width (binary search).
 
 Weights are stored in float32 (tracr's float64 values rounded once), so the
 float64 rows measure float64 *compute* with float32-rounded weights.
@@ -44,7 +44,7 @@ DTYPES: Dict[str, Tuple[Any, int]] = {
     "bfloat16": (jnp.bfloat16, 7),
     "float16": (jnp.float16, 10),
 }
-#: Exponent bits of the emulated formats in the bits-needed search (float32's / bfloat16's range).
+#: Exponent bits of the emulated formats in the bits-needed search (float32's, as bfloat16's).
 EXPONENT_BITS = 8
 #: Mantissa widths the bits-needed search covers.
 MANTISSA_RANGE = (1, 23)
@@ -52,14 +52,14 @@ DEFAULT_OVER = "n=16,32,64,128,256,512,1024"
 
 
 def run_inputs(model, task, p, inputs: Sequence[np.ndarray], dtype: str = "float32",
-               precision: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
+               mantissa_bits: Optional[int] = None) -> Dict[str, Any]:
     """Exactness and minimum margins of ``model`` on ``inputs`` in one numeric format.
 
     Args:
         model, task, p: compiled model, its task, resolved parameters.
         inputs: arrays [b_i, n_i] of token values.
         dtype: a key of :data:`DTYPES` (compute dtype).
-        precision: optional emulated format (exponent_bits, mantissa_bits), on top of ``dtype``.
+        mantissa_bits: optional emulated mantissa width, on top of ``dtype``.
     Returns:
         {"exact", "inputs", "failed", "min_attention", "min_output_gap"}.
     Raises:
@@ -72,22 +72,22 @@ def run_inputs(model, task, p, inputs: Sequence[np.ndarray], dtype: str = "float
     jdtype = DTYPES[dtype][0]
     if dtype == "float64":
         with jax.enable_x64(True):
-            res = check_batches(model, task, p, inputs, dtype, dtype=jdtype, precision=precision)
+            res = check_batches(model, task, p, inputs, dtype, dtype=jdtype, mantissa_bits=mantissa_bits)
     else:
-        res = check_batches(model, task, p, inputs, dtype, dtype=jdtype, precision=precision)
+        res = check_batches(model, task, p, inputs, dtype, dtype=jdtype, mantissa_bits=mantissa_bits)
     return {"exact": res.exact, "inputs": res.inputs, "failed": res.failed,
             "min_attention": min(res.attention) if res.attention else None,
             "min_output_gap": res.output_gap}
 
 
 def bits_needed(model, task, p, inputs, lo: int = MANTISSA_RANGE[0], hi: int = MANTISSA_RANGE[1]) -> Optional[int]:
-    """Fewest mantissa bits (exponent bits :data:`EXPONENT_BITS`) that keep ``model`` exact on ``inputs``.
+    """Fewest mantissa bits (float32's exponent range) that keep ``model`` exact on ``inputs``.
 
     Returns:
         The width in [lo, hi], or None if even ``hi`` bits are not exact.
     """
     def ok(m):
-        return run_inputs(model, task, p, inputs, "float32", precision=(EXPONENT_BITS, m))["exact"]
+        return run_inputs(model, task, p, inputs, "float32", mantissa_bits=m)["exact"]
 
     if not ok(hi):
         return None
