@@ -67,7 +67,7 @@ register(Construction(
     program=lambda p: khop_floor(p["k"]),
     builder=lambda p: compile_program(khop_floor(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
                                       causal=True),
-    defaults=tuple({"k": k, "n": 100, "vocab": 4} for k in (1, 2, 3, 7, 8, 15, 16)),
+    defaults=tuple({"k": k, "n": 100, "vocab": 4} for k in (3, 7, 16)),
     check=lambda p: check_k(p["k"]),
     notes="d_model grows with n: pointers are one-hot and the search head's position table reads the key's "
           "one-hot position (O(n log k) here; the paper's O(n + |Σ|) would need residual reuse). Whether constant "
@@ -88,7 +88,7 @@ register(Construction(
     program=lambda p: khop_doubling(p["k"]),
     builder=lambda p: compile_program(khop_doubling(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
                                       causal=True, positions="angle"),
-    defaults=tuple({"k": k, "n": n, "vocab": 4} for k, n in ((1, 100), (4, 100), (16, 100), (4, 1024))),
+    defaults=({"k": 4, "n": 100, "vocab": 4}, {"k": 16, "n": 256, "vocab": 4}),
     check=lambda p: check_k(p["k"]),
     notes="d_model is independent of n; the weights are not: the look-up scale grows like n^2, so exactness "
           "needs about 2 log2 n mantissa bits (see depthcraft precision).",
