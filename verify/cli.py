@@ -207,6 +207,11 @@ def run_cmd(name, params, text) -> None:
     sys.exit(0 if ok else 1)
 
 
+from verify.crosscheck.command import train_cmd  # noqa: E402
+
+cli.add_command(train_cmd)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Console-script entry point: runs the CLI with one-line errors for bad usage or input."""
     try:
