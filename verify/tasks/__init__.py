@@ -10,9 +10,10 @@ from typing import Dict
 
 from constructions.errors import ParameterError
 from verify.tasks.base import Task
+from verify.tasks.chen_zou import CHEN_ZOU_TASKS
 from verify.tasks.khop import KHopTask
 
-TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(),)}
+TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(), *CHEN_ZOU_TASKS)}
 
 
 def get_task(name: str) -> Task:
