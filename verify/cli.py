@@ -210,9 +210,11 @@ def run_cmd(name, params, text) -> None:
     sys.exit(0 if ok else 1)
 
 
+from verify.crosscheck.command import train_cmd  # noqa: E402
 from verify.precision import precision_cmd  # noqa: E402
 from verify.sweep import sweep_cmd  # noqa: E402
 
+cli.add_command(train_cmd)
 cli.add_command(sweep_cmd)
 cli.add_command(precision_cmd)
 

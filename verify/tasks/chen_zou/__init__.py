@@ -1,0 +1,21 @@
+"""The four tasks of Chen & Zou (ICML 2024), as this project formalises them (SPEC §4.2).
+
+* :class:`~verify.tasks.chen_zou.sc.SCTask` (``sc``): memorisation of a labelled dataset.
+* :class:`~verify.tasks.chen_zou.icqa.ICQATask` (``icqa``): in-context question answering.
+* :class:`~verify.tasks.chen_zou.tm.TMTask` (``tm``): template matching.
+* :class:`~verify.tasks.chen_zou.ictm.ICTMTask` (``ictm``): in-context template matching.
+
+:mod:`~verify.tasks.chen_zou.templates` holds the template machinery (canonical
+patterns, injective substitutions). The paper's full text was not available: the
+formats are the project's formalisation of its description.
+"""
+
+from verify.tasks.chen_zou.common import NONE
+from verify.tasks.chen_zou.icqa import ICQATask
+from verify.tasks.chen_zou.ictm import ICTMTask
+from verify.tasks.chen_zou.sc import SCTask
+from verify.tasks.chen_zou.tm import TMTask
+
+CHEN_ZOU_TASKS = (SCTask(), ICQATask(), TMTask(), ICTMTask())
+
+__all__ = ["NONE", "SCTask", "ICQATask", "TMTask", "ICTMTask", "CHEN_ZOU_TASKS"]

@@ -1,0 +1,189 @@
+"""ICTM, in-context template matching (Chen & Zou, ICML 2024; SPEC §4.2).
+
+This is the project's formalisation of the paper's description (the paper's full text
+was not available). Input: m example blocks, each n content tokens followed by a label
+token, then a query block of n content tokens::
+
+    e^1_1 .. e^1_n  l_1   e^2_1 .. e^2_n  l_2   ...   e^m_1 .. e^m_n  l_m   z_1 .. z_n
+
+The m example templates are pairwise distinct (drawn uniformly among the patterns of
+length n with at most V wildcards), the query's template is one of them (uniform),
+every block (query included) uses its own fresh injective substitution, and the labels
+l_i are drawn independently and uniformly from the label tokens for every sequence.
+Target at the last position: the label of the example whose template equals the
+query's. Inputs with fewer examples (m' = 1..m, length m'(n+1)+n) are valid too.
+
+Token layout (integers): content 0..V-1, labels V..V+C-1.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+from hypothesis import strategies as st
+
+from constructions.errors import InputError, ParameterError
+from constructions.params import ParamSpec
+from verify.tasks.chen_zou import templates as tpl
+from verify.tasks.chen_zou.common import ReadoutTask, check_range, letters
+
+
+class ICTMTask(ReadoutTask):
+    """In-context template matching: the label of the example whose template the query shares."""
+
+    name = "ictm"
+    title = "ICTM, in-context template matching (Chen & Zou 2024; project formalisation)"
+    params = (
+        ParamSpec("n", int, 3, "template length (content tokens per block)", minimum=1,
+                  maximum=tpl.MAX_TEMPLATE_LEN),
+        ParamSpec("m", int, 4, "number of example blocks", minimum=1, maximum=256),
+        ParamSpec("vocab", int, 8, "V, content tokens 0..V-1", minimum=1, maximum=256),
+        ParamSpec("labels", int, 4, "C, label tokens V..V+C-1", minimum=1, maximum=256),
+    )
+
+    def check(self, p):
+        pool = tpl.count_patterns(p["n"], p["vocab"])
+        if p["m"] > pool:
+            raise ParameterError(f"m={p['m']} examples need m distinct templates, but only {pool} templates of "
+                                 f"length n={p['n']} exist over vocab={p['vocab']}")
+
+    # layout
+    def block(self, p) -> int:
+        """Tokens per example block (n + 1)."""
+        return p["n"] + 1
+
+    def examples_in(self, p, length: int) -> int:
+        """m' for an input of this length; raises InputError when the length is not m'(n+1)+n."""
+        n = p["n"]
+        mm, rest = divmod(length - n, n + 1)
+        if length < 2 * n + 1 or rest or not 1 <= mm <= p["m"]:
+            raise InputError(f"ictm: an input is m' blocks of n+1 = {n + 1} tokens then n = {n} query tokens "
+                             f"(m' = 1..{p['m']}), so its length is one of "
+                             f"{[k * (n + 1) + n for k in range(1, min(p['m'], 4) + 1)]}...; got {length}")
+        return mm
+
+    def pool(self, p) -> np.ndarray:
+        """Every template the task draws from: [P, n] canonical patterns with at most V wildcards."""
+        return tpl.enumerate_patterns(p["n"], p["vocab"])
+
+    def vocab(self, p):
+        return list(range(p["vocab"] + p["labels"]))
+
+    def max_seq_len(self, p):
+        return p["m"] * (p["n"] + 1) + p["n"]
+
+    def target_values(self, p) -> List[int]:
+        return list(range(p["vocab"], p["vocab"] + p["labels"]))
+
+    def token_names(self, p):
+        names = letters(range(p["vocab"]))
+        names.update({p["vocab"] + c: f"L{c}" for c in range(p["labels"])})
+        return names
+
+    def split(self, p, tokens: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Input -> (example blocks [b, m', n], labels [b, m'], query [b, n])."""
+        n = p["n"]
+        mm = self.examples_in(p, tokens.shape[1])
+        blocks = tokens[:, :mm * (n + 1)].reshape(len(tokens), mm, n + 1)
+        return blocks[:, :, :n], blocks[:, :, n], tokens[:, mm * (n + 1):]
+
+    def build(self, examples: np.ndarray, labels: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Assemble inputs from example blocks [b, m', n], labels [b, m'] and query [b, n]."""
+        b, mm, n = examples.shape
+        blocks = np.concatenate([examples, labels[:, :, None]], 2).reshape(b, mm * (n + 1))
+        return np.concatenate([blocks, query], 1).astype(np.int64)
+
+    def answer(self, p, tokens):
+        ex, labels, query = self.split(p, tokens)
+        b, mm, n = ex.shape
+        check_range("ictm", ex.reshape(b, -1), 0, p["vocab"], "content")
+        check_range("ictm", query, 0, p["vocab"], "content")
+        check_range("ictm", labels, p["vocab"], p["vocab"] + p["labels"], "label")
+        codes = tpl.pattern_codes(tpl.canonical_pattern(ex.reshape(b * mm, n))).reshape(b, mm)
+        s = np.sort(codes, 1)
+        dup = (s[:, 1:] == s[:, :-1]).any(1)
+        if dup.any():
+            raise InputError(f"ictm: input {int(np.flatnonzero(dup)[0])} has two examples with the same template "
+                             "(example templates must be distinct)")
+        hit = codes == tpl.pattern_codes(tpl.canonical_pattern(query))[:, None]
+        miss = ~hit.any(1)
+        if miss.any():
+            r = int(np.flatnonzero(miss)[0])
+            raise InputError(f"ictm: input {r}: the query's template "
+                             f"{tpl.pattern_str(tpl.canonical_pattern(query[r:r + 1])[0])} is not an example's")
+        return labels[np.arange(b), hit.argmax(1)]
+
+    def instances(self, p, rng: np.random.Generator, template_ids: np.ndarray, query_index: np.ndarray,
+                  labels: np.ndarray) -> np.ndarray:
+        """Inputs from pool indices [b, m'] (distinct per row), the queried example [b] and label tokens [b, m'].
+
+        Every block gets its own uniformly random injective substitution.
+        """
+        pool = self.pool(p)
+        b, mm = template_ids.shape
+        n, k = p["n"], min(p["n"], p["vocab"])
+        pats = pool[np.concatenate([template_ids, template_ids[np.arange(b), query_index][:, None]], 1)]
+        subs = tpl.random_injective(rng, b * (mm + 1), k, range(p["vocab"]))
+        blocks = tpl.substitute(pats.reshape(-1, n), subs).reshape(b, mm + 1, n)
+        return self.build(blocks[:, :mm], labels, blocks[:, mm])
+
+    def sample(self, p, rng, batch):
+        m = p["m"]
+        ids = tpl.random_injective(rng, batch, m, range(len(self.pool(p))))
+        labels = rng.integers(p["vocab"], p["vocab"] + p["labels"], size=(batch, m))
+        return self.instances(p, rng, ids, rng.integers(0, m, size=batch), labels)
+
+    def edge_cases(self, p):
+        """Queries at the first and last example, one shared token set for every block, a distractor
+        whose tokens equal the query's but whose template differs, equal labels, and m' = 1."""
+        rng = np.random.default_rng(1234)
+        n, m, v, c = p["n"], p["m"], p["vocab"], p["labels"]
+        pool = self.pool(p)
+        ids = np.arange(m)[None].repeat(2, 0)  # the first m templates (ααα.. first, lexicographic)
+        ids[1] = np.arange(len(pool) - m, len(pool))  # the last m (αβγ.. last)
+        out = []
+        for row in ids:
+            for j in (0, m - 1):
+                for lab in (np.full(m, v), v + np.arange(m) % c):
+                    out.append(self.instances(p, rng, row[None], np.array([j]), lab[None]))
+        # Every block uses the same tokens 0..k-1: only the patterns differ.
+        k = min(n, v)
+        same = np.stack([tpl.substitute(pool[ids[1]], np.tile(np.arange(k), (m, 1)))])
+        q = tpl.substitute(pool[ids[1][-1:]], np.arange(k)[None])
+        out.append(self.build(same, (v + np.arange(m) % c)[None], q))
+        # Distractor first: same tokens as the query, another template; the true example last, other tokens.
+        if m >= 2 and len(pool) >= 2:
+            t_true, t_dis = len(pool) - 1, 0
+            qtok = tpl.substitute(pool[[t_true]], np.arange(k)[None])
+            dis = tpl.substitute(pool[[t_dis]], np.arange(k)[None])
+            true = tpl.substitute(pool[[t_true]], (np.arange(k)[::-1] + v - k)[None])
+            rest = [tpl.substitute(pool[[t]], np.arange(k)[None]) for t in range(1, m - 1)]
+            ex = np.concatenate([dis] + rest + [true])[None]
+            out.append(self.build(ex, (v + np.arange(m) % c)[None], qtok))
+        # m' = 1: a single example.
+        out.append(self.instances(p, rng, np.array([[len(pool) - 1]]), np.array([0]), np.array([[v + c - 1]])))
+        return out
+
+    def exhaustive(self, p, batch: int = 1 << 15):
+        raise ParameterError("ictm has no exhaustive check: its inputs (template choices x one substitution per "
+                             "block x labels) are too many even at small sizes; use --samples")
+
+    def strategy(self, p):
+        m, v, c = p["m"], p["vocab"], p["labels"]
+        pool = self.pool(p)
+        n, k = p["n"], min(p["n"], p["vocab"])
+
+        @st.composite
+        def ictm(draw):
+            mm = draw(st.integers(1, m))
+            ids = draw(st.lists(st.integers(0, len(pool) - 1), min_size=mm, max_size=mm, unique=True))
+            j = draw(st.integers(0, mm - 1))
+            subs = [draw(st.permutations(range(v)))[:k] for _ in range(mm + 1)]
+            labels = draw(st.lists(st.integers(v, v + c - 1), min_size=mm, max_size=mm))
+            pats = pool[ids + [ids[j]]]
+            blocks = tpl.substitute(pats, np.asarray(subs))
+            x = self.build(blocks[None, :mm], np.asarray([labels]), blocks[None, mm])
+            return list(map(int, x[0]))
+
+        return ictm()

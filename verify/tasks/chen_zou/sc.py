@@ -1,0 +1,169 @@
+"""SC, sequence classification by memorisation (Chen & Zou, ICML 2024; SPEC §4.2).
+
+This is the project's formalisation of the paper's description (the paper's full text
+was not available). A fixed dataset of M distinct sequences s^1..s^M in [V]^n, each
+with a label drawn uniformly from C classes, both determined by ``seed``. Input:
+``s_1 .. s_n CLS``; target at ``CLS``: the sequence's label. Only the M dataset
+sequences are inputs; exact means all M right.
+
+Token layout (integers): content 0..V-1, ``CLS`` = V, label c is token V+1+c
+(labels never occur in inputs; they are the read-out vocabulary).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+from hypothesis import strategies as st
+
+from constructions.errors import InputError, ParameterError
+from constructions.params import ParamSpec
+from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, letters
+
+#: Rows of the dataset built as a table of all V^n sequences when V^n is at most this.
+_DENSE = 1 << 20
+
+
+@functools.lru_cache(maxsize=16)
+def sc_dataset(sequences: int, n: int, vocab: int, classes: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The SC dataset: M distinct sequences and their labels (deterministic in the arguments).
+
+    Args:
+        sequences: M, number of sequences (<= vocab**n).
+        n: sequence length.
+        vocab: V, content tokens 0..V-1.
+        classes: C, labels 0..C-1.
+        seed: seeds the sequences and the labels.
+    Returns:
+        (X [M, n] int64, labels [M] int64 in 0..C-1), read-only, rows in sampling order.
+    Raises:
+        ParameterError: M > V^n.
+    """
+    total = vocab ** n
+    if sequences > total:
+        raise ParameterError(f"sequences={sequences} distinct sequences do not exist in [{vocab}]^{n} "
+                             f"(only {total})")
+    rng = np.random.default_rng(seed)
+    if total <= _DENSE:
+        codes = rng.choice(total, size=sequences, replace=False)
+        powers = vocab ** np.arange(n - 1, -1, -1, dtype=np.int64)
+        x = (codes[:, None] // powers[None, :]) % vocab
+    else:
+        rows: Dict[bytes, np.ndarray] = {}
+        while len(rows) < sequences:
+            for r in rng.integers(0, vocab, size=(sequences, n)):
+                rows.setdefault(r.tobytes(), r)
+                if len(rows) == sequences:
+                    break
+        x = np.stack(list(rows.values()))
+    labels = rng.integers(0, classes, size=sequences)
+    x = x.astype(np.int64)
+    for a in (x, labels):
+        a.setflags(write=False)
+    return x, labels.astype(np.int64)
+
+
+@functools.lru_cache(maxsize=16)
+def _row_index(*key) -> Dict[bytes, int]:
+    x, _ = sc_dataset(*key)
+    return {row.tobytes(): i for i, row in enumerate(x)}
+
+
+class SCTask(ReadoutTask):
+    """Sequence classification of a fixed dataset (memorisation), read at CLS."""
+
+    name = "sc"
+    title = "SC, sequence classification / memorisation (Chen & Zou 2024; project formalisation)"
+    params = (
+        ParamSpec("sequences", int, 64, "M, number of distinct sequences in the dataset", minimum=1,
+                  maximum=1 << 16),
+        ParamSpec("n", int, 8, "length of each sequence (tokens before CLS)", minimum=1, maximum=256),
+        ParamSpec("vocab", int, 4, "V, content tokens 0..V-1", minimum=1, maximum=256),
+        ParamSpec("classes", int, 4, "C, number of labels", minimum=1, maximum=256),
+        ParamSpec("seed", int, 0, "seed of the dataset (sequences and labels)", minimum=0),
+    )
+
+    def check(self, p):
+        if p["sequences"] > p["vocab"] ** p["n"]:
+            raise ParameterError(f"sequences={p['sequences']} is more than the {p['vocab'] ** p['n']} "
+                                 f"distinct sequences of length n={p['n']} over vocab={p['vocab']}")
+
+    # layout
+    def cls(self, p) -> int:
+        """The CLS token (= V)."""
+        return p["vocab"]
+
+    def label_token(self, p, c):
+        """Token of label c (V + 1 + c); vectorised."""
+        return p["vocab"] + 1 + np.asarray(c)
+
+    def dataset(self, p) -> Tuple[np.ndarray, np.ndarray]:
+        """(X [M, n], labels [M] in 0..C-1); see :func:`sc_dataset`."""
+        return sc_dataset(p["sequences"], p["n"], p["vocab"], p["classes"], p["seed"])
+
+    def inputs(self, p) -> np.ndarray:
+        """Every input of the task: the M dataset sequences followed by CLS, [M, n+1]."""
+        x, _ = self.dataset(p)
+        return np.concatenate([x, np.full((len(x), 1), self.cls(p), np.int64)], 1)
+
+    def vocab(self, p):
+        return list(range(p["vocab"] + 1))
+
+    def max_seq_len(self, p):
+        return p["n"] + 1
+
+    def target_values(self, p) -> List[int]:
+        return list(range(p["vocab"] + 1, p["vocab"] + 1 + p["classes"]))
+
+    def token_names(self, p):
+        names = letters(range(p["vocab"]))
+        names[self.cls(p)] = "CLS"
+        names.update({int(self.label_token(p, c)): f"L{c}" for c in range(p["classes"])})
+        return names
+
+    def answer(self, p, tokens):
+        n = p["n"]
+        if tokens.shape[1] != n + 1:
+            raise InputError(f"sc: an input is n+1 = {n + 1} tokens (sequence then CLS), got {tokens.shape[1]}")
+        check_range("sc", tokens[:, :n], 0, p["vocab"], "content")
+        if (tokens[:, n] != self.cls(p)).any():
+            r = int(np.flatnonzero(tokens[:, n] != self.cls(p))[0])
+            raise InputError(f"sc: input {r} ends with token {int(tokens[r, n])}, expected CLS = {self.cls(p)}")
+        _, labels = self.dataset(p)
+        index = _row_index(p["sequences"], p["n"], p["vocab"], p["classes"], p["seed"])
+        out = np.empty(len(tokens), np.int64)
+        for r, row in enumerate(np.ascontiguousarray(tokens[:, :n])):
+            i = index.get(row.tobytes())
+            if i is None:
+                raise InputError(f"sc: input {r} ({' '.join(map(str, row))}) is not a sequence of the dataset")
+            out[r] = labels[i]
+        return self.label_token(p, out)
+
+    def sample(self, p, rng, batch):
+        rows = self.inputs(p)
+        return rows[rng.integers(0, len(rows), size=batch)]
+
+    def edge_cases(self, p):
+        """The dataset sequences closest to another one (Hamming distance), and a labelled pair at that distance."""
+        rows = self.inputs(p)
+        x, labels = self.dataset(p)
+        if len(x) < 2:
+            return [rows]
+        sub = x[:2048]
+        dist = (sub[:, None, :] != sub[None, :, :]).sum(-1)
+        np.fill_diagonal(dist, p["n"] + 1)
+        closest = np.flatnonzero(dist.min(1) == dist.min())
+        diff_label = np.argwhere((dist == dist.min()) & (labels[:2048, None] != labels[None, :2048]))
+        pick = list(closest[:64]) + [int(i) for i in diff_label[:8].ravel()]
+        return [rows[np.unique(pick)]]
+
+    def exhaustive(self, p, batch: int = 1 << 15):
+        """Every input of SC is a dataset sequence: (M, batches of the M inputs)."""
+        rows = self.inputs(p)
+        return len(rows), batches_of(rows, batch)
+
+    def strategy(self, p):
+        rows = [list(map(int, r)) for r in self.inputs(p)]
+        return st.sampled_from(rows)
