@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from constructions.compiler import compile_program
 from constructions.registry import Bound, Construction, register
-from rasp_programs.retrieval import PARAMS, check_d, lower_bound_layers, num_symbols, retrieval_doubling, seq_len
+from constructions.errors import ParameterError
+from rasp_programs.retrieval import (PARAMS, check_params, lower_bound_layers, num_symbols, retrieval_doubling,
+                                     seq_len)
+
+
+def _check(p) -> None:
+    check_params(p)
+    if p.get("hops", 0) not in (0, p["d"]):
+        raise ParameterError(f"retrieval_doubling answers the full chain only (hops=0 or hops=d={p['d']}), "
+                             f"got hops={p['hops']}")
 
 
 register(Construction(
@@ -22,7 +31,7 @@ register(Construction(
     builder=lambda p: compile_program(retrieval_doubling(p["d"]), vocab=range(num_symbols(p) + 1),
                                       max_seq_len=seq_len(p["d"], p["distractors"]), causal=False),
     defaults=({"d": 4, "distractors": 2}, {"d": 14, "distractors": 2}),
-    check=lambda p: check_d(p["d"]),
+    check=_check,
     notes="Measured L = floor(log2 D)+2 against the paper's lower bound ceil(log_3(2D)): the report's gap is "
           "L - bound. Width: one-hot symbols (O(S log D)) plus the one-hot position block (O(n)) that the "
           "value-slot table reads.",

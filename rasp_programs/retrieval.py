@@ -21,7 +21,14 @@ PARAMS = (
     ParamSpec("d", int, 4, "chain length D (hops from the query to the answer)", minimum=1, maximum=64),
     ParamSpec("distractors", int, 2, "distractor chains c (disjoint symbols)", minimum=0, maximum=16),
     ParamSpec("symbols", int, 0, "symbol pool size S (0 = the minimum (c+1)(D+1))", minimum=0, maximum=512),
+    ParamSpec("hops", int, 0, "hops asked for at the query (0 = D; 1..D-1: the implicit-curriculum targets)",
+              minimum=0, maximum=64),
 )
+
+
+def asked_hops(p) -> int:
+    """h: the number of hops the target asks for (the ``hops`` parameter, D when it is 0)."""
+    return p.get("hops", 0) or p["d"]
 
 
 def num_symbols(p) -> int:
@@ -44,6 +51,17 @@ def check_d(d) -> int:
     if isinstance(d, bool) or not isinstance(d, int) or d < 1:
         raise ParameterError(f"d (the chain length D) must be an integer >= 1, got {d!r}")
     return d
+
+
+def check_params(p) -> None:
+    """Cross-parameter checks of the retrieval task; raises ParameterError."""
+    check_d(p["d"])
+    if p.get("hops", 0) > p["d"]:
+        raise ParameterError(f"hops={p['hops']} is more than the chain length d={p['d']}")
+    need = (p["distractors"] + 1) * (p["d"] + 1)
+    if p["symbols"] and p["symbols"] < need:
+        raise ParameterError(f"symbols={p['symbols']} is too few: {p['distractors'] + 1} disjoint chains of "
+                             f"length d={p['d']} need (c+1)(D+1) = {need} symbols")
 
 
 def retrieval_layers(d: int) -> int:

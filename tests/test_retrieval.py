@@ -156,3 +156,26 @@ def test_verified_d1_to_16(d):
 
     r = verify("retrieval_doubling", {"d": d}, samples=500, hypothesis_examples=50)
     assert r["passed"] and r["structure"]["attn_layers"] >= lower_bound_layers(d)
+
+
+def test_hops_parameter_asks_for_intermediate_values():
+    x = np.array([EXAMPLE])
+    assert TASK.reference(_p(hops=1), x)[0][0, -1] == B
+    assert TASK.reference(_p(hops=2), x)[0][0, -1] == C == TASK.reference(_p(hops=0), x)[0][0, -1]
+    with pytest.raises(ParameterError, match="hops=3 is more than"):
+        _p(hops=3)
+    from verify.verifier import verify
+
+    with pytest.raises(ParameterError, match="full chain only"):
+        verify("retrieval_doubling", {"d": 3, "hops": 2})
+
+
+def test_curriculum_sweep_config():
+    from verify.crosscheck.presets import get_preset
+    from verify.crosscheck.sweep import construction_info, make_config
+
+    cfg = make_config(get_preset("retrieval", "cpu"), {"d": 3, "hops": "1,2,3"}, mixed=True)
+    assert [c["hops"] for c in cfg.conditions] == [1, 2, 3] and cfg.mixed and not cfg.model.causal
+    infos = [construction_info(cfg.construction, c, compile_model=False) for c in cfg.conditions]
+    assert "full chain only" in infos[0].note
+    assert infos[2].bound == 2 and infos[2].bound_formula.startswith("ceil(log_3(2D))")

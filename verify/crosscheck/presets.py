@@ -98,6 +98,19 @@ _add(Preset(
          "4 heads, batch 32, AdamW lr 1e-4 with warm-up, 1e5 steps (GPU)"))
 
 
+_add(Preset(
+    task="retrieval", name="cpu", params={"d": (2, 3, 4), "distractors": 1}, mixed=False,
+    depths=(1, 2, 3, 4), heads=4, width=64, steps=3000, batch=32, lr=2e-3, warmup=200,
+    construction="retrieval_doubling", checkpoint_every=1000,
+    note="D-step retrieval (Mușat 2025) on 2 CPU cores: D in {2,3,4}, 1 distractor chain, bidirectional, "
+         "depths 1-4 around the lower bound ceil(log_3 2D); implicit curriculum: -p d=D -p hops=1,...,D --mixed"))
+_add(Preset(
+    task="retrieval", name="paper", params={"d": (2, 3, 4, 5, 8, 14), "distractors": 2}, mixed=False,
+    depths=(1, 2, 3, 4, 5, 6), heads=4, width=128, steps=50_000, batch=64, lr=3e-4, warmup=1000,
+    construction="retrieval_doubling", control=True, checkpoint_every=5000,
+    note="D-step retrieval at GPU scale: D up to 14 (lower bound 4), depths 1-6 (not run on CPU)"))
+
+
 def get_preset(task: str, name: str) -> Preset:
     """The preset for ``task`` called ``name``.
 

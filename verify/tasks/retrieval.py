@@ -7,6 +7,13 @@ shuffled; then the query marker ``?`` and the symbol x_D. The target at the last
 position is x_0 (D hops); no other position is scored. Attention is
 bidirectional (the paper's bound is stated without causal masking).
 
+The parameter ``hops`` = h in 1..D-1 asks instead for x_{D-h}, the value h
+hops from the query, on the same inputs. The training cross-check uses it for
+the paper's "implicit curriculum": one model trained on h = 1..D at once, each
+sequence's h named by its BOS token (the harness has one output per position,
+so each sequence asks for one intermediate value rather than all of them at
+the query, as the paper does); its error at h = D is the task's error.
+
 Token layout (integers): symbols 0..S-1, the query marker ``?`` = S. Model
 positions (SPEC §3): BOS = 0; fact f (0-based) has its key at 2f+1 and its
 value at 2f+2 (the *value slots* are the even positions); ``?`` at 2F+1 and
@@ -27,7 +34,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from constructions.errors import ParameterError
-from rasp_programs.retrieval import BOT, PARAMS, num_symbols, query_token, seq_len
+from rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
 from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 
@@ -104,10 +111,7 @@ class RetrievalTask(Task):
     causal = False
 
     def check(self, p: Dict[str, Any]) -> None:
-        need = (p["distractors"] + 1) * (p["d"] + 1)
-        if p["symbols"] and p["symbols"] < need:
-            raise ParameterError(f"symbols={p['symbols']} is too few: {p['distractors'] + 1} disjoint chains of "
-                                 f"length d={p['d']} need (c+1)(D+1) = {need} symbols")
+        check_params(p)
 
     def vocab(self, p):
         return list(range(num_symbols(p) + 1))
@@ -118,7 +122,7 @@ class RetrievalTask(Task):
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         x = np.asarray(tokens, np.int64)
         out = np.full(x.shape, BOT, np.int64)
-        out[:, -1] = follow(x, p["d"], num_symbols(p))[:, -1]
+        out[:, -1] = follow(x, asked_hops(p), num_symbols(p))[:, -1]
         scored = np.zeros(x.shape, bool)
         scored[:, -1] = True
         return out, scored
