@@ -84,7 +84,11 @@ register(Construction(
     causal=True,
     params=(_K, ParamSpec("n", int, 100, "max_seq_len: longest input, tokens", minimum=2, maximum=4096), _VOCAB),
     bounds={"attn_layers": Bound("ceil(log2 k)+2", lambda p: doubling_layers(p["k"])),
-            "heads": Bound("1", lambda p: 1)},
+            "heads": Bound("1", lambda p: 1),
+            # The layout's count: tokens |Σ|+2, one, 3 position numbers, prev |Σ|, find^1 (2) and its token
+            # (|Σ|+1), then per look-up layer at most two pointers (2 each) and a token (|Σ|+1). No n in it.
+            "d_model": Bound("3|Σ|+9 + (ceil(log2 k))(|Σ|+5), independent of n",
+                             lambda p: 3 * p["vocab"] + 9 + (doubling_layers(p["k"]) - 2) * (p["vocab"] + 5))},
     program=lambda p: khop_doubling(p["k"]),
     builder=lambda p: compile_program(khop_doubling(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
                                       causal=True, positions="angle"),

@@ -26,6 +26,10 @@ def _build(k, n):
 def test_same_width_at_every_length():
     widths = {n: measure(_build(4, n))["d_model"] for n in (16, 128, 1024)}
     assert len(set(widths.values())) == 1, widths
+    c = registry.get("khop_constant_width")
+    bound = c.bound_values({"k": 4, "n": 1024, "vocab": 4})["d_model"]
+    assert bound == 3 * 4 + 9 + 2 * (4 + 5) == c.bound_values({"k": 4, "n": 16, "vocab": 4})["d_model"]
+    assert widths[16] <= bound
     model = _build(4, 1024)
     assert not any(lab.startswith("indices:") for lab in model.residual_labels)
     assert model.params["embed"]["pos"].shape == (1025, widths[16])
