@@ -95,3 +95,16 @@ def test_floor_random_at_n100():
     assert r["structure"]["attn_layers"] == 5 and r["structure"]["heads"] == 1
     assert r["checks"]["random"]["inputs"] == 300 and r["checks"]["random"]["exact"]
     assert r["passed"]
+
+
+def test_search_head_arguments_checked():
+    from constructions.primitives import HeadSpec, fact_lookup
+
+    prev = prev_token(rasp.tokens)
+    with pytest.raises(CompileError, match="key_positions"):
+        fact_lookup(rasp.tokens, prev, [POSITION], key_positions=None)
+    with pytest.raises(CompileError, match="stored pointer"):
+        HeadSpec("last_occurrence", query=rasp.tokens, key=prev, predicate=lambda k, q: k == q,
+                 reads=[Read(POSITION)], hardness=1.0, pointer=prev)
+    with pytest.raises(CompileError, match="numerical"):
+        last_occurrence_upto(rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)), rasp.tokens, prev, [POSITION])
