@@ -27,15 +27,18 @@ from typing import Any, Dict, Iterable, Optional
 import networkx as nx
 import numpy as np
 from tracr.compiler import basis_inference, craft_model_to_transformer, expr_to_craft_graph, nodes, rasp_to_graph
+from tracr.compiler import assemble as tracr_assemble
 from tracr.compiler import compiling as tracr_compiling
 from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
+from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
+from constructions import angles
 from constructions.errors import CompileError
 from constructions.heads import build_head
 from constructions.model import BOS, PAD, CompiledModel, from_tracr
-from constructions.primitives import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi
+from constructions.primitives import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
 
 
 @contextlib.contextmanager
@@ -150,14 +153,16 @@ def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
     raise CompileError(f"unsupported SOp {expr.label} ({type(expr).__name__})")
 
 
-def _infer_bases(graph: nx.DiGraph, vocab: set, n: int) -> None:
+def _infer_bases(graph: nx.DiGraph, vocab: set, n: int, positions: str = "onehot") -> None:
     for node_id in nx.topological_sort(graph):
         expr = graph.nodes[node_id][nodes.EXPR]
         if not isinstance(expr, rasp.SOp):
             continue
         values = _value_set(expr, graph, vocab, n)
         graph.nodes[node_id][nodes.VALUE_SET] = values
-        if rasp.is_categorical(expr):
+        if positions == "angle" and is_pointer(expr):
+            space = angles.angle_space(expr.label)
+        elif rasp.is_categorical(expr):
             space = bases.VectorSpaceWithBasis.from_values(expr.label, values)
         else:
             space = bases.VectorSpaceWithBasis.from_names([expr.label])
@@ -192,8 +197,24 @@ def _tracr_block(graph: nx.DiGraph, node_id: str, bos_dir, mlp_exactness: float)
     return view.nodes[node_id][nodes.MODEL_BLOCK]
 
 
+def _check_angle_program(graph: nx.DiGraph, sink) -> None:
+    """In angle mode only hand-built heads may read positions or pointers (tracr's blocks need one-hot)."""
+    if is_pointer(sink[nodes.EXPR]):
+        raise CompileError("positions='angle': the program's output is a pointer (an angle); output a token "
+                           "read at the pointer instead")
+    for node_id in graph.nodes:
+        expr = graph.nodes[node_id][nodes.EXPR]
+        if isinstance(expr, (HeadSpec, HeadRead)):
+            continue
+        for pred in graph.predecessors(node_id):
+            src = graph.nodes[pred][nodes.EXPR]
+            if src is rasp.indices or isinstance(src, rasp.IndicesType) or is_pointer(src):
+                raise CompileError(f"positions='angle': {node_id} reads {pred}, but positions and pointers are "
+                                   f"angles there; only the hand-built heads can read them")
+
+
 def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal: bool,
-                attention: str = "softmax") -> None:
+                attention: str = "softmax", positions: str = "onehot") -> None:
     space_of = lambda e: bases.VectorSpaceWithBasis(graph.nodes[e.label][nodes.OUTPUT_BASIS])  # noqa: E731
     reads_of: Dict[str, list] = {}
     for node_id in graph.nodes:
@@ -204,15 +225,17 @@ def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal
         expr = graph.nodes[node_id][nodes.EXPR]
         block = None
         if isinstance(expr, HeadSpec):
-            if expr.kind in ("last_occurrence", "match", "memory") and not causal:
+            if expr.kind in ("last_occurrence", "last_occurrence_upto", "match", "memory") and not causal:
                 raise CompileError(f"{expr.kind} needs a causal model (keys after the query must be masked)")
+            if expr.kind == "fact_lookup" and causal:
+                raise CompileError("fact_lookup is bidirectional: compile with causal=False")
             if expr.attention != attention:
                 raise CompileError(f"head {expr.label} is designed for {expr.attention} attention, but the model "
                                    f"is compiled with attention={attention!r}")
             # Each output SOp in the graph (a renamed copy of a read counts separately) gets
             # its own subspace; reads nobody uses are not written.
             outputs = [(r.read, space_of(r)) for r in reads_of.get(expr.label, [])]
-            block = build_head(expr, space_of, outputs, n, bos_dir)
+            block = build_head(expr, space_of, outputs, n, bos_dir, positions)
         elif isinstance(expr, rasp.SOp) and not isinstance(expr, (rasp.TokensType, rasp.IndicesType, HeadRead)):
             if any(is_multi(graph.nodes[pred][nodes.EXPR]) for pred in graph.predecessors(node_id)):
                 raise CompileError(f"{node_id} reads a set-valued SOp: only hand-built heads can read those")
@@ -310,8 +333,45 @@ def _fix_head_sizes(craft_model: transformers.SeriesWithResiduals, custom: set) 
                                                     h.w_qk.matrix * math.sqrt(key_size))
 
 
+def _assemble(craft_model, graph: nx.DiGraph, sink, n: int, causal: bool, positions: str):
+    """tracr's ``craft_model_to_transformer`` with the position block chosen by ``positions``.
+
+    ``onehot``: tracr's own one-hot ``indices:0..N-1`` block. ``angle``: no indices
+    block (the angle directions are written afterwards by :func:`_angle_embedding`).
+    """
+    if positions == "onehot":
+        return craft_model_to_transformer.craft_model_to_transformer(
+            craft_model=craft_model, graph=graph, sink=sink, max_seq_len=n, causal=causal,
+            compiler_bos=BOS, compiler_pad=PAD)
+    tokens_space = bases.VectorSpaceWithBasis.from_values(
+        rasp.tokens.label, graph.nodes[rasp.tokens.label][nodes.VALUE_SET] | {BOS, PAD})
+    categorical = rasp.is_categorical(sink[nodes.EXPR])
+    assembled = tracr_assemble.assemble_craft_model(
+        craft_model=craft_model, tokens_space=tokens_space, indices_space=bases.VectorSpaceWithBasis([]),
+        output_space=bases.VectorSpaceWithBasis(sink[nodes.OUTPUT_BASIS]), categorical_output=categorical,
+        causal=causal)
+    assembled.input_encoder = tracr_encoder.CategoricalEncoder(
+        basis=tokens_space.basis, enforce_bos=True, bos_token=BOS, pad_token=PAD, max_seq_len=n + 1)
+    assembled.output_encoder = tracr_encoder.CategoricalEncoder(
+        basis=sink[nodes.OUTPUT_BASIS], enforce_bos=False, bos_token=None, pad_token=None) \
+        if categorical else tracr_encoder.NumericalEncoder()
+    return assembled
+
+
+def _angle_embedding(model: CompiledModel) -> None:
+    """Write the angle position embedding (:func:`constructions.angles.position_features`) into ``model``."""
+    feats = angles.position_features(model.max_seq_len)
+    d = model.params["embed"]["token"].shape[1]
+    pos = np.zeros((model.max_seq_len + 1, d), np.float32)
+    index = {lab: i for i, lab in enumerate(model.residual_labels)}
+    for direction in angles.POSITION_DIRECTIONS:
+        if str(direction) in index:
+            pos[:, index[str(direction)]] = feats[direction.value]
+    model.params["embed"]["pos"] = pos
+
+
 def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
-                     mlp_exactness: int = 100, attention: str = "softmax"):
+                     mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot"):
     """RASP program (may use the hand-built heads) -> tracr ``AssembledTransformerModel``.
 
     This is tracr's own model object (``.apply`` runs tracr's Haiku forward); most
@@ -320,19 +380,25 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     Returns:
         (assembled, output_labels, info): the tracr model, the residual labels of the
         output SOp's directions in read-out order, and compile facts for the model's
-        metadata (``soft_attention_layers``).
+        metadata (``soft_attention_layers``). With ``positions="angle"`` the tracr
+        model has no position embedding (:func:`compile_program` writes it).
     Raises:
-        CompileError: unsupported expression, empty program, bad vocab or length.
+        CompileError: unsupported expression, empty program, bad vocab or length, a
+            head kind or SOp that the position encoding cannot compile.
     """
     vocab = _check_vocab(vocab, max_seq_len)
+    if positions not in ("onehot", "angle"):
+        raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
     n = int(max_seq_len)
     extracted = rasp_to_graph.extract_rasp_graph(program)
     graph, sink = extracted.graph, extracted.sink
     if rasp.tokens.label not in graph.nodes:
         raise CompileError("the program must use rasp.tokens")
-    _infer_bases(graph, vocab, n)
+    _infer_bases(graph, vocab, n, positions)
+    if positions == "angle":
+        _check_angle_program(graph, sink)
     bos_dir = bases.BasisDirection(rasp.tokens.label, BOS)
-    _add_blocks(graph, n, bos_dir, mlp_exactness, causal, attention)
+    _add_blocks(graph, n, bos_dir, mlp_exactness, causal, attention, positions)
     craft_model = _schedule(graph)
     custom, soft = set(), set()  # ids of the hand-built heads; of those soft by design (memorise)
     for i in graph.nodes:
@@ -347,18 +413,17 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     _fix_head_sizes(craft_model, custom)
     try:
         with _zero_init():
-            assembled = craft_model_to_transformer.craft_model_to_transformer(
-                craft_model=craft_model, graph=graph, sink=sink, max_seq_len=n, causal=causal,
-                compiler_bos=BOS, compiler_pad=PAD)
+            assembled = _assemble(craft_model, graph, sink, n, causal, positions)
     except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
         raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
     # soft_attention_layers: attention sublayers (0-based) whose heads are soft by design
     # (memorise), so their weight on the top key is no hardmax margin.
-    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], {"soft_attention_layers": soft_layers}
+    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], {"soft_attention_layers": soft_layers,
+                                                                  "positions": positions}
 
 
 def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
-                    mlp_exactness: int = 100, attention: str = "softmax",
+                    mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot",
                     meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
     """Compile a RASP program that may use the hand-built heads.
 
@@ -366,9 +431,13 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
         program: RASP program (output SOp); must use ``rasp.tokens``.
         vocab: input token values (must not contain "BOS" or "PAD").
         max_seq_len: N, longest input (BOS excluded).
-        causal: mask future keys (required by ``last_occurrence``).
+        causal: mask future keys (required by ``last_occurrence``; ``fact_lookup``
+            requires False).
         mlp_exactness: tracr's MLP discretisation parameter for standard Maps.
         attention: attention kind of every head (``softmax``, or ``relu`` for hand-built heads only).
+        positions: ``"onehot"`` (tracr's one-hot indices; pointers one-hot over N+1
+            positions) or ``"angle"`` (positions and pointers as (cos, sin) angles,
+            width independent of N; see :mod:`constructions.angles`).
         meta: metadata stored on the model.
     Returns:
         :class:`~constructions.model.CompiledModel`.
@@ -376,6 +445,10 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
         CompileError: unsupported expression, empty program, bad vocab or length, mixed attention kinds.
     """
     assembled, output_labels, info = assemble_program(program, vocab, max_seq_len, causal=causal,
-                                                       mlp_exactness=mlp_exactness, attention=attention)
-    return from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
-                      attention=attention, meta={"compiler": "depthcraft", **info, **(meta or {})})
+                                                       mlp_exactness=mlp_exactness, attention=attention,
+                                                       positions=positions)
+    model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
+                       attention=attention, meta={"compiler": "depthcraft", **info, **(meta or {})})
+    if positions == "angle":
+        _angle_embedding(model)
+    return model

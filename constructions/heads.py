@@ -20,8 +20,9 @@ from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
 
 from constructions.errors import CompileError
+from constructions import angles
 from constructions.memory import build_memory
-from constructions.primitives import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi
+from constructions.primitives import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi, is_pointer
 
 ONE = bases.BasisDirection("one")
 
@@ -42,7 +43,7 @@ def model_position(direction: bases.BasisDirection, bos_dir: bases.BasisDirectio
 
 def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWithBasis],
                outputs: List[Tuple[Read, bases.VectorSpaceWithBasis]], max_seq_len: int,
-               bos_dir: bases.BasisDirection) -> transformers.AttentionHead:
+               bos_dir: bases.BasisDirection, positions: str = "onehot") -> transformers.AttentionHead:
     """Build the CRAFT attention head for ``head``.
 
     Args:
@@ -51,18 +52,24 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
         outputs: (read, output subspace) for every output SOp of the head.
         max_seq_len: N, the number of token positions (BOS excluded).
         bos_dir: the ``tokens:<BOS>`` direction.
+        positions: ``"onehot"`` (tracr's indices) or ``"angle"`` (see :mod:`constructions.angles`).
     Returns:
         A ``tracr.craft.transformers.AttentionHead`` (logits in nats, before tracr's
         1/sqrt(d_head) scaling, which :mod:`constructions.compiler` compensates); a
         ``MultiAttentionHead`` for a ``memory`` head (several heads, one output).
     Raises:
-        CompileError: if a read's source is not in the residual stream.
+        CompileError: if a read's source is not in the residual stream, or the head
+            kind does not exist in this position encoding.
     """
     if head.kind == "memory":
         return build_memory(head, space_of, outputs, max_seq_len, bos_dir)
-    w_qk = _qk(head, space_of, max_seq_len, bos_dir)
-    w_ov = _ov(space_of, outputs, max_seq_len, bos_dir)
-    return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov, causal=head.kind in ("last_occurrence", "match"))
+    if positions == "angle":
+        w_qk = angles.angle_qk(head, space_of, max_seq_len, bos_dir)
+    else:
+        w_qk = _qk(head, space_of, max_seq_len, bos_dir)
+    w_ov = _ov(space_of, outputs, max_seq_len, bos_dir, positions)
+    return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov,
+                                      causal=head.kind in ("last_occurrence", "last_occurrence_upto", "match"))
 
 
 def _qk(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
@@ -84,27 +91,44 @@ def _qk(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBili
 
         return vectorspace_fns.ScalarBilinear.from_action(left, pos, score)
 
-    # last_occurrence
+    # The matching kinds: last_occurrence, last_occurrence_upto, fact_lookup.
+    # score = big * [match] + position table; BOS scores g(N+1) (see the primitives).
     qspace, kspace = space_of(head.query), space_of(head.key)
     if set(kspace.basis) & set(pos.basis):
-        raise CompileError("last_occurrence: the key SOp must not be tokens or indices themselves")
-    left = bases.join_vector_spaces(qspace, one)
-    right = bases.join_vector_spaces(kspace, pos)
+        raise CompileError(f"{head.kind}: the key SOp must not be tokens or indices themselves")
     big = g * (n + 1)
+    pspace = space_of(head.pointer) if head.kind == "last_occurrence_upto" else None
+    if pspace is not None and set(pspace.basis) & set(qspace.basis):
+        raise CompileError("last_occurrence_upto: the pointer and the query must be different SOps")
+    left = bases.join_vector_spaces(*[s for s in (qspace, pspace, one) if s is not None])
+    right = bases.join_vector_spaces(kspace, pos)
+
+    def table(t: int, row) -> float:
+        """Position-table entry of key model position t >= 1 for query direction ``row``."""
+        if head.kind == "last_occurrence":
+            return g * t if row == ONE else 0.0
+        if head.kind == "fact_lookup":
+            return (g * t if head.key_positions(t) else -big) if row == ONE else 0.0
+        # last_occurrence_upto: the table sits on the pointer's one-hot (rows of value p).
+        if row == ONE:
+            return 0.0
+        return g * t if t <= row.value else -big
 
     def score(q, k):
-        if q == ONE:
-            if k in pos:
-                return g * (n + 1) if k == bos_dir else g * model_position(k, bos_dir)
-            return 0.0
+        if k == bos_dir:
+            return g * (n + 1) if q == ONE else 0.0
         if k in pos:
+            if q == ONE or (pspace is not None and q in pspace):
+                return table(model_position(k, bos_dir), q)
             return 0.0
-        return big if head.predicate(k.value, q.value) else 0.0
+        if q in qspace:
+            return big if head.predicate(k.value, q.value) else 0.0
+        return 0.0
 
     return vectorspace_fns.ScalarBilinear.from_action(left, right, score)
 
 
-def _ov(space_of, outputs, n: int, bos_dir) -> vectorspace_fns.Linear:
+def _ov(space_of, outputs, n: int, bos_dir, positions: str = "onehot") -> vectorspace_fns.Linear:
     # For each output: a map from source directions to the output's directions.
     tables = []
     in_spaces = []
@@ -112,7 +136,12 @@ def _ov(space_of, outputs, n: int, bos_dir) -> vectorspace_fns.Linear:
     for read, out in outputs:
         out_dirs = {d.value: d for d in out.basis}
         table = {}
-        if read.source is POSITION:
+        if positions == "angle" and (read.source is POSITION or is_pointer(read.source)):
+            # Pointers are (cos, sin) pairs: copy both numbers.
+            src = angles.POSITION_DIRECTIONS[:2] if read.source is POSITION else space_of(read.source).basis
+            for d in src:
+                table[d] = out_dirs[d.value]
+        elif read.source is POSITION:
             for d in position_space(n, bos_dir).basis:
                 table[d] = out_dirs[apply_fn(read.fn, model_position(d, bos_dir))]
         else:

@@ -1,11 +1,12 @@
-"""Registered k-hop constructions (SPEC §5): ``khop_doubling`` and the baseline ``khop_rasp``."""
+"""Registered k-hop constructions (SPEC §5): ``khop_doubling``, ``khop_floor``, ``khop_constant_width``
+and the baseline ``khop_rasp``."""
 
 from __future__ import annotations
 
 from constructions.compiler import compile_program, compile_with_tracr
 from constructions.params import ParamSpec
 from constructions.registry import Bound, Construction, register
-from rasp_programs.khop import check_k, doubling_layers, khop_doubling, khop_rasp
+from rasp_programs.khop import check_k, doubling_layers, floor_layers, khop_doubling, khop_floor, khop_rasp
 
 _K = ParamSpec("k", int, 2, "number of hops (>= 1)", maximum=1024)
 _VOCAB = ParamSpec("vocab", int, 4, "alphabet size |Σ|", minimum=1, maximum=256)
@@ -49,4 +50,50 @@ register(Construction(
     check=lambda p: check_k(p["k"]),
     notes="Exact only at small sizes: tracr's SelectorWidth MLP breaks on all-equal inputs from n = 10 "
           "at the default mlp_exactness, and soft categorical attention fails most inputs at vocab 8, n 64.",
+))
+
+
+register(Construction(
+    name="khop_floor",
+    task="khop",
+    source="Sanford, Hsu & Telgarsky (ICML 2024), Thm 4.2 as stated (floor depth); SPEC §5 notes",
+    summary="prev-token head, last-occurrence head (find^1), then one search head per layer that attends to "
+            "the last match at or before a stored pointer: find^m -> find^(2m+1), partial pointer on the bits of k",
+    attention="softmax",
+    causal=True,
+    params=(_K, ParamSpec("n", int, 100, "max_seq_len: longest input, tokens", minimum=1, maximum=1024), _VOCAB),
+    bounds={"attn_layers": Bound("floor(log2 k)+2", lambda p: floor_layers(p["k"])),
+            "heads": Bound("1", lambda p: 1)},
+    program=lambda p: khop_floor(p["k"]),
+    builder=lambda p: compile_program(khop_floor(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
+                                      causal=True),
+    defaults=tuple({"k": k, "n": 100, "vocab": 4} for k in (3, 7, 16)),
+    check=lambda p: check_k(p["k"]),
+    notes="d_model grows with n: pointers are one-hot and the search head's position table reads the key's "
+          "one-hot position (O(n log k) here; the paper's O(n + |Σ|) would need residual reuse). Whether constant "
+          "width reaches the floor depth is open.",
+))
+
+register(Construction(
+    name="khop_constant_width",
+    task="khop",
+    source="Sanford, Hsu & Telgarsky (ICML 2024), Thm 4.2 with width m = O(1) (constant in n)",
+    summary="khop_doubling's program compiled with angle positions: positions and pointers as (cos, sin), "
+            "token match on one-hot tokens, linear recency score, hardmax by scaling",
+    attention="softmax",
+    causal=True,
+    params=(_K, ParamSpec("n", int, 100, "max_seq_len: longest input, tokens", minimum=2, maximum=4096), _VOCAB),
+    bounds={"attn_layers": Bound("ceil(log2 k)+2", lambda p: doubling_layers(p["k"])),
+            "heads": Bound("1", lambda p: 1),
+            # The layout's count: tokens |Σ|+2, one, 3 position numbers, prev |Σ|, find^1 (2) and its token
+            # (|Σ|+1), then per look-up layer at most two pointers (2 each) and a token (|Σ|+1). No n in it.
+            "d_model": Bound("3|Σ|+9 + (ceil(log2 k))(|Σ|+5), independent of n",
+                             lambda p: 3 * p["vocab"] + 9 + (doubling_layers(p["k"]) - 2) * (p["vocab"] + 5))},
+    program=lambda p: khop_doubling(p["k"]),
+    builder=lambda p: compile_program(khop_doubling(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"],
+                                      causal=True, positions="angle"),
+    defaults=({"k": 4, "n": 100, "vocab": 4}, {"k": 16, "n": 256, "vocab": 4}),
+    check=lambda p: check_k(p["k"]),
+    notes="d_model is independent of n; the weights are not: the look-up scale grows like n^2, so exactness "
+          "needs about 2 log2 n mantissa bits (see depthcraft precision).",
 ))

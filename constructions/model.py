@@ -154,9 +154,11 @@ class CompiledModel:
             self._jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
         return self._jparams
 
-    def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32) -> ForwardOutput:
+    def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
+                    mantissa_bits=None) -> ForwardOutput:
         """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`)."""
-        return forward(self.jparams, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype)
+        return forward(self.jparams, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
+                       mantissa_bits=mantissa_bits)
 
     def decode(self, logits: np.ndarray, none_value: Any = None) -> np.ndarray:
         """Read-out scores [batch, seq, O] -> output values [batch, seq].

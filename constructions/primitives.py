@@ -49,7 +49,8 @@ from constructions.errors import CompileError
 #: intended key is at least 1 / (1 + T e^-g); 24 gives > 1 - 1e-7 for T <= 1000.
 DEFAULT_HARDNESS = 24.0
 #: Head kinds (see the factories below).
-KINDS = ("prev_token", "last_occurrence", "pointer_lookup", "position_map", "match", "memory")
+KINDS = ("prev_token", "last_occurrence", "pointer_lookup", "position_map", "match", "memory",
+         "last_occurrence_upto", "fact_lookup")
 #: Attention kinds a hand-built head can be designed for.
 HEAD_ATTENTION = ("softmax", "relu")
 
@@ -112,17 +113,17 @@ class HeadSpec(rasp.RASPExpr):
     """One hand-built attention head (a non-SOp RASP expression, like a selector).
 
     Do not build directly: use :func:`prev_token`, :func:`last_occurrence`,
-    :func:`pointer_lookup`, :func:`position_map`, :func:`match` or :func:`memorise`,
-    which return the head's :class:`HeadRead` outputs.
+    :func:`pointer_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`,
+    :func:`last_occurrence_upto` or :func:`fact_lookup`, which return the head's
+    :class:`HeadRead` outputs.
 
     Attributes:
-        kind: ``"prev_token"``, ``"last_occurrence"``, ``"pointer_lookup"``,
-            ``"position_map"``, ``"match"`` or ``"memory"``.
-        query: query SOp (``last_occurrence``: the value to match;
-            ``pointer_lookup``: the pointer), or None.
-        key: key SOp (``last_occurrence`` only), or None.
-        predicate: ``predicate(key_value, query_value) -> bool`` for
-            ``last_occurrence`` (tracr's argument order).
+        kind: one of :data:`KINDS`.
+        query: query SOp (``last_occurrence``, ``last_occurrence_upto``,
+            ``fact_lookup``: the value to match; ``pointer_lookup``: the pointer), or None.
+        key: key SOp (the matching kinds only), or None.
+        predicate: ``predicate(key_value, query_value) -> bool`` for the matching
+            kinds (tracr's argument order).
         reads: what the head copies from the attended position.
         hardness: logit gap (nats) between the intended key and every other key
             (softmax heads; ReLU heads give the intended keys score exactly 1).
@@ -130,18 +131,23 @@ class HeadSpec(rasp.RASPExpr):
             designed for (a model compiles heads of one kind only).
         spec: kind-specific data (:class:`PositionMapSpec`, :class:`MatchSpec`,
             :class:`MemorySpec`), or None.
+        pointer: ``last_occurrence_upto`` only: the stored pointer (model position)
+            at or before which the head searches.
+        key_positions: ``fact_lookup`` only: ``key_positions(model_position) -> bool``,
+            the positions the head may attend (besides BOS).
     """
 
     def __init__(self, kind: str, *, query: Optional[rasp.SOp], key: Optional[rasp.SOp],
                  predicate: Optional[Callable[[Any, Any], bool]], reads: Sequence[Read],
                  hardness: float, name: Optional[str] = None, attention: str = "softmax",
-                 spec: Any = None):
+                 spec: Any = None, pointer: Optional[rasp.SOp] = None,
+                 key_positions: Optional[Callable[[int], bool]] = None):
         super().__init__()
         if kind not in KINDS:
             raise CompileError(f"unknown head kind {kind!r}")
         if attention not in HEAD_ATTENTION:
             raise CompileError(f"attention must be one of {HEAD_ATTENTION}, got {attention!r}")
-        if attention == "relu" and kind in ("last_occurrence", "pointer_lookup"):
+        if attention == "relu" and kind in ("last_occurrence", "pointer_lookup", "last_occurrence_upto", "fact_lookup"):
             raise CompileError(f"{kind} selects one key by competition (softmax); it has no ReLU form")
         if not reads:
             raise CompileError(f"a {kind} head must read at least one value")
@@ -152,14 +158,18 @@ class HeadSpec(rasp.RASPExpr):
                 raise CompileError(f"a head can only read categorical SOps; {r.source.label} is numerical")
             if r.bos_value is not None and r.source is not rasp.tokens:
                 raise CompileError("bos_value can only be set when reading rasp.tokens")
-        for s in (query, key):
+        for s in (query, key, pointer):
             if s is not None and not rasp.is_categorical(s):
                 raise CompileError(f"{kind} needs categorical query/key SOps; {s.label} is numerical")
-        used = [query, key] + [r.source for r in reads] + (list(spec.sops()) if spec is not None else [])
+        used = [query, key, pointer] + [r.source for r in reads] + (list(spec.sops()) if spec is not None else [])
         for s in used:
             if isinstance(s, HeadRead) and s.head.kind == "memory":
                 raise CompileError(f"{s.label} is a memorise read-out (its value at BOS is unspecified); "
                                    "no head can read it")
+        if (kind == "last_occurrence_upto") != (pointer is not None):
+            raise CompileError("a stored pointer is given exactly for last_occurrence_upto heads")
+        if kind == "fact_lookup" and not callable(key_positions):
+            raise CompileError(f"fact_lookup needs key_positions(model_position) -> bool, got {key_positions!r}")
         self.kind = kind
         self.query = query
         self.key = key
@@ -168,6 +178,8 @@ class HeadSpec(rasp.RASPExpr):
         self.hardness = float(hardness)
         self.attention = attention
         self.spec = spec
+        self.pointer = pointer
+        self.key_positions = key_positions
         self._annotations = rasp._Annotations(self, name=name or kind)  # pylint: disable=protected-access
 
     def __call__(self, xs):  # pragma: no cover - a head is evaluated through its reads
@@ -175,7 +187,7 @@ class HeadSpec(rasp.RASPExpr):
 
     @property
     def children(self) -> List[rasp.RASPExpr]:
-        kids: List[rasp.RASPExpr] = [s for s in (self.query, self.key) if s is not None]
+        kids: List[rasp.RASPExpr] = [s for s in (self.query, self.key, self.pointer) if s is not None]
         if self.spec is not None:
             kids += list(self.spec.sops())
         # Every hand-built head scores keys by their one-hot position (indices) and
@@ -332,6 +344,88 @@ def pointer_lookup(pointer: rasp.SOp, reads: Sequence[ReadLike], *, hardness: fl
     """
     return _make("pointer_lookup", reads, query=pointer, key=None, predicate=None,
                  hardness=hardness, name=name)
+
+
+def last_occurrence_upto(pointer: rasp.SOp, query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
+                         predicate: Callable[[Any, Any], bool] = lambda k, q: k == q,
+                         hardness: float = DEFAULT_HARDNESS, name: Optional[str] = None) -> List[HeadRead]:
+    """Search head: attend to the latest j <= p(i) with predicate(key[j], query[i]), p a stored pointer.
+
+    The step of the floor-depth k-hop construction (SPEC §5 notes): with
+    ``pointer = find^m``, ``query`` = the token at that pointer and
+    ``key = prev_token(tokens)``, position i attends to find(find^m(i)) =
+    find^(m+1)(i) and reads the values stored there (e.g. find^m of that
+    position, giving find^(2m+1)(i)). Pointer 0 (BOS, ⊥), or no match at or
+    before the pointer, selects BOS, so ⊥ propagates. Causal.
+
+    QK (N = max_seq_len, g = hardness, B = g(N+1)): score(i, j) = B * [match] +
+    T(j; p(i)) with the position table T(j; p) = g*j for 1 <= j <= p and -B for
+    j > p; BOS scores g(N+1). Matches at or before the pointer score in
+    [g(N+2), g(2N+1)], BOS g(N+1), non-matches at or before the pointer at most
+    gN, keys after the pointer at most 0: the latest match at or before p wins by
+    >= g and BOS beats every other key by >= g. The table needs the key's
+    one-hot position, so the QK width is O(N + |values|). Cost: 1 head.
+
+    Args:
+        pointer: categorical SOp of model positions (0 = BOS) to search at or before.
+        query: categorical SOp compared at the query position.
+        key: categorical SOp compared at key positions (None never matches).
+        reads: values copied from the attended position.
+        predicate: ``predicate(key_value, query_value)``; default equality.
+        hardness: logit gap in nats.
+        name: head name.
+    Returns:
+        One HeadRead SOp per read.
+    Raises:
+        CompileError: a numerical query, key or pointer; no reads.
+    """
+    return _make("last_occurrence_upto", reads, query=query, key=key, predicate=predicate,
+                 hardness=hardness, name=name, pointer=pointer)
+
+
+def fact_lookup(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
+                key_positions: Callable[[int], bool],
+                predicate: Callable[[Any, Any], bool] = lambda k, q: k == q,
+                hardness: float = DEFAULT_HARDNESS, name: Optional[str] = None) -> List[HeadRead]:
+    """Bidirectional look-up head: attend to the allowed position whose key matches the query.
+
+    Made for facts stored as (key, value) token pairs (D-step retrieval, SPEC
+    §4.3): with ``key = prev_token(tokens)`` and ``key_positions`` = the value
+    slots of the facts, position i attends to the fact whose key is ``query[i]``
+    and reads its value (and what is stored there). Facts have distinct keys, so
+    at most one position matches; if several do, the latest wins. No match
+    selects BOS. Bidirectional: keys after the query are seen, so the model must
+    be compiled with ``causal=False``.
+
+    QK (N = max_seq_len, g = hardness, B = g(N+1)): score(i, j) = B * [match] +
+    T(j) with T(j) = g*j on allowed positions and -B elsewhere; BOS scores
+    g(N+1). Allowed matches score in [g(N+2), g(2N+1)], BOS g(N+1), allowed
+    non-matches at most gN, other positions at most 0: gap >= g. Cost: 1 head,
+    QK width |query values| + 1 and |key values| + N + 1.
+
+    Args:
+        query: categorical SOp compared at the query position.
+        key: categorical SOp compared at key positions (None never matches).
+        reads: values copied from the attended position.
+        key_positions: ``key_positions(model_position) -> bool`` (positions 1..N).
+        predicate: ``predicate(key_value, query_value)``; default equality.
+        hardness: logit gap in nats.
+        name: head name.
+    Returns:
+        One HeadRead SOp per read.
+    Raises:
+        CompileError: ``key_positions`` not callable, a numerical query or key, no reads.
+    """
+    return _make("fact_lookup", reads, query=query, key=key, predicate=predicate, hardness=hardness,
+                 name=name, key_positions=key_positions)
+
+
+def is_pointer(sop: Any) -> bool:
+    """True if ``sop`` holds model positions: a read of POSITION, or a read of a pointer."""
+    if not isinstance(sop, HeadRead):
+        return False
+    src = sop.read.source
+    return src is POSITION or is_pointer(src)
 
 
 # --------------------------------------------------------------------------------------------
@@ -568,11 +662,22 @@ def attended_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[Li
         raise CompileError("a memorise head has no attended position in its reference semantics")
     q = ev.evaluate(head.query, xs)
     k = ev.evaluate(head.key, xs)
+    if head.kind == "last_occurrence_upto":
+        ptr = ev.evaluate(head.pointer, xs)
+        # RASP index i is model position i+1; search model positions 1..min(p, i+1).
+        upto = [min(p, i + 1) if isinstance(p, int) and p > 0 else 0 for i, p in enumerate(ptr)]
+    elif head.kind == "fact_lookup":
+        allowed = [bool(head.key_positions(j + 1)) for j in range(n)]
+        upto = [n] * n
+    else:  # last_occurrence: causal, up to the query itself
+        upto = [i + 1 for i in range(n)]
     out = []
     for i in range(n):
         best = 0
         if q[i] is not None:
-            for j in range(i, -1, -1):
+            for j in range(upto[i] - 1, -1, -1):
+                if head.kind == "fact_lookup" and not allowed[j]:
+                    continue
                 if k[j] is not None and head.predicate(k[j], q[i]):
                     best = j + 1
                     break

@@ -18,7 +18,7 @@ from constructions.model import CompiledModel
 from constructions.params import ParamSpec, freeze, resolve
 
 #: Modules that register constructions.
-CATALOGUE = ("constructions.khop", "constructions.chen_zou")
+CATALOGUE = ("constructions.khop", "constructions.chen_zou", "constructions.retrieval")
 
 BOUND_KEYS = ("attn_layers", "heads", "d_model")
 
@@ -28,11 +28,18 @@ class Bound:
     """A bound formula: human-readable text and its value for given parameters.
 
     ``fn(params)`` returns an int (the bound) or None (the theorem gives none
-    at these parameters). A bound holds when measured <= bound.
+    at these parameters). An ``upper`` bound (what a construction must reach)
+    holds when measured <= bound; a ``lower`` bound (a theorem's impossibility
+    result, e.g. Mușat's ceil(log_3 2D) layers) holds when measured >= bound.
     """
 
     text: str
     fn: Callable[[Mapping[str, Any]], Optional[int]]
+    kind: str = "upper"
+
+    def __post_init__(self):
+        if self.kind not in ("upper", "lower"):
+            raise ValueError(f"Bound.kind must be 'upper' or 'lower', got {self.kind!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +88,10 @@ class Construction:
     def bound_values(self, p: Mapping[str, Any]) -> Dict[str, Optional[int]]:
         """Each bound at these parameters (None where the theorem gives none)."""
         return {k: (self.bounds[k].fn(p) if k in self.bounds else None) for k in BOUND_KEYS}
+
+    def bound_kinds(self) -> Dict[str, str]:
+        """``upper`` or ``lower`` for each bound key that has a formula."""
+        return {k: b.kind for k, b in self.bounds.items()}
 
     def build(self, p: Mapping[str, Any]) -> CompiledModel:
         """Compile (cached per parameter set)."""

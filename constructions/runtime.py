@@ -158,32 +158,49 @@ def _top_mass(scores, w, mask, query_ok, kind):
     return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
 
 
-def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect):
-    q = jnp.einsum("btd,hde->bhte", _take(h, spec.q_rows), p["w_q"])
-    k = jnp.einsum("btd,hde->bhte", _take(h, spec.k_rows), p["w_k"])
-    v = jnp.einsum("btd,hde->bhte", _take(h, spec.v_rows), p["w_v"])
+def _rounder(mantissa_bits):
+    """Round to ``mantissa_bits`` explicit mantissa bits (round half to even), or the identity for None.
+
+    ``mantissa_bits`` may be a traced integer, so every width shares one compiled
+    forward. The exponent range stays that of the compute dtype.
+    """
+    if mantissa_bits is None:
+        return lambda a: a
+    scale = jnp.exp2(jnp.asarray(mantissa_bits, jnp.float32) + 1.0)
+
+    def rnd(a):
+        m, e = jnp.frexp(a)  # a = m * 2^e, 0.5 <= |m| < 1: keep 1 + mantissa_bits significant bits
+        return jnp.ldexp(jnp.round(m * scale.astype(m.dtype)) / scale.astype(m.dtype), e).astype(a.dtype)
+
+    return rnd
+
+
+def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=lambda a: a):
+    q = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.q_rows), p["w_q"]))
+    k = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.k_rows), p["w_k"]))
+    v = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.v_rows), p["w_v"]))
     if "b_q" in p:
-        q = q + p["b_q"][None, :, None, :]
-        k = k + p["b_k"][None, :, None, :]
-        v = v + p["b_v"][None, :, None, :]
-    scores = jnp.einsum("bhte,bhse->bhts", q, k) * spec.qk_scale
-    w = attention_weights(scores, mask, kind)
-    z = jnp.einsum("bhts,bhse->bhte", w, v)
-    out = jnp.einsum("bhte,hed->btd", z, p["w_o"])
+        q = rnd(q + p["b_q"][None, :, None, :])
+        k = rnd(k + p["b_k"][None, :, None, :])
+        v = rnd(v + p["b_v"][None, :, None, :])
+    scores = rnd(jnp.einsum("bhte,bhse->bhts", q, k) * spec.qk_scale)
+    w = rnd(attention_weights(scores, mask, kind))
+    z = rnd(jnp.einsum("bhts,bhse->bhte", w, v))
+    out = rnd(jnp.einsum("bhte,hed->btd", z, p["w_o"]))
     if "b_o" in p:
-        out = out + p["b_o"]
+        out = rnd(out + p["b_o"])
     mass = _top_mass(scores, w, mask, query_ok, kind)
-    return _write(x, spec.out_rows, out), (w if collect else None), mass
+    return rnd(_write(x, spec.out_rows, out)), (w if collect else None), mass
 
 
-def _mlp(x, h, p, spec: SublayerSpec):
-    hidden = jax.nn.relu(_take(h, spec.in_rows) @ p["w_1"] + p["b_1"])
-    return _write(x, spec.out_rows, hidden @ p["w_2"] + p["b_2"])
+def _mlp(x, h, p, spec: SublayerSpec, rnd=lambda a: a):
+    hidden = rnd(jax.nn.relu(rnd(_take(h, spec.in_rows) @ p["w_1"] + p["b_1"])))
+    return rnd(_write(x, spec.out_rows, rnd(hidden @ p["w_2"] + p["b_2"])))
 
 
 @functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype"))
 def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attention: bool = False,
-            dtype: Any = jnp.float32) -> ForwardOutput:
+            dtype: Any = jnp.float32, mantissa_bits: Optional[Any] = None) -> ForwardOutput:
     """Run a model on a batch of token ids.
 
     Args:
@@ -193,12 +210,19 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
         collect_attention: also return every attention map (memory: batch*heads*seq^2 per layer).
         dtype: compute dtype (float32 default; float64 needs ``jax_enable_x64``;
             bfloat16/float16 for precision studies).
+        mantissa_bits: emulate a float format with this many explicit mantissa bits and
+            ``dtype``'s exponent range (with float32: 7 is bfloat16, 23 is float32 itself):
+            the weights and the result of every operation (projections, scores, softmax
+            weights, sublayer outputs, residual sums) are rounded to nearest (ties to even);
+            sums inside one matrix product accumulate in ``dtype``, as on mixed-precision
+            hardware. A traced integer: all widths share one compilation. None = off.
     Returns:
         :class:`ForwardOutput`.
     """
-    params = jax.tree_util.tree_map(lambda a: a.astype(dtype), params)
+    rnd = _rounder(mantissa_bits)
+    params = jax.tree_util.tree_map(lambda a: rnd(a.astype(dtype)), params)
     _, t = ids.shape
-    x = params["embed"]["token"][ids] + params["embed"]["pos"][:t][None]
+    x = rnd(params["embed"]["token"][ids] + params["embed"]["pos"][:t][None])
     mask = jnp.ones((t, t), bool)
     if arch.causal:
         mask = jnp.tril(mask)
@@ -211,12 +235,12 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
     for spec, p in zip(arch.sublayers, params["layers"]):
         h = _layer_norm(x, p["ln"]) if arch.layer_norm else x
         if spec.kind == "attn":
-            x, w, mass = _attention(x, h, p, spec, mask, query_ok, arch.attention, collect_attention)
+            x, w, mass = _attention(x, h, p, spec, mask, query_ok, arch.attention, collect_attention, rnd)
             masses.append(mass)
             if collect_attention:
                 maps.append(w)
         else:
-            x = _mlp(x, h, p, spec)
+            x = _mlp(x, h, p, spec, rnd)
     out = _layer_norm(x, params["ln_final"]) if arch.layer_norm else x
     logits = out @ params["unembed"]["w"]
     if "b" in params["unembed"]:

@@ -5,10 +5,14 @@ x_{j-1} = x_i}); find^k = find iterated k times (find(0) = 0); the output at
 position i is hop_k(X)_i = x_{find^k(i)}, or ⊥ when find^k(i) = 0. Pointers are
 model positions (BOS = 0 = ⊥), see :mod:`constructions.primitives`.
 
-Two programs compute the same function:
+Three programs compute the same function:
 
 * :func:`khop_doubling`: the pointer-doubling construction of Theorem 4.2 with
   the project's hand-built heads. ceil(log2 k) + 2 attention layers, one head each.
+  Compiled with one-hot positions it is ``khop_doubling``; compiled with angle
+  positions (``positions="angle"``) it is ``khop_constant_width``.
+* :func:`khop_floor`: a search head at a stored pointer per layer,
+  floor(log2 k) + 2 attention layers, one head each (Thm 4.2 as stated).
 * :func:`khop_rasp`: tracr's standard primitives only (SelectorWidth, pair-valued
   keys, categorical Aggregate): the baseline.
 """
@@ -20,7 +24,8 @@ import math
 from tracr.rasp import rasp
 
 from constructions.errors import ParameterError
-from constructions.primitives import POSITION, Read, last_occurrence, pointer_lookup, prev_token
+from constructions.primitives import (POSITION, Read, last_occurrence, last_occurrence_upto, pointer_lookup,
+                                      prev_token)
 
 #: The ⊥ output value (no k-th hop). Integer so that it sorts with integer tokens.
 BOT = -1
@@ -96,6 +101,85 @@ def khop_doubling(k: int) -> rasp.SOp:
             if not last:
                 r = outs[2]
     return t
+
+
+def floor_layers(k: int) -> int:
+    """Attention layers of :func:`khop_floor`: floor(log2 k) + 2 (Sanford et al. 2024, Thm 4.2 as stated)."""
+    return check_k(k).bit_length() + 1
+
+
+def khop_floor(k: int) -> rasp.SOp:
+    """hop_k with a search at a stored pointer per layer: L = floor(log2 k) + 2, one head each.
+
+    Construction (SPEC §5 notes). Write F = find. Every position computes the same
+    pointers, so a pointer read *at* a position j is that pointer of j.
+
+    * Layer 1, :func:`prev_token`: each position stores x_{i-1}.
+    * Layer 2, :func:`last_occurrence`: attends to F(i); stores P_2 = F^1 and the
+      token there, and R_2 = F^(k mod 2) (F^0 is the position itself) with its token.
+    * Layer l = 3..L, :func:`last_occurrence_upto` at the stored pointer P_{l-1}
+      with query x_{P_{l-1}(i)} and key x_{j-1}: it attends to the latest
+      j <= P_{l-1}(i) with x_{j-1} = x_{P_{l-1}(i)}, i.e. to
+      F(P_{l-1}(i)) = F^(2^(l-2))(i), and reads the pointers stored there:
+      P_l = P_{l-1} at that position = F^(2^(l-2) + 2^(l-2) - 1) = F^(2^(l-1) - 1),
+      and, when bit l-2 of k is 1, R_l = R_{l-1} there = F^(r_{l-1} + 2^(l-2)), with
+      their tokens (else R_l = R_{l-1}). The last layer reads only R's token.
+
+    Why every k <= 2^(L-1) - 1 is reached with one head per layer: by induction
+    on l, P_l = F^(2^(l-1) - 1) (P_2 = F^1; one search step maps exponent m to
+    m + 1 + m = 2m + 1, and 2(2^(l-2) - 1) + 1 = 2^(l-1) - 1) and
+    R_l = F^(k mod 2^(l-1)) (R_2 = F^(bit 0 of k); layer l adds 2^(l-2), the
+    hop count of the attended position F^(2^(l-2))(i), exactly when bit l-2 of k
+    is 1; reading R_{l-1} at F^(2^(l-2))(i) composes F^(r) after F^(2^(l-2))).
+    Each layer attends to one position (F^(2^(l-2))(i)) and reads several
+    values there, so one head suffices. For k <= 2^(L-1) - 1, k mod 2^(L-1) = k,
+    so R_L = F^k; with L = floor(log2 k) + 2 we have 2^(L-1) - 1 = 2^(floor(log2 k)+1) - 1 >= k.
+    The top bit of k is bit L-2, so the last layer always reads R (only its token).
+    ⊥ is pointer 0 (BOS): a search at pointer 0 attends to BOS, which stores
+    pointer 0 and token ⊥, so ⊥ propagates; F^m(0) = 0 agrees with the definition.
+
+    Compared with :func:`khop_doubling` (ceil(log2 k) + 2): the look-up at a
+    stored pointer is replaced by a *search* at or before it, which adds one hop
+    (F) for free in every layer; the two agree when k is a power of two.
+
+    Width: each pointer is one-hot over N+1 positions and the search head's
+    position table reads the key's one-hot position: d_model = O(N log k) here
+    (tracr gives every SOp its own subspace); the theorem's O(N + |Σ|) would
+    need residual reuse.
+
+    Args:
+        k: number of hops, >= 1.
+    Returns:
+        Categorical SOp with values in Σ ∪ {BOT}.
+    Raises:
+        ParameterError: k < 1.
+    """
+    layers = floor_layers(k)
+    prev = prev_token(rasp.tokens, name="prev_token")
+    reads = [Read(POSITION, name="P1"), Read(rasp.tokens, bos_value=BOT, name="tok_P1")]
+    if layers == 2:
+        return last_occurrence(rasp.tokens, prev, [reads[1]], name="last_occurrence")[0]
+    p, tp = last_occurrence(rasp.tokens, prev, reads, name="last_occurrence")
+    # R = None stands for F^0: the attended position itself (read POSITION / tokens there).
+    r, tr = (p, tp) if k & 1 else (None, None)
+    for layer in range(3, layers + 1):
+        bit = (k >> (layer - 2)) & 1
+        last = layer == layers
+        hops = 2 ** (layer - 1) - 1
+        reads = [] if last else [Read(p, name=f"P{hops}"), Read(tp, name=f"tok_P{hops}")]
+        if bit:
+            r_hops = k & ((1 << (layer - 1)) - 1)
+            reads.append(Read(tr if tr is not None else rasp.tokens, bos_value=None if tr is not None else BOT,
+                              name=f"tok_R{r_hops}"))
+            if not last:
+                reads.append(Read(r if r is not None else POSITION, name=f"R{r_hops}"))
+        outs = last_occurrence_upto(p, tp, prev, reads, name=f"search{layer}")
+        if last:
+            return outs[-1]
+        p, tp = outs[0], outs[1]
+        if bit:
+            tr, r = outs[2], outs[3]
+    raise AssertionError("unreachable: the last layer returns")
 
 
 def khop_rasp(k: int) -> rasp.SOp:

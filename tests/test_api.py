@@ -45,7 +45,7 @@ def test_reverse_within_bound_passes(reverse_report):
     assert r["passed"] is True and r["bound_ok"] is True
     # length (SelectorWidth: attention + MLP), opp (MLP), reverse (attention): 2 attention layers, 1 head each.
     assert r["structure"]["attn_layers"] == 2 and r["structure"]["heads"] == 1
-    assert r["bound_checks"]["attn_layers"] == {"measured": 2, "bound": 2, "gap": 0, "ok": True}
+    assert r["bound_checks"]["attn_layers"] == {"measured": 2, "bound": 2, "kind": "upper", "gap": 0, "ok": True}
     assert r["checks"]["random"]["inputs"] == 64 and r["checks"]["random"]["exact"]
     assert r["checks"]["edge"]["inputs"] > 0 and r["checks"]["edge"]["exact"]
     assert r["checks"]["exhaustive"] is None
@@ -57,7 +57,7 @@ def test_bound_too_small_fails_with_gap(hist_model):
     r = check_program(hist_model, reference=hist_reference, bound={"attn_layers": 0}, **FAST)
     assert r["checks"]["random"]["exact"]  # exact, but the bound does not hold
     assert r["bound_ok"] is False and r["passed"] is False
-    assert r["bound_checks"]["attn_layers"] == {"measured": 1, "bound": 0, "gap": -1, "ok": False}
+    assert r["bound_checks"]["attn_layers"] == {"measured": 1, "bound": 0, "kind": "upper", "gap": -1, "ok": False}
 
 
 def test_default_reference_is_the_rasp_semantics():
@@ -145,7 +145,7 @@ def test_construction_with_wrong_user_reference_fails():
 def test_construction_with_user_bound():
     r = check_program("khop_doubling", params={"k": 2, "n": 8, "vocab": 3}, bound={"attn_layers": 2},
                       samples=16, hypothesis_examples=0)
-    assert r["bound_checks"]["attn_layers"] == {"measured": 3, "bound": 2, "gap": -1, "ok": False}
+    assert r["bound_checks"]["attn_layers"] == {"measured": 3, "bound": 2, "kind": "upper", "gap": -1, "ok": False}
     assert r["passed"] is False
 
 

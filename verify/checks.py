@@ -29,6 +29,8 @@ MIN_BUCKET = 64
 #: Margins below these are reported as warnings (exact, but fragile).
 MIN_ATTENTION = 0.99
 MIN_OUTPUT_GAP = 0.1
+#: Upper limit on batch * seq^2 per forward call (one float32 attention map: 256 MiB).
+MAX_ATTENTION_ELEMENTS = 1 << 26
 
 
 @dataclasses.dataclass
@@ -80,14 +82,18 @@ def _jsonable(v):
     return v
 
 
-def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH):
+def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH,
+            dtype: Any = None, mantissa_bits: Optional[int] = None):
     """Run same-length inputs through the model.
 
     Args:
         model: the compiled model.
         tokens: [B, n] token values, n <= max_seq_len.
         none_value: decoded value of a "no value" output.
-        batch: rows per forward call (the last call is padded to this size).
+        batch: rows per forward call (the last call is padded to this size); lowered for
+            long inputs so that batch * seq^2 <= MAX_ATTENTION_ELEMENTS.
+        dtype, mantissa_bits: compute dtype (None = float32) and emulated mantissa width, see
+            :func:`constructions.runtime.forward`.
     Returns:
         (outputs [B, n], gap [B, n] float or None, attention mass [B, L_attn] float)
     Raises:
@@ -96,6 +102,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
     tokens = np.asarray(tokens)
     b, n = tokens.shape
     length = model.max_seq_len + 1
+    # Keep one attention map per layer within MAX_ATTENTION_ELEMENTS (long inputs: fewer rows per call).
+    batch = max(1, min(batch, 1 << max(0, (MAX_ATTENTION_ELEMENTS // length ** 2).bit_length() - 1)))
     outs, gaps, masses = [], [], []
     for start in range(0, b, batch):
         chunk = tokens[start:start + batch]
@@ -105,21 +113,23 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         bucket = batch if b > batch else min(batch, max(MIN_BUCKET, 1 << (rows - 1).bit_length()))
         if rows < bucket:
             ids = np.concatenate([ids, np.repeat(ids[:1], bucket - rows, axis=0)])
-        res = model.forward_ids(ids)
-        logits = np.asarray(res.logits)[:rows, 1:n + 1]
+        res = model.forward_ids(ids, mantissa_bits=mantissa_bits) if dtype is None else \
+            model.forward_ids(ids, dtype=dtype, mantissa_bits=mantissa_bits)
+        logits = np.asarray(res.logits, dtype=np.float64)[:rows, 1:n + 1]
         outs.append(model.decode(logits, none_value))
         if model.categorical_output:
             aug = np.concatenate([logits, np.full(logits.shape[:-1] + (1,), 0.5, logits.dtype)], -1)
             top2 = -np.partition(-aug, 1, axis=-1)[..., :2] if aug.shape[-1] > 1 else aug
-            gaps.append(top2[..., 0] - top2[..., 1])
-        masses.append(np.stack([np.asarray(m)[:rows].min(-1) for m in res.attn_mass], -1)
-                      if res.attn_mass else np.ones((rows, 0)))
+            gaps.append(np.nan_to_num(top2[..., 0] - top2[..., 1], nan=0.0))  # NaN (overflow): no margin
+        mass = [np.asarray(m, dtype=np.float64)[:rows].min(-1) for m in res.attn_mass]
+        masses.append(np.nan_to_num(np.stack(mass, -1), nan=0.0) if mass else np.ones((rows, 0)))
     gap = np.concatenate(gaps) if gaps else None
     return np.concatenate(outs), gap, np.concatenate(masses)
 
 
 def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray],
-                  name: str, result: Optional[CheckResult] = None) -> CheckResult:
+                  name: str, result: Optional[CheckResult] = None, dtype: Any = None,
+                  mantissa_bits: Optional[int] = None) -> CheckResult:
     """Compare the model with the reference on every input of ``batches``.
 
     Args:
@@ -127,6 +137,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         batches: arrays [b_i, n_i] (one length per array).
         name: check name recorded in the counterexample.
         result: accumulate into this result (default: a new one).
+        dtype, mantissa_bits: passed to :func:`predict`.
     Returns:
         The CheckResult (inputs, failures, the shortest failing input, margins).
     """
@@ -136,7 +147,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         if x.size == 0:
             continue
         expected, scored = task.reference(p, x)
-        got, gap, mass = predict(model, x, task.none_value)
+        got, gap, mass = predict(model, x, task.none_value, dtype=dtype, mantissa_bits=mantissa_bits)
         wrong = task.mismatch(p, got, expected) & scored
         bad_rows = wrong.any(1)
         res.inputs += len(x)

@@ -80,7 +80,9 @@ def list_cmd(as_json: bool) -> None:
 def _fmt_bound(report: Dict[str, Any], key: str) -> str:
     m = report["structure"][key]
     b = report["bound"].get(key)
-    return f"{m}" if b is None else f"{m} / {b}" + ("" if m <= b else " ✗")
+    check = report.get("bound_checks", {}).get(key, {})
+    lower = "≥" if check.get("kind") == "lower" else ""
+    return f"{m}" if b is None else f"{m} / {lower}{b}" + ("" if check.get("ok", m <= b) else " ✗")
 
 
 def _fmt_check(c: Optional[Dict[str, Any]]) -> str:
@@ -125,7 +127,8 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
             console.print(f"[yellow]warning[/] {r['construction']}: {w}")
         for key, b in r.get("bound_checks", {}).items():
             if not b["ok"]:
-                console.print(f"[red]{r['construction']}[/]: {key} = {b['measured']} exceeds the bound {b['bound']}")
+                side = "is below the lower" if b.get("kind") == "lower" else "exceeds the"
+                console.print(f"[red]{r['construction']}[/]: {key} = {b['measured']} {side} bound {b['bound']}")
 
 
 @cli.command("verify")
@@ -207,8 +210,14 @@ def run_cmd(name, params, text) -> None:
 
 
 from verify.commands import register_commands  # noqa: E402  (show, save, verify-saved: issue 5)
+from verify.crosscheck.command import train_cmd  # noqa: E402
+from verify.precision import precision_cmd  # noqa: E402
+from verify.sweep import sweep_cmd  # noqa: E402
 
 register_commands(cli)
+cli.add_command(train_cmd)
+cli.add_command(sweep_cmd)
+cli.add_command(precision_cmd)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

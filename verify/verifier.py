@@ -53,14 +53,22 @@ def resolve_params(construction: registry.Construction, given: Mapping[str, Any]
     return p
 
 
-def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]]) -> Dict[str, Any]:
-    """Per bound key: measured, bound, gap (bound - measured) and ok (measured <= bound)."""
+def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],
+                kinds: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Per bound key: measured, bound, kind, gap and ok.
+
+    An ``upper`` bound (the default) holds when measured <= bound, gap = bound - measured;
+    a ``lower`` bound holds when measured >= bound, gap = measured - bound. A
+    holding bound has gap >= 0.
+    """
     out = {}
     for key, b in bound.items():
         if b is None:
             continue
         m = structure[key]
-        out[key] = {"measured": m, "bound": b, "gap": b - m, "ok": m <= b}
+        kind = (kinds or {}).get(key, "upper")
+        gap = b - m if kind == "upper" else m - b
+        out[key] = {"measured": m, "bound": b, "kind": kind, "gap": gap, "ok": gap >= 0}
     return out
 
 
@@ -126,17 +134,19 @@ def margins(checks: Mapping[str, Optional[CheckResult]], soft_layers=()) -> Tupl
 def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Mapping[str, Optional[int]], *,
                  name: str, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
                  hypothesis_examples: int = DEFAULT_HYPOTHESIS, started: Optional[float] = None,
-                 extra: Optional[Dict[str, Any]] = None, shrink: bool = True) -> Dict[str, Any]:
+                 extra: Optional[Dict[str, Any]] = None, shrink: bool = True,
+                 bound_kinds: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Measure, bound-check and exactness-check a compiled model; return the report dict.
 
     Each failing check's counterexample is shrunk by :func:`verify.shrink.shrink`
     when the task's inputs are free token sequences (hypothesis's own shrinking
     stays inside its strategy's families, e.g. fixed-length inputs);
-    ``shrink=False`` keeps the inputs as found.
+    ``shrink=False`` keeps the inputs as found. ``bound_kinds`` marks bounds as
+    ``upper`` (default) or ``lower`` (see :func:`bound_check`).
     """
     t0 = time.perf_counter() if started is None else started
     structure = measure(model)
-    bounds = bound_check(structure, bound)
+    bounds = bound_check(structure, bound, bound_kinds)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
                         hypothesis_examples=hypothesis_examples)
     if shrink:
@@ -146,7 +156,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
-    ablation = ablate(model, task, p, ablation_inputs(task, p, min(samples, ABLATION_SAMPLES), seed))
+    ablation = ablate(model, task, p, ablation_inputs(task, p, ABLATION_SAMPLES, seed))
     redundant = [a["layer"] for a in ablation if a["redundant"]]
     if redundant:
         warnings.append(f"attention layer(s) {redundant} are redundant: removing one leaves the model exact")
@@ -205,6 +215,7 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     bound = c.bound_values(p) if bound is None else bound
     return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
+                        bound_kinds=c.bound_kinds(),
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
 

@@ -12,8 +12,9 @@ from constructions.errors import ParameterError
 from verify.tasks.base import Task
 from verify.tasks.chen_zou import CHEN_ZOU_TASKS
 from verify.tasks.khop import KHopTask
+from verify.tasks.retrieval import RetrievalTask
 
-TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(), *CHEN_ZOU_TASKS)}
+TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(), *CHEN_ZOU_TASKS, RetrievalTask())}
 
 
 def get_task(name: str) -> Task:

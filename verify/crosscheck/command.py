@@ -1,0 +1,148 @@
+"""``depthcraft train TASK``: the trained-model cross-check sweep (SPEC §7).
+
+Registered in :mod:`verify.cli` with one line. Bad usage or input exits 2 with
+one line (the CLI's handler of :class:`~constructions.errors.DepthcraftError`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Any, Dict, Optional
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from constructions.errors import ParameterError
+from constructions.params import parse_assignments
+from verify.crosscheck import sweep as sweep_mod
+from verify.crosscheck.presets import PRESET_NAMES, get_preset
+
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+class _RichProgress(sweep_mod.Progress):
+    """Two bars: runs of the sweep, steps of the current run (with its last logged loss)."""
+
+    def __init__(self, bar: Progress):
+        self.bar = bar
+        self.overall = None
+        self.current = None
+
+    def begin(self, runs):
+        self.overall = self.bar.add_task(f"sweep ({len(runs)} runs)", total=sum(r.train.steps for r in runs))
+
+    def start_run(self, index, total, run, resumed_from):
+        if self.current is not None:
+            self.bar.remove_task(self.current)
+        what = f"run {index + 1}/{total} {run.run_id}" + (f" (resumed at {resumed_from})" if resumed_from else "")
+        self.current = self.bar.add_task(what, total=run.train.steps, completed=resumed_from)
+        self.bar.advance(self.overall, resumed_from)
+
+    def step(self, run, step, loss):
+        self.bar.advance(self.current, 1)
+        self.bar.advance(self.overall, 1)
+        if loss is not None:
+            self.bar.update(self.current, description=f"{run.run_id} loss {loss:.4f}")
+
+    def end_run(self, index, run, record):
+        errs = " ".join(f"{k}: {v:.3f}" for k, v in record["error"].items() if v is not None)
+        self.bar.console.print(f"{run.run_id}: error {errs} ({record['train_seconds']:.0f} s)")
+
+    def message(self, text):
+        self.bar.console.print(text)
+
+
+def print_summary(results: Dict[str, Any]) -> None:
+    """Table: per condition, error per depth, smallest depth under the threshold, bound, verdict."""
+    summary = results["summary"]
+    depths = sorted({int(d) for s in summary for d in s["errors"]})
+    t = Table(title=f"depthcraft train {results['task']} ({results['preset']}): token error (best seed)")
+    t.add_column("condition")
+    for d in depths:
+        t.add_column(f"L={d}", justify="right")
+    for col in ("smallest L", "construction L", "bound", "verdict"):
+        t.add_column(col)
+    for s in summary:
+        cells = []
+        for d in depths:
+            e = s["errors"].get(str(d))
+            cells.append("-" if e is None else f"{e['best']:.3f}")
+        verdict = {"agree": "[green]agree[/]", "disagree": "[red]disagree[/]"}.get(s["verdict"], s["verdict"])
+        t.add_row(s["condition"], *cells, str(s["smallest_depth"] or "-"), str(s["construction_depth"] or "-"),
+                  "-" if s["bound"] is None else f"{s['bound']} ({s['bound_formula']})", verdict)
+    console.print(t)
+    for s in summary:
+        console.print(f"{s['condition']}: {s['note']}")
+
+
+@click.command("train")
+@click.argument("task")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Task parameter; a comma list is swept, e.g. -p k=1,2,4 -p n=32.")
+@click.option("--preset", type=click.Choice(PRESET_NAMES), default="cpu", show_default=True,
+              help="cpu: minutes on 2 cores; paper: the paper's setting (GPU).")
+@click.option("--depths", default=None, metavar="RANGE", help="Attention depths, e.g. 1-6 or 1,2,4.")
+@click.option("--heads", type=click.IntRange(min=1), default=None, help="Heads per attention layer.")
+@click.option("--width", type=click.IntRange(min=1), default=None, help="Residual width d_model.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Optimiser steps per run.")
+@click.option("--batch", type=click.IntRange(min=1), default=None, help="Sequences per step.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up steps.")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds per (condition, depth).")
+@click.option("--mlp/--no-mlp", default=None, help="MLP after each attention layer.")
+@click.option("--layer-norm/--no-layer-norm", default=None, help="Pre-LayerNorm.")
+@click.option("--attention", type=click.Choice(["softmax", "relu"]), default=None, help="Attention kind.")
+@click.option("--mixed/--separate", default=None,
+              help="One model on all swept conditions (named by the BOS token), or one model per condition.")
+@click.option("--control/--no-control", default=None,
+              help="Also train at bound-1 with twice the heads and width.")
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="Error below which a depth solves a condition.")
+@click.option("--construction", default=None, help="Construction to compare with (default: the preset's).")
+@click.option("--checkpoint-every", type=click.IntRange(min=0), default=None,
+              help="Steps between checkpoints (0 = only at the end).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Output directory (default results/crosscheck/TASK_PRESET).")
+@click.option("--fresh", is_flag=True, help="Discard existing checkpoints of these runs (default: resume them).")
+def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
+              attention, mixed, control, threshold, construction, checkpoint_every, out_dir, fresh) -> None:
+    """Train transformers of several depths on TASK and compare with the construction's bound.
+
+    One run per (condition, depth, seed); writes results.json and error_by_depth.png
+    to the output directory, checkpoints to OUT/checkpoints (resumed when present).
+    """
+    import jax
+
+    p = get_preset(task, preset)
+    cfg = sweep_mod.make_config(
+        p, parse_assignments(params),
+        depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
+        steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
+        attention=attention, mixed=mixed, control=control, threshold=threshold, construction=construction,
+        checkpoint_every=checkpoint_every)
+    out_dir = out_dir or os.path.join("results", "crosscheck", f"{task}_{preset}")
+    _check_out_dir(out_dir)
+    command = "depthcraft " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
+    console.print(f"device: {jax.default_backend()} ({jax.devices()[0]}); output: {out_dir}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=False) as bar:
+        prog = _RichProgress(bar)
+        results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command)
+    print_summary(results)
+    console.print(f"results written to {os.path.join(out_dir, 'results.json')} and "
+                  f"{os.path.join(out_dir, 'error_by_depth.png')} ({results['seconds']:.0f} s)")
+
+
+def _check_out_dir(out_dir: str) -> None:
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ParameterError(f"--out {out_dir} exists and is not a directory")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    probe = out_dir if os.path.isdir(out_dir) else parent
+    while not os.path.isdir(probe):
+        probe = os.path.dirname(probe)
+    if not os.access(probe, os.W_OK):
+        raise ParameterError(f"--out {out_dir}: cannot write under {probe} (permission denied)")

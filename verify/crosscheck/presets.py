@@ -1,0 +1,135 @@
+"""Sweep presets per task: ``cpu`` (minutes on 2 cores) and ``paper`` (GPU, SPEC §7).
+
+A preset fixes the task parameters (a tuple value is swept: one condition per
+value), the depths, the architecture and the optimisation. Every field can be
+overridden on the command line.
+
+k-hop (SPEC §4.1, §7). Both presets train, as the paper does, *one model per
+depth on mixed k*, the k of each sequence named by its leading token (here the
+BOS token, :mod:`verify.crosscheck.data`); the error is reported per k.
+
+* ``cpu``: N = 32, |Σ| = 4, k in {1, 2, 4}, depths 1-4, 4 heads, width 64, MLPs and
+  pre-LayerNorm (GPT-2 block), batch 32. Steps, width and learning rate were chosen
+  by experiment (docs/crosscheck.md) to show the depth threshold within the
+  time budget.
+* ``paper``: N = 100, |Σ| = 4, k in 0..16, depths 2-6, 4 heads, width 128, batch 32,
+  AdamW lr 1e-4 with warm-up, 1e5 steps (SPEC §7; a GPU run).
+
+Chen & Zou tasks (SPEC §4.2): attention-only models (no MLP), as in the paper,
+depths 1-4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional, Tuple
+
+from constructions.errors import ParameterError
+
+PRESET_NAMES = ("cpu", "paper")
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """Defaults of one (task, preset) sweep.
+
+    Attributes:
+        task: task name (:data:`verify.tasks.TASKS`).
+        name: ``cpu`` or ``paper``.
+        params: task parameters; a tuple value is swept (one condition per value).
+        mixed: train one model on all conditions (named by the BOS token) instead of one
+            model per condition.
+        depths: attention depths to train.
+        heads, width, mlp, layer_norm, attention: architecture (:class:`~verify.crosscheck.model.ModelConfig`).
+        steps, batch, lr, warmup, weight_decay: optimisation (:class:`~verify.crosscheck.train.TrainConfig`).
+        seeds: seeds per (condition, depth).
+        control: also train at bound-1 with twice the heads and width (SPEC §7).
+        construction: registered construction whose depth, bound and attention maps the
+            trained models are compared with (None = none).
+        threshold: a depth "solves" a condition when its error is below this.
+        eval_size: evaluation sequences per condition.
+        alignment_size: sequences per condition for the attention alignment.
+        checkpoint_every: steps between checkpoints (0 = only at the end).
+        note: what the preset is for.
+    """
+
+    task: str
+    name: str
+    params: Dict[str, Any]
+    mixed: bool
+    depths: Tuple[int, ...]
+    heads: int
+    width: int
+    steps: int
+    batch: int
+    lr: float
+    warmup: int
+    mlp: bool = True
+    layer_norm: bool = True
+    attention: str = "softmax"
+    weight_decay: float = 0.01
+    seeds: int = 1
+    control: bool = False
+    construction: Optional[str] = None
+    threshold: float = 0.05
+    eval_size: int = 1024
+    alignment_size: int = 128
+    checkpoint_every: int = 0
+    note: str = ""
+
+
+_PRESETS: Dict[Tuple[str, str], Preset] = {}
+
+
+def _add(p: Preset) -> None:
+    _PRESETS[(p.task, p.name)] = p
+
+
+_add(Preset(
+    task="khop", name="cpu", params={"k": (1, 2, 4), "n": 32, "vocab": 4, "distribution": "paper"}, mixed=True,
+    depths=(1, 2, 3, 4), heads=4, width=64, steps=3000, batch=32, lr=2e-3, warmup=200,
+    construction="khop_doubling", checkpoint_every=1000,
+    note="k-hop on 2 CPU cores: N=32, |Σ|=4, mixed k in {1,2,4} named by the BOS token, depths 1-4"))
+_add(Preset(
+    task="khop", name="paper", params={"k": tuple(range(17)), "n": 100, "vocab": 4, "distribution": "paper"},
+    mixed=True, depths=(2, 3, 4, 5, 6), heads=4, width=128, steps=100_000, batch=32, lr=1e-4, warmup=1000,
+    construction="khop_doubling", control=True, checkpoint_every=5000, eval_size=2048,
+    note="SPEC §7 / Sanford et al. (2024) setting: N=100, |Σ|=4, k in 0..16 mixed, depths 2-6, width 128, "
+         "4 heads, batch 32, AdamW lr 1e-4 with warm-up, 1e5 steps (GPU)"))
+
+
+_add(Preset(
+    task="retrieval", name="cpu", params={"d": (2, 3, 4), "distractors": 1}, mixed=False,
+    depths=(1, 2, 3), heads=4, width=64, steps=2500, batch=256, lr=2e-3, warmup=200,
+    construction="retrieval_doubling", checkpoint_every=1000,
+    note="D-step retrieval (Mușat 2025) on 2 CPU cores: D in {2,3,4}, 1 distractor chain, bidirectional, "
+         "depths 1-3 around the lower bound ceil(log_3 2D) = 2; batch 256 because only the last position is "
+         "supervised (batch 32 stayed at the two-chain plateau, loss ln 2, for 8000 steps); implicit "
+         "curriculum: -p d=D -p hops=1,...,D --mixed"))
+_add(Preset(
+    task="retrieval", name="paper", params={"d": (2, 3, 4, 5, 8, 14), "distractors": 2}, mixed=False,
+    depths=(1, 2, 3, 4, 5, 6), heads=4, width=128, steps=50_000, batch=64, lr=3e-4, warmup=1000,
+    construction="retrieval_doubling", control=True, checkpoint_every=5000,
+    note="D-step retrieval at GPU scale: D up to 14 (lower bound 4), depths 1-6 (not run on CPU)"))
+
+
+def get_preset(task: str, name: str) -> Preset:
+    """The preset for ``task`` called ``name``.
+
+    Raises:
+        ParameterError: no such preset (the message lists the known ones).
+    """
+    if (task, name) not in _PRESETS:
+        known = sorted(f"{t}:{n}" for t, n in _PRESETS)
+        raise ParameterError(f"no preset {name!r} for task {task!r}; known presets: {', '.join(known)}")
+    return _PRESETS[(task, name)]
+
+
+def register_preset(p: Preset) -> None:
+    """Add or replace a preset (for tasks added by other modules)."""
+    _add(p)
+
+
+def all_presets() -> Dict[Tuple[str, str], Preset]:
+    """Every preset, keyed by (task, name)."""
+    return dict(_PRESETS)

@@ -1,0 +1,348 @@
+"""A cross-check sweep: one training run per (condition, depth, seed), evaluation, alignment.
+
+:class:`SweepConfig` is a preset with the command line's overrides applied;
+:func:`plan` lists the runs; :func:`run_sweep` trains them one after another
+(resuming any that have a matching checkpoint), evaluates each, computes the
+attention alignment with the construction, and writes ``results.json`` after
+every run and the plot at the end (:mod:`verify.crosscheck.report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from constructions import registry
+from constructions.errors import DepthcraftError, ParameterError
+from constructions.runtime import forward
+from verify.crosscheck.alignment import best_heads, head_alignments
+from verify.crosscheck.checkpoint import read_meta
+from verify.crosscheck.data import TaskData, condition_names
+from verify.crosscheck.model import ModelConfig
+from verify.crosscheck.presets import Preset
+from verify.crosscheck.train import TrainConfig, evaluate, train
+from verify.tasks import get_task
+
+#: Seed of the evaluation and alignment inputs (independent of the training seeds).
+EVAL_SEED = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """Everything a sweep needs (a preset plus overrides).
+
+    Attributes:
+        task: task name.
+        preset: preset name the settings came from.
+        conditions: resolved task parameter dicts, one per condition.
+        mixed: one model per depth and seed on all conditions (else one per condition).
+        depths: attention depths.
+        model: architecture template (its ``depth`` is replaced per run).
+        train: optimisation template (its ``seed`` is replaced per run).
+        seeds: number of seeds (0..seeds-1).
+        control: add runs at bound-1 with twice the heads and width.
+        construction: construction name (None = no comparison).
+        threshold: error below which a depth solves a condition.
+        eval_size, alignment_size: sequences per condition.
+        checkpoint_every: steps between checkpoints (0 = only at the end).
+    """
+
+    task: str
+    preset: str
+    conditions: tuple
+    mixed: bool
+    depths: tuple
+    model: ModelConfig
+    train: TrainConfig
+    seeds: int
+    control: bool
+    construction: Optional[str]
+    threshold: float
+    eval_size: int
+    alignment_size: int
+    checkpoint_every: int
+
+    @property
+    def names(self) -> List[str]:
+        return condition_names(list(self.conditions))
+
+    def to_json(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["conditions"] = [dict(c) for c in self.conditions]
+        d["condition_names"] = self.names
+        return d
+
+
+def _expand(params: Dict[str, Any]) -> List[Dict[str, Any]]:
+    conds: List[Dict[str, Any]] = [{}]
+    for k, v in params.items():
+        values = v if isinstance(v, (tuple, list)) else (v,)
+        conds = [dict(c, **{k: x}) for c in conds for x in values]
+    return conds
+
+
+def parse_depths(text: str) -> tuple:
+    """``"1-6"`` or ``"1,2,4"`` (or a mix, ``"1-3,6"``) -> sorted depths.
+
+    Raises:
+        ParameterError: not of that form, or a depth < 1.
+    """
+    out = set()
+    for part in str(text).split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            raise ParameterError(f"depths {text!r} must look like 1-6 or 1,2,4")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if lo < 1 or hi < lo:
+            raise ParameterError(f"depths {text!r}: each range must go up from a depth >= 1")
+        out.update(range(lo, hi + 1))
+    return tuple(sorted(out))
+
+
+def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overrides) -> SweepConfig:
+    """A :class:`SweepConfig` from a preset, task parameter overrides and field overrides.
+
+    Args:
+        preset: the preset.
+        params: task parameters; a list/tuple value (or a comma-separated string) is swept.
+        overrides: any :class:`~verify.crosscheck.presets.Preset` field (None = keep the preset's).
+    Raises:
+        ParameterError: unknown field, bad parameter values.
+    """
+    fields = {f.name for f in dataclasses.fields(Preset)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise ParameterError(f"unknown sweep setting(s) {sorted(unknown)}")
+    p = dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
+    task = get_task(p.task)
+    merged = dict(p.params)
+    for k, v in (params or {}).items():
+        if isinstance(v, str) and "," in v:
+            v = tuple(x.strip() for x in v.split(",") if x.strip())
+        merged[k] = v
+    conditions = tuple(task.resolve(c) for c in _expand(merged))
+    if len({repr(sorted(c.items())) for c in conditions}) != len(conditions):
+        raise ParameterError("the swept task parameters repeat a condition")
+    model = ModelConfig(depth=1, heads=p.heads, width=p.width, mlp=p.mlp, layer_norm=p.layer_norm,
+                        attention=p.attention, causal=task.causal)
+    tcfg = TrainConfig(steps=p.steps, batch=p.batch, lr=p.lr, warmup=min(p.warmup, p.steps),
+                       weight_decay=p.weight_decay, eval_size=p.eval_size,
+                       log_every=max(1, min(100, p.steps // 20)))
+    if p.seeds < 1:
+        raise ParameterError(f"seeds must be >= 1, got {p.seeds}")
+    if not 0 < p.threshold < 1:
+        raise ParameterError(f"threshold must be in (0, 1), got {p.threshold}")
+    return SweepConfig(task=p.task, preset=p.name, conditions=conditions, mixed=p.mixed,
+                       depths=tuple(p.depths), model=model, train=tcfg, seeds=p.seeds, control=p.control,
+                       construction=p.construction, threshold=p.threshold, eval_size=p.eval_size,
+                       alignment_size=p.alignment_size, checkpoint_every=p.checkpoint_every)
+
+
+# ------------------------------------------------------------------ construction
+@dataclasses.dataclass
+class ConstructionInfo:
+    """The construction of one condition: measured depth, bound, and the compiled model (or why not)."""
+
+    name: Optional[str]
+    depth: Optional[int] = None
+    bound: Optional[int] = None
+    bound_formula: Optional[str] = None
+    model: Any = None
+    params: Optional[Dict[str, Any]] = None
+    note: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"construction": self.name, "depth": self.depth, "bound": self.bound,
+                "bound_formula": self.bound_formula, "note": self.note or None}
+
+
+def construction_info(name: Optional[str], condition: Dict[str, Any], compile_model: bool = True) -> ConstructionInfo:
+    """Build the construction ``name`` at a task condition and measure its attention depth.
+
+    Never raises for a condition the construction does not cover (e.g. k = 0): the
+    returned info carries the reason in ``note``.
+    """
+    from verify.structure import measure
+    from verify.verifier import resolve_params
+
+    if name is None:
+        return ConstructionInfo(None, note="no construction given")
+    try:
+        c = registry.get(name)
+    except ParameterError as e:
+        return ConstructionInfo(name, note=str(e))
+    try:
+        own = {s.name for s in c.params} | {s.name for s in get_task(c.task).params}
+        p = resolve_params(c, {k: v for k, v in condition.items() if k in own})
+    except DepthcraftError as e:
+        return ConstructionInfo(name, note=f"not defined here: {e}")
+    info = ConstructionInfo(name, bound=c.bound_values(p).get("attn_layers"),
+                            bound_formula=c.bounds["attn_layers"].text if "attn_layers" in c.bounds else None,
+                            params=p)
+    if compile_model:
+        info.model = c.build(p)
+        info.depth = measure(info.model)["attn_layers"]
+    return info
+
+
+# -------------------------------------------------------------------- runs
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run: which conditions, architecture, seed, and whether it is a capacity control."""
+
+    run_id: str
+    conditions: tuple  # indices into SweepConfig.conditions
+    model: ModelConfig
+    train: TrainConfig
+    control: bool = False
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9=.-]+", "_", text).strip("_")
+
+
+def plan(cfg: SweepConfig, bounds: Sequence[Optional[int]]) -> List[RunSpec]:
+    """Every run of the sweep, in order (depth-major, then conditions, then seeds; controls last).
+
+    Args:
+        cfg: the sweep.
+        bounds: the depth bound of each condition (None = unknown), for the control runs.
+    """
+    groups = [tuple(range(len(cfg.conditions)))] if cfg.mixed else [(i,) for i in range(len(cfg.conditions))]
+    names = cfg.names
+    runs = []
+
+    def add(group, depth, heads, width, seed, control):
+        m = dataclasses.replace(cfg.model, depth=depth, heads=heads, width=width)
+        t = dataclasses.replace(cfg.train, seed=seed)
+        tag = "" if cfg.mixed else "_" + _slug(names[group[0]])
+        rid = f"L{depth}_H{heads}_d{width}{tag}_seed{seed}" + ("_control" if control else "")
+        runs.append(RunSpec(rid, group, m, t, control))
+
+    for depth in cfg.depths:
+        for group in groups:
+            for seed in range(cfg.seeds):
+                add(group, depth, cfg.model.heads, cfg.model.width, seed, False)
+    if cfg.control:
+        for group in groups:
+            depths = sorted({b - 1 for b in (bounds[i] for i in group) if b is not None and b - 1 >= 1})
+            for depth in depths:
+                for seed in range(cfg.seeds):
+                    add(group, depth, 2 * cfg.model.heads, 2 * cfg.model.width, seed, True)
+    return runs
+
+
+class Progress:
+    """Callbacks of :func:`run_sweep` (the CLI shows them as progress bars). Default: silent."""
+
+    def begin(self, runs: List[RunSpec]) -> None: ...
+
+    def start_run(self, index: int, total: int, run: RunSpec, resumed_from: int) -> None: ...
+
+    def step(self, run: RunSpec, step: int, loss: Optional[float]) -> None: ...
+
+    def end_run(self, index: int, run: RunSpec, record: Dict[str, Any]) -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+
+def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, infos: List[ConstructionInfo]):
+    task = data.task
+    out = []
+    for local, c in enumerate(run.conditions):
+        info = infos[c]
+        if info.model is None or cfg.alignment_size == 0:
+            out.append({"condition": data.names[local], "note": info.note or "no construction model"})
+            continue
+        tokens = task.sample(data.conditions[local], np.random.default_rng([EVAL_SEED, 104_729, c]),
+                             cfg.alignment_size)
+        ids = data.condition_batch(local, tokens).ids
+        trained = [np.asarray(a) for a in forward(params, jnp.asarray(ids), arch, collect_attention=True).attention]
+        c_ids = info.model.encode(tokens, length=ids.shape[1])
+        cons = [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
+        query = (c_ids != info.model.pad_id)
+        query[:, 0] = False
+        matrix = head_alignments(trained, cons, query)
+        out.append({"condition": data.names[local],
+                    "best": best_heads(matrix, cons, query, arch.causal),
+                    "matrix": np.round(matrix, 4).tolist(),
+                    "matrix_axes": ["trained_layer", "trained_head", "construction_layer", "construction_head"]})
+    return out
+
+
+def device_info() -> Dict[str, Any]:
+    """Backend and device JAX chose (GPU when one is present and jaxlib supports it)."""
+    d = jax.devices()[0]
+    return {"backend": jax.default_backend(), "device": str(d), "device_kind": getattr(d, "device_kind", None),
+            "jax": jax.__version__, "cpu_count": os.cpu_count()}
+
+
+def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: Optional[Progress] = None,
+              command: Optional[str] = None, plot: bool = True) -> Dict[str, Any]:
+    """Train, evaluate and align every run of the sweep; write ``results.json`` and the plot.
+
+    Args:
+        cfg: the sweep.
+        out_dir: output directory (created); checkpoints go to ``out_dir/checkpoints/<run_id>``.
+        fresh: delete existing checkpoints of these runs first (default: resume them).
+        progress: callbacks (None = silent).
+        command: the command line, recorded in the results.
+        plot: also write the PNG plot.
+    Returns:
+        The results dict (as written to ``results.json``).
+    Raises:
+        ParameterError: the output directory cannot be written, or a checkpoint was made with
+            other settings.
+    """
+    from verify.crosscheck import report
+
+    progress = progress or Progress()
+    os.makedirs(out_dir, exist_ok=True)
+    task = get_task(cfg.task)
+    t_start = time.perf_counter()
+    progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
+    infos = [construction_info(cfg.construction, c) for c in cfg.conditions]
+    runs = plan(cfg, [i.bound for i in infos])
+    progress.begin(runs)
+    records: List[Dict[str, Any]] = []
+    for idx, run in enumerate(runs):
+        ckpt = os.path.join(out_dir, "checkpoints", run.run_id)
+        if fresh and os.path.isdir(ckpt):
+            shutil.rmtree(ckpt)
+        data = TaskData(task, [cfg.conditions[c] for c in run.conditions],
+                        [cfg.names[c] for c in run.conditions])
+        rec = read_meta(ckpt)
+        progress.start_run(idx, len(runs), run, rec["step"] if rec else 0)
+        outcome = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
+                        on_step=lambda s, loss, run=run: progress.step(run, s, loss))
+        t_eval = time.perf_counter()
+        ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
+        align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos)
+        record = {
+            "run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
+            "seed": run.train.seed, "control": run.control, "conditions": [cfg.names[c] for c in run.conditions],
+            "config": {"model": run.model.to_json(), "train": run.train.to_json()},
+            "steps": run.train.steps, "resumed_from": outcome.resumed_from, "n_params": outcome.n_params,
+            "final_loss": outcome.history[-1]["loss"] if outcome.history else None,
+            "train_seconds": round(outcome.seconds, 2),
+            "eval_seconds": round(time.perf_counter() - t_eval, 2),
+            "error": {e["condition"]: e["error"] for e in ev},
+            "eval": ev, "alignment": align, "history": outcome.history,
+        }
+        records.append(record)
+        progress.end_run(idx, run, record)
+        report.write_results(out_dir, report.build_results(cfg, infos, records, runs, command,
+                                                           time.perf_counter() - t_start, device_info()))
+    results = report.build_results(cfg, infos, records, runs, command, time.perf_counter() - t_start, device_info())
+    report.write_results(out_dir, results)
+    if plot:
+        report.write_plot(out_dir, results)
+    return results

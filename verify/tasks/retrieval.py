@@ -1,0 +1,200 @@
+"""D-step retrieval (Mușat, ICLR 2025), as this project formalises it (SPEC §4.3).
+
+Facts are (key, value) token pairs meaning "key = value". A chain
+x_D -> x_{D-1} -> ... -> x_0 gives the D facts (x_h, x_{h-1}), h = 1..D; c
+distractor chains of the same length use disjoint symbols; the D (c+1) facts are
+shuffled; then the query marker ``?`` and the symbol x_D. The target at the last
+position is x_0 (D hops); no other position is scored. Attention is
+bidirectional (the paper's bound is stated without causal masking).
+
+The parameter ``hops`` = h in 1..D-1 asks instead for x_{D-h}, the value h
+hops from the query, on the same inputs. The training cross-check uses it for
+the paper's "implicit curriculum": one model trained on h = 1..D at once, each
+sequence's h named by its BOS token (the harness has one output per position,
+so each sequence asks for one intermediate value rather than all of them at
+the query, as the paper does); its error at h = D is the task's error.
+
+Token layout (integers): symbols 0..S-1, the query marker ``?`` = S. Model
+positions (SPEC §3): BOS = 0; fact f (0-based) has its key at 2f+1 and its
+value at 2f+2 (the *value slots* are the even positions); ``?`` at 2F+1 and
+x_D at 2F+2 = n, with F = D (c+1) facts.
+
+The paper's "implicit curriculum" variant asks at the query for every
+intermediate value x_{D-1}, ..., x_0: :func:`hop_targets`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import string
+from typing import Any, Dict, Iterator, List, Tuple
+
+import numpy as np
+from hypothesis import strategies as st
+
+from constructions.errors import ParameterError
+from rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
+from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
+
+
+def layout(chains: np.ndarray, order: np.ndarray, marker: int) -> np.ndarray:
+    """Build inputs from chains and a fact order.
+
+    Args:
+        chains: [batch, c+1, D+1] int symbols; chains[b, j, h] = x_h of chain j
+            (chain 0 is the queried one); facts are (x_h, x_{h-1}), h = 1..D.
+        order: [batch, F] a permutation of the F = (c+1) D facts per row; fact
+            f is chain f // D, hop f % D + 1.
+        marker: the ``?`` token.
+    Returns:
+        [batch, 2F + 2] int64 tokens.
+    """
+    chains = np.asarray(chains, np.int64)
+    b, c1, d1 = chains.shape
+    d = d1 - 1
+    f = np.asarray(order, np.int64)
+    chain, hop = f // d, f % d + 1
+    rows = np.arange(b)[:, None]
+    keys = chains[rows, chain, hop]
+    values = chains[rows, chain, hop - 1]
+    out = np.empty((b, 2 * c1 * d + 2), np.int64)
+    out[:, 0:-2:2] = keys
+    out[:, 1:-2:2] = values
+    out[:, -2] = marker
+    out[:, -1] = chains[:, 0, d]
+    return out
+
+
+def follow(tokens: np.ndarray, hops: int, num_syms: int) -> np.ndarray:
+    """Symbols reached from the last token after 1..hops fact look-ups.
+
+    Args:
+        tokens: [batch, n] inputs in the task's layout (facts, ``?``, query symbol).
+        hops: D.
+        num_syms: S (symbols are 0..S-1).
+    Returns:
+        [batch, hops] int64: column h-1 is the symbol h hops from the query
+        (BOT once a look-up finds no fact).
+    """
+    x = np.asarray(tokens, np.int64)
+    b, n = x.shape
+    nf = (n - 2) // 2
+    table = np.full((b, num_syms + 2), BOT, np.int64)  # table[b, key] = value; column -1 is BOT's row
+    rows = np.arange(b)[:, None]
+    keys, values = x[:, 0:2 * nf:2], x[:, 1:2 * nf:2]
+    table[rows, np.clip(keys, 0, num_syms)] = values  # the marker never is a key; clipped for safety
+    table[:, num_syms] = BOT
+    cur = x[:, -1]
+    out = np.empty((b, hops), np.int64)
+    for h in range(hops):
+        cur = table[np.arange(b), np.where(cur < 0, num_syms + 1, np.minimum(cur, num_syms))]
+        out[:, h] = cur
+    return out
+
+
+__all__ = ["RetrievalTask", "layout", "follow", "hop_targets", "num_symbols", "query_token", "seq_len", "BOT"]
+
+
+def hop_targets(p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
+    """Implicit-curriculum targets at the query: [batch, D] = x_{D-1}, ..., x_0 (BOT if missing)."""
+    return follow(tokens, p["d"], num_symbols(p))
+
+
+class RetrievalTask(Task):
+    """D-step retrieval over shuffled facts, answer at the last position (bidirectional)."""
+
+    name = "retrieval"
+    title = "D-step retrieval (Mușat, ICLR 2025), this project's formalisation"
+    params = PARAMS
+    none_value = BOT
+    causal = False
+
+    def check(self, p: Dict[str, Any]) -> None:
+        check_params(p)
+
+    def vocab(self, p):
+        return list(range(num_symbols(p) + 1))
+
+    def max_seq_len(self, p):
+        return seq_len(p["d"], p["distractors"])
+
+    def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
+        x = np.asarray(tokens, np.int64)
+        out = np.full(x.shape, BOT, np.int64)
+        out[:, -1] = follow(x, asked_hops(p), num_symbols(p))[:, -1]
+        scored = np.zeros(x.shape, bool)
+        scored[:, -1] = True
+        return out, scored
+
+    def sample(self, p, rng, batch):
+        d, c1, s = p["d"], p["distractors"] + 1, num_symbols(p)
+        syms = np.argsort(rng.random((batch, s)), axis=1)[:, :c1 * (d + 1)]
+        order = np.argsort(rng.random((batch, c1 * d)), axis=1)
+        return layout(syms.reshape(batch, c1, d + 1), order, query_token(p))
+
+    def edge_cases(self, p) -> List[np.ndarray]:
+        d, c1, s = p["d"], p["distractors"] + 1, num_symbols(p)
+        m = c1 * (d + 1)
+        nf = c1 * d
+        ascending = np.arange(m).reshape(c1, d + 1)
+        symbol_sets = [ascending, (s - 1 - np.arange(m)).reshape(c1, d + 1),  # lowest / highest symbols
+                       ascending[:, ::-1].copy()]  # the chain runs downwards
+        in_chain_order = np.arange(nf)  # chain 0 hop 1..D, then each distractor
+        hop_desc = np.concatenate([j * d + np.arange(d)[::-1] for j in range(c1)])  # x_D's fact first
+        interleaved = np.arange(nf).reshape(c1, d).T.reshape(-1)  # hop-major across chains
+        orders = [in_chain_order, in_chain_order[::-1].copy(), hop_desc, interleaved, interleaved[::-1].copy()]
+        chains = np.stack([cs for cs in symbol_sets for _ in orders])
+        order = np.stack([o for _ in symbol_sets for o in orders])
+        groups = [layout(chains, order, query_token(p))]
+        if c1 > 1:  # no distractors: a shorter input over the same positions
+            groups.append(layout(ascending[None, :1], np.arange(d)[None], query_token(p)))
+        return groups
+
+    def exhaustive(self, p: Dict[str, Any], batch: int = 1 << 15) -> Tuple[int, Iterator[np.ndarray]]:
+        """Every injective assignment of symbols to the chains times every order of the facts.
+
+        Raises:
+            ParameterError: more than EXHAUSTIVE_LIMIT inputs.
+        """
+        d, c1, s = p["d"], p["distractors"] + 1, num_symbols(p)
+        m, nf = c1 * (d + 1), c1 * d
+        total = math.perm(s, m) * math.factorial(nf)
+        if total > EXHAUSTIVE_LIMIT:
+            raise ParameterError(f"exhaustive retrieval check: {math.perm(s, m)} symbol assignments x "
+                                 f"{math.factorial(nf)} fact orders = {total} inputs is above the limit of "
+                                 f"{EXHAUSTIVE_LIMIT}; use smaller d, distractors or symbols")
+        orders = np.asarray(list(itertools.permutations(range(nf))), np.int64)
+
+        def gen():
+            chunk = max(1, batch // len(orders))
+            assignments = itertools.permutations(range(s), m)
+            while True:
+                block = list(itertools.islice(assignments, chunk))
+                if not block:
+                    return
+                syms = np.asarray(block, np.int64).reshape(len(block), c1, d + 1)
+                yield layout(np.repeat(syms, len(orders), axis=0), np.tile(orders, (len(block), 1)),
+                             query_token(p))
+
+        return total, gen()
+
+    def strategy(self, p):
+        d, c, s = p["d"], p["distractors"], num_symbols(p)
+        marker = query_token(p)
+
+        @st.composite
+        def inputs(draw):
+            c1 = draw(st.integers(1, c + 1))
+            syms = draw(st.permutations(range(s)))[:c1 * (d + 1)]
+            order = draw(st.permutations(range(c1 * d)))
+            x = layout(np.asarray(syms).reshape(1, c1, d + 1), np.asarray(order)[None], marker)
+            return x[0].tolist()
+
+        return inputs()
+
+    def token_names(self, p: Dict[str, Any]) -> Dict[int, str]:
+        s = num_symbols(p)
+        names = {v: (string.ascii_lowercase[v] if s <= 26 else str(v)) for v in range(s)}
+        names[s] = "?"
+        return names
