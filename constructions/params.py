@@ -76,42 +76,68 @@ def resolve(specs: Sequence[ParamSpec], given: Mapping[str, Any], owner: str) ->
 
 
 def parse_assignments(items: Iterable[str]) -> Dict[str, str]:
-    """``["k=8", "n=32"]`` -> ``{"k": "8", "n": "32"}``; raises ParameterError on a malformed item."""
+    """``["k=8", "n=32"]`` -> ``{"k": "8", "n": "32"}``.
+
+    Raises:
+        ParameterError: a malformed item or a key given twice.
+    """
     out: Dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ParameterError(f"parameter {item!r} is not of the form KEY=VALUE")
+        if key.strip() in out:
+            raise ParameterError(f"parameter {key.strip()!r} is given twice")
         out[key.strip()] = value.strip()
     return out
 
 
-def expand_sweeps(given: Mapping[str, str]) -> List[Dict[str, str]]:
-    """Expand sweep values into parameter sets (cartesian product, in order).
+#: Largest parameter grid a sweep accepts.
+MAX_POINTS = 1000
 
-    ``"1..4"`` is the inclusive integer range 1, 2, 3, 4; ``"1,2,8"`` a list. Other
-    values are kept as they are.
+
+def parse_values(key: str, text: str) -> List[str]:
+    """One parameter's sweep values: ``"1-4,8"`` or ``"1..4,8"`` -> ``["1", "2", "3", "4", "8"]``.
+
+    Items are separated by commas; ``a-b`` and ``a..b`` (non-negative integers) are
+    inclusive ranges; anything else is kept as given (so ``-1`` stays ``-1``).
 
     Raises:
-        ParameterError: a malformed or empty range.
+        ParameterError: an empty item or a descending range.
     """
-    axes = []
-    for key, raw in given.items():
-        raw = str(raw)
-        if ".." in raw:
-            lo, _, hi = raw.partition("..")
-            try:
-                values = [str(v) for v in range(int(lo), int(hi) + 1)]
-            except ValueError:
-                raise ParameterError(f"{key}={raw!r}: a range must look like 1..16") from None
-            if not values:
-                raise ParameterError(f"{key}={raw!r} is an empty range")
-        elif "," in raw:
-            values = [v.strip() for v in raw.split(",") if v.strip()]
+    out: List[str] = []
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            raise ParameterError(f"{key}={text!r}: empty value in the list")
+        lo, sep, hi = item.partition("..") if ".." in item else item.partition("-")
+        if sep and lo.strip().isdigit() and hi.strip().isdigit():
+            a, b = int(lo), int(hi)
+            if a > b:
+                raise ParameterError(f"{key}={item!r}: the range must go up (a..b with a <= b)")
+            out += [str(v) for v in range(a, b + 1)]
+        elif sep == ".." :
+            raise ParameterError(f"{key}={item!r}: a range must look like 1..16")
         else:
-            values = [raw]
-        axes.append([(key, v) for v in values])
-    return [dict(combo) for combo in itertools.product(*axes)]
+            out.append(item)
+    return out
+
+
+def expand_sweeps(given: Mapping[str, str]) -> Tuple[List[str], List[Dict[str, str]]]:
+    """Expand sweep values into parameter sets: (the keys that vary, the sets, first key slowest).
+
+    Raises:
+        ParameterError: a malformed value, or more than MAX_POINTS sets.
+    """
+    keys = list(given)
+    values = [parse_values(k, given[k]) for k in keys]
+    size = 1
+    for v in values:
+        size *= len(v)
+    if size > MAX_POINTS:
+        raise ParameterError(f"the parameter grid has {size} points, above the limit of {MAX_POINTS}")
+    varying = [k for k, v in zip(keys, values) if len(v) > 1]
+    return varying, [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
 def freeze(params: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:

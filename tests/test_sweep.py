@@ -1,4 +1,4 @@
-"""depthcraft sweep (parameter grids) and lower-bound checks."""
+"""Parameter sweeps (depthcraft verify -p k=1..16), the Markdown table, and lower-bound checks."""
 
 import json
 
@@ -7,12 +7,15 @@ import pytest
 from constructions.errors import ParameterError
 from constructions.registry import Bound
 from verify.cli import main
-from verify.sweep import grid, markdown_table, parse_values
+from constructions.params import expand_sweeps, parse_assignments, parse_values
+from verify.report import markdown_table
 from verify.verifier import bound_check
 
 
 def test_parse_values():
     assert parse_values("k", "1-4,8,16") == ["1", "2", "3", "4", "8", "16"]
+    assert parse_values("k", "1..4,8") == ["1", "2", "3", "4", "8"]
+    assert parse_values("k", "-1") == ["-1"]  # a negative value, not a range (the parameter check rejects it)
     assert parse_values("n", "16") == ["16"]
     assert parse_values("dist", "paper,uniform") == ["paper", "uniform"]
     with pytest.raises(ParameterError, match="must go up"):
@@ -22,16 +25,18 @@ def test_parse_values():
 
 
 def test_grid():
-    varying, points = grid(["k=1-2", "n=8", "vocab=2,3"])
+    varying, points = expand_sweeps(parse_assignments(["k=1-2", "n=8", "vocab=2,3"]))
     assert varying == ["k", "vocab"]
     assert points == [{"k": "1", "n": "8", "vocab": "2"}, {"k": "1", "n": "8", "vocab": "3"},
                       {"k": "2", "n": "8", "vocab": "2"}, {"k": "2", "n": "8", "vocab": "3"}]
     with pytest.raises(ParameterError, match="twice"):
-        grid(["k=1", "k=2"])
-    with pytest.raises(ParameterError, match="KEY=VALUES"):
-        grid(["k"])
+        parse_assignments(["k=1", "k=2"])
+    with pytest.raises(ParameterError, match="KEY=VALUE"):
+        parse_assignments(["k"])
     with pytest.raises(ParameterError, match="limit"):
-        grid(["a=1-100", "b=1-100"])
+        expand_sweeps({"a": "1-100", "b": "1..100"})
+    with pytest.raises(ParameterError, match="1..16"):
+        parse_values("k", "1..x")
 
 
 def test_bound_kinds():
@@ -54,10 +59,10 @@ def test_markdown_table():
     assert lines[2] == "| 5 | 4 / ≥ 3, gap 1 | 1 | 10 | yes | 1.0000 | yes |"
 
 
-def test_cli_sweep(tmp_path):
+def test_cli_verify_sweep(tmp_path):
     out, md = tmp_path / "s.json", tmp_path / "s.md"
     with pytest.raises(SystemExit) as e:
-        main(["sweep", "khop_floor", "-p", "k=2,3", "-p", "n=8", "--samples", "50", "--hypothesis", "5",
+        main(["verify", "khop_floor", "-p", "k=2,3", "-p", "n=8", "--samples", "50", "--hypothesis", "5",
               "--json", str(out), "--markdown", str(md)])
     assert e.value.code == 0
     reports = json.loads(out.read_text())["results"]
@@ -66,8 +71,8 @@ def test_cli_sweep(tmp_path):
     assert len(rows) == 2 and all(r.endswith("| yes | 1.0000 | yes |") for r in rows)
 
 
-def test_cli_sweep_unknown_name(capsys):
+def test_cli_verify_sweep_unknown_name(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["sweep", "nope", "-p", "k=1"])
+        main(["verify", "nope", "-p", "k=1"])
     assert e.value.code == 2
     assert "unknown construction 'nope'" in capsys.readouterr().err

@@ -16,37 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from constructions import registry
-from constructions.io import atomic_write, check_writable
-from constructions.errors import DepthcraftError, ParameterError
+from constructions.errors import DepthcraftError
+from constructions.io import check_writable
 from constructions.params import expand_sweeps, parse_assignments
+from verify.outputs import write_json_atomic, write_text_atomic
+from verify.report import console, markdown_table, print_reports
 
-# Wide tables when the output is a file or a pipe (rich would wrap them at 80 columns).
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write JSON to ``path`` via a temporary file and rename: never a half-written file.
-
-    Raises:
-        ParameterError: the directory does not exist or is not writable.
-    """
-    def write(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, default=_json_default)
-            f.write("\n")
-
-    atomic_write(path, write, suffix=".json")
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,65 +53,12 @@ def list_cmd(as_json: bool) -> None:
     console.print(t)
 
 
-def _fmt_bound(report: Dict[str, Any], key: str) -> str:
-    m = report["structure"][key]
-    b = report["bound"].get(key)
-    check = report.get("bound_checks", {}).get(key, {})
-    lower = "≥" if check.get("kind") == "lower" else ""
-    return f"{m}" if b is None else f"{m} / {lower}{b}" + ("" if check.get("ok", m <= b) else " ✗")
-
-
-def _fmt_check(c: Optional[Dict[str, Any]]) -> str:
-    if c is None:
-        return "-"
-    return f"{c['inputs']} ✓" if c["exact"] else f"{c['failed']}/{c['inputs']} ✗"
-
-
-def _fmt_ablation(ablation: Optional[List[Dict[str, Any]]]) -> str:
-    """Exact fraction with each attention layer removed, e.g. '0.00 0.31' (a redundant layer in red)."""
-    if not ablation:
-        return "-"
-    return " ".join(f"[red]{a['exact_fraction']:.2f}[/]" if a["redundant"] else f"{a['exact_fraction']:.2f}"
-                    for a in ablation)
-
-
-def print_reports(reports: List[Dict[str, Any]]) -> None:
-    """Print the verification table, then counterexamples and warnings."""
-    t = Table(title="depthcraft verify")
-    for col in ("construction", "params", "L / bound", "H / bound", "d_model", "random", "edge", "exhaustive",
-                "hypothesis", "min attn", "ablated", "passed", "s"):
-        t.add_column(col, overflow="fold")
-    for r in reports:
-        params = " ".join(f"{k}={v}" for k, v in r["params"].items())
-        att = r["min_margin"]["attention"]
-        t.add_row(r["construction"], params, _fmt_bound(r, "attn_layers"), _fmt_bound(r, "heads"),
-                  _fmt_bound(r, "d_model"), *(_fmt_check(r["checks"][k]) for k in
-                                              ("random", "edge", "exhaustive", "hypothesis")),
-                  "-" if att is None else f"{att:.4f}", _fmt_ablation(r.get("ablation")),
-                  "[green]yes[/]" if r["passed"] else "[red]NO[/]",
-                  f"{r['seconds']:.1f}")
-    console.print(t)
-    for r in reports:
-        cx = r.get("counterexample")
-        if cx:
-            note = f" (found by the {cx['check']} check" + (", shrunk)" if cx.get("shrunk") else ")")
-            console.print(f"[red]{r['construction']}[/] counterexample{note}, wrong at positions {cx['positions']}:")
-            console.print(f"  input    {cx['tokens_text']}")
-            console.print(f"  expected {cx['expected_text']}")
-            console.print(f"  got      {cx['got_text']}")
-        for w in r.get("warnings", []):
-            console.print(f"[yellow]warning[/] {r['construction']}: {w}")
-        for key, b in r.get("bound_checks", {}).items():
-            if not b["ok"]:
-                side = "is below the lower" if b.get("kind") == "lower" else "exceeds the"
-                console.print(f"[red]{r['construction']}[/]: {key} = {b['measured']} {side} bound {b['bound']}")
-
-
 @cli.command("verify")
 @click.argument("name", required=False)
 @click.option("--all", "run_all", is_flag=True, help="Verify every construction at its embedded defaults.")
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="Parameter, e.g. -p k=8; a sweep: -p k=1..16 or -p k=1,2,4 (one report per combination).")
+              help="Parameter, e.g. -p k=8; a sweep: -p k=1..16, -p k=1-16 or -p n=16,128,1024 "
+                   "(one report per combination).")
 @click.option("--samples", type=click.IntRange(min=0), default=None,
               help="Random inputs per check (default 1000; 500 with --all).")
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n (small n and vocab only).")
@@ -144,7 +67,9 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs and hypothesis.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON report here.")
-def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path) -> None:
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the measured-vs-bound table here (Markdown, one row per report).")
+def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path, md_path) -> None:
     """Compile a construction, measure it, check its bound and its exactness."""
     from verify.verifier import resolve_params, verify, verify_all
 
@@ -152,9 +77,11 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path)
         raise click.UsageError("give a construction NAME or --all (not both)")
     if run_all and params:
         raise click.UsageError("-p cannot be combined with --all (it uses each construction's defaults)")
-    if json_path:
-        check_writable(json_path)
+    for path in (json_path, md_path):
+        if path:
+            check_writable(path)
     given = parse_assignments(params)
+    varying = ["construction", "params"]
     if run_all:
         reports = []
         with console.status("verifying") as status:
@@ -164,7 +91,7 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path)
                                 hypothesis_examples=hyp, progress=progress):
                 reports.append(r)
     else:
-        sweep = expand_sweeps(given)
+        varying, sweep = expand_sweeps(given)
         for p in sweep:  # fail fast on a bad value anywhere in the sweep, before any compile
             resolve_params(registry.get(name), p)
         reports = []
@@ -178,6 +105,9 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path)
     if json_path:
         write_json_atomic(json_path, {"results": reports, "passed": passed})
         console.print(f"report written to {json_path}")
+    if md_path:
+        write_text_atomic(md_path, markdown_table(reports, varying))
+        console.print(f"table written to {md_path}")
     sys.exit(0 if passed else 1)
 
 
@@ -212,11 +142,9 @@ def run_cmd(name, params, text) -> None:
 from verify.commands import register_commands  # noqa: E402  (show, save, verify-saved: issue 5)
 from verify.crosscheck.command import train_cmd  # noqa: E402
 from verify.precision import precision_cmd  # noqa: E402
-from verify.sweep import sweep_cmd  # noqa: E402
 
 register_commands(cli)
 cli.add_command(train_cmd)
-cli.add_command(sweep_cmd)
 cli.add_command(precision_cmd)
 
 

@@ -1,57 +1,59 @@
-"""Atomic writers for result files other than JSON (JSON: :func:`verify.cli.write_json_atomic`).
+"""Writers for result files (JSON, text, PNG), all atomic.
 
-Each writes to a temporary file in the target directory and renames it into
-place, so an interrupted run never leaves a half-written file.
+Each goes through :func:`constructions.io.atomic_write`: a temporary file in the
+target directory, renamed into place when complete, so an interrupted run never
+leaves a half-written file.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from typing import Callable
+import json
+from typing import Any
 
-from constructions.errors import ParameterError
+import numpy as np
 
-
-def _atomic(path: str, suffix: str, write: Callable[[str], None]) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ParameterError(f"cannot write {path}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".depthcraft-", suffix=suffix, dir=directory)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+from constructions.io import atomic_write
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write ``data`` as indented JSON (numpy scalars and arrays converted) to ``path`` atomically.
+
+    Raises:
+        ParameterError: the path is not writable.
+    """
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=_json_default)
+            f.write("\n")
+
+    atomic_write(path, write, suffix=".json")
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def write_text_atomic(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically.
 
     Raises:
-        ParameterError: the directory does not exist.
+        ParameterError: the path is not writable.
     """
     def write(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
 
-    _atomic(path, ".txt", write)
+    atomic_write(path, write, suffix=".txt")
 
 
 def save_figure_atomic(fig, path: str, dpi: int = 120) -> None:
     """Save a matplotlib figure as PNG to ``path`` atomically.
 
     Raises:
-        ParameterError: the directory does not exist.
+        ParameterError: the path is not writable.
     """
-    _atomic(path, ".png", lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight"))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight"), suffix=".png")

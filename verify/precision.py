@@ -101,8 +101,8 @@ def bits_needed(model, task, p, inputs, lo: int = MANTISSA_RANGE[0], hi: int = M
 
 
 def parse_over(text: str) -> Tuple[str, List[str]]:
-    """``"n=16,32"`` -> ("n", ["16", "32"]) (ranges a-b allowed, see :func:`verify.sweep.parse_values`)."""
-    from verify.sweep import parse_values
+    """``"n=16,32"`` -> ("n", ["16", "32"]) (ranges allowed, see :func:`constructions.params.parse_values`)."""
+    from constructions.params import parse_values
 
     key, sep, values = text.partition("=")
     if not sep or not key.strip():
@@ -254,7 +254,7 @@ def print_study(result: Dict[str, Any]) -> None:
     """Table: one row per value, one column per dtype (exact, min attention, read-out gap), bits needed."""
     from rich.table import Table
 
-    from verify.cli import console
+    from verify.report import console
 
     t = Table(title=f"depthcraft precision {result['construction']}")
     t.add_column(result["over"])
@@ -308,7 +308,9 @@ def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> N
     import os
 
     from constructions.params import parse_assignments
-    from verify.cli import check_writable, console, write_json_atomic
+    from constructions.io import check_writable
+    from verify.outputs import write_json_atomic
+    from verify.report import console
 
     json_path = png_path = None
     if out_dir:

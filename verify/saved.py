@@ -25,7 +25,7 @@ from constructions.params import parse_assignments
               help="Output file (.safetensors); written atomically.")
 def save_cmd(name, params, out) -> None:
     """Compile a construction and save its weights + metadata (safetensors)."""
-    from verify.cli import console
+    from verify.report import console
     from verify.verifier import resolve_params
 
     io.check_writable(out)
@@ -50,7 +50,8 @@ def save_cmd(name, params, out) -> None:
 def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     """Load a saved model and verify it (bound recorded in the file, task reference)."""
     from verify.api import check_program
-    from verify.cli import console, print_reports, write_json_atomic
+    from verify.outputs import write_json_atomic
+    from verify.report import console, print_reports
 
     if json_path:
         io.check_writable(json_path)

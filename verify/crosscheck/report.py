@@ -109,7 +109,7 @@ def build_results(cfg, infos, records, runs, command: Optional[str], seconds: fl
 
 def write_results(out_dir: str, results: Dict[str, Any]) -> str:
     """Write ``out_dir/results.json`` atomically; returns its path."""
-    from verify.cli import write_json_atomic
+    from verify.outputs import write_json_atomic
 
     path = os.path.join(out_dir, "results.json")
     write_json_atomic(path, results)
