@@ -22,7 +22,7 @@ depths 1-4.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from constructions.errors import ParameterError
 
@@ -50,6 +50,10 @@ class Preset:
         eval_size: evaluation sequences per condition.
         alignment_size: sequences per condition for the attention alignment.
         checkpoint_every: steps between checkpoints (0 = only at the end).
+        eval_params: task parameters that differ at evaluation (e.g. ``{"split": "test"}``:
+            template matching is evaluated on held-out tokens); empty = the training ones.
+        claim_text, claim: the paper's depth claim (text, and its value at a condition),
+            used as the bound where no construction is registered for a condition.
         note: what the preset is for.
     """
 
@@ -75,6 +79,9 @@ class Preset:
     eval_size: int = 1024
     alignment_size: int = 128
     checkpoint_every: int = 0
+    eval_params: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    claim_text: Optional[str] = None
+    claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
     note: str = ""
 
 

@@ -8,7 +8,7 @@
                "eval": [{"condition", "error", "loss", "error_per_position", ...}],
                "alignment": [...], "history": [...]}],
      "summary": [{"condition", "params", "construction", "construction_depth", "bound",
-                  "bound_formula", "errors": {depth: {"best", "mean", "seeds"}},
+                  "bound_formula", "bound_source", "errors": {depth: {"best", "mean", "seeds"}},
                   "smallest_depth", "control", "verdict", "note"}]}
 
 Verdict of a condition (SPEC §7): the *smallest trained depth* is the smallest
@@ -75,6 +75,7 @@ def summarise(cfg, infos, records: List[Dict[str, Any]]) -> List[Dict[str, Any]]
         trained = sorted(by_depth)
         entry = {"condition": name, "params": dict(cfg.conditions[c]), "construction": info.name,
                  "construction_depth": info.depth, "bound": info.bound, "bound_formula": info.bound_formula,
+                 "bound_source": info.bound_source,
                  "construction_note": info.note or None, "threshold": cfg.threshold,
                  "errors": errors, "smallest_depth": smallest, "control": control}
         entry.update(_verdict(smallest, info.bound, trained) if trained else
