@@ -34,7 +34,7 @@ from tracr.utils import errors as tracr_errors
 from constructions.errors import CompileError
 from constructions.heads import build_head
 from constructions.model import BOS, PAD, CompiledModel, from_tracr
-from constructions.primitives import POSITION, HeadRead, HeadSpec
+from constructions.primitives import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi
 
 
 def _check_vocab(vocab: Iterable[Any], max_seq_len: int) -> set:
@@ -90,13 +90,19 @@ def _sink_basis(program, vocab, max_seq_len):
 def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
     vs = lambda e: graph.nodes[e.label][nodes.VALUE_SET]  # noqa: E731
     if isinstance(expr, HeadRead):
+        # For a set-valued SOp this is the set of its possible *elements* (its basis).
         read = expr.read
+        if read.source is LABEL:
+            return set(expr.head.spec.labels)
         if read.source is POSITION:
-            out = set(range(n + 1))
+            out = {apply_fn(read.fn, v) for v in range(n + 1)}
         else:
-            out = set(vs(read.source))
-        if expr.bos_value is not None:
-            out.add(expr.bos_value)
+            out = {apply_fn(read.fn, v) for v in vs(read.source)}
+        bos = expr.bos_value
+        if isinstance(bos, frozenset):
+            out |= bos
+        elif bos is not None:
+            out.add(bos)
         return out
     if isinstance(expr, rasp.TokensType):
         return set(vocab)
@@ -164,7 +170,8 @@ def _tracr_block(graph: nx.DiGraph, node_id: str, bos_dir, mlp_exactness: float)
     return view.nodes[node_id][nodes.MODEL_BLOCK]
 
 
-def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal: bool) -> None:
+def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal: bool,
+                attention: str = "softmax") -> None:
     space_of = lambda e: bases.VectorSpaceWithBasis(graph.nodes[e.label][nodes.OUTPUT_BASIS])  # noqa: E731
     reads_of: Dict[str, list] = {}
     for node_id in graph.nodes:
@@ -175,13 +182,21 @@ def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal
         expr = graph.nodes[node_id][nodes.EXPR]
         block = None
         if isinstance(expr, HeadSpec):
-            if expr.kind == "last_occurrence" and not causal:
-                raise CompileError("last_occurrence needs a causal model (keys after the query must be masked)")
+            if expr.kind in ("last_occurrence", "match", "memory") and not causal:
+                raise CompileError(f"{expr.kind} needs a causal model (keys after the query must be masked)")
+            if expr.attention != attention:
+                raise CompileError(f"head {expr.label} is designed for {expr.attention} attention, but the model "
+                                   f"is compiled with attention={attention!r}")
             # Each output SOp in the graph (a renamed copy of a read counts separately) gets
             # its own subspace; reads nobody uses are not written.
             outputs = [(r.read, space_of(r)) for r in reads_of.get(expr.label, [])]
             block = build_head(expr, space_of, outputs, n, bos_dir)
         elif isinstance(expr, rasp.SOp) and not isinstance(expr, (rasp.TokensType, rasp.IndicesType, HeadRead)):
+            if any(is_multi(graph.nodes[pred][nodes.EXPR]) for pred in graph.predecessors(node_id)):
+                raise CompileError(f"{node_id} reads a set-valued SOp: only hand-built heads can read those")
+            if attention != "softmax" and isinstance(expr, rasp.Aggregate):
+                raise CompileError(f"{node_id} is a tracr attention block, designed for softmax (BOS gets half a "
+                                   f"score); it is not exact under attention={attention!r}")
             block = _tracr_block(graph, node_id, bos_dir, mlp_exactness)
         graph.nodes[node_id][nodes.MODEL_BLOCK] = block
 
@@ -299,10 +314,18 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
         raise CompileError("the program must use rasp.tokens")
     _infer_bases(graph, vocab, n)
     bos_dir = bases.BasisDirection(rasp.tokens.label, BOS)
-    _add_blocks(graph, n, bos_dir, mlp_exactness, causal)
+    _add_blocks(graph, n, bos_dir, mlp_exactness, causal, attention)
     craft_model = _schedule(graph)
-    custom = {id(graph.nodes[i][nodes.MODEL_BLOCK]) for i in graph.nodes
-              if isinstance(graph.nodes[i][nodes.EXPR], HeadSpec)}
+    custom = set()
+    for i in graph.nodes:
+        if isinstance(graph.nodes[i][nodes.EXPR], HeadSpec):
+            block = graph.nodes[i][nodes.MODEL_BLOCK]
+            custom |= {id(h) for h in block.as_multi().heads()}
+    soft = {id(h) for i in graph.nodes
+            if isinstance(graph.nodes[i][nodes.EXPR], HeadSpec) and graph.nodes[i][nodes.EXPR].kind == "memory"
+            for h in graph.nodes[i][nodes.MODEL_BLOCK].as_multi().heads()}
+    attn_blocks = [b for b in craft_model.blocks if not isinstance(b, transformers.MLP)]
+    soft_layers = [a for a, b in enumerate(attn_blocks) if any(id(h) in soft for h in b.as_multi().heads())]
     _fix_head_sizes(craft_model, custom)
     try:
         assembled = craft_model_to_transformer.craft_model_to_transformer(
@@ -310,5 +333,8 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
             compiler_bos=BOS, compiler_pad=PAD)
     except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
         raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
+    # soft_attention_layers: attention sublayers (0-based) whose heads are soft by design
+    # (memorise), so their weight on the top key is no hardmax margin.
     return from_tracr(assembled, output_labels=[str(d) for d in sink[nodes.OUTPUT_BASIS]], max_seq_len=n,
-                      causal=causal, attention=attention, meta={"compiler": "depthcraft", **(meta or {})})
+                      causal=causal, attention=attention,
+                      meta={"compiler": "depthcraft", "soft_attention_layers": soft_layers, **(meta or {})})

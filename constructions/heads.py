@@ -13,13 +13,14 @@ RASP index t (model position t+1; BOS has none), ``one`` (1 everywhere), and
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
+import numpy as np
 from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
 
 from constructions.errors import CompileError
-from constructions.primitives import POSITION, HeadSpec, Read
+from constructions.primitives import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi
 
 ONE = bases.BasisDirection("one")
 
@@ -51,29 +52,28 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
         bos_dir: the ``tokens:<BOS>`` direction.
     Returns:
         A ``tracr.craft.transformers.AttentionHead`` (logits in nats, before tracr's
-        1/sqrt(d_head) scaling, which :mod:`constructions.compiler` compensates).
+        1/sqrt(d_head) scaling, which :mod:`constructions.compiler` compensates); a
+        ``MultiAttentionHead`` for a ``memory`` head (several heads, one output).
     Raises:
         CompileError: if a read's source is not in the residual stream.
     """
+    if head.kind == "memory":
+        from constructions.memory import build_memory
+
+        return build_memory(head, space_of, outputs, max_seq_len, bos_dir)
     w_qk = _qk(head, space_of, max_seq_len, bos_dir)
     w_ov = _ov(space_of, outputs, max_seq_len, bos_dir)
-    return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov, causal=head.kind == "last_occurrence")
+    return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov, causal=head.kind in ("last_occurrence", "match"))
 
 
 def _qk(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
     g = head.hardness
     pos = position_space(n, bos_dir)
     one = bases.VectorSpaceWithBasis([ONE])
-    if head.kind == "prev_token":
-        idx = bases.VectorSpaceWithBasis([_index_dir(t) for t in range(n)])
-        left = bases.join_vector_spaces(idx, one)
-
-        def score(q, k):
-            if q == ONE:
-                return g if k == bos_dir else 0.0
-            return 2 * g if (k != bos_dir and k.value == q.value - 1) else 0.0
-
-        return vectorspace_fns.ScalarBilinear.from_action(left, pos, score)
+    if head.kind in ("prev_token", "position_map"):
+        return _qk_position_map(head, n, bos_dir)
+    if head.kind == "match":
+        return _qk_match(head, space_of, n, bos_dir)
 
     if head.kind == "pointer_lookup":
         left = bases.join_vector_spaces(space_of(head.query), one)
@@ -115,13 +115,14 @@ def _ov(space_of, outputs, n: int, bos_dir) -> vectorspace_fns.Linear:
         table = {}
         if read.source is POSITION:
             for d in position_space(n, bos_dir).basis:
-                table[d] = out_dirs[model_position(d, bos_dir)]
+                table[d] = out_dirs[apply_fn(read.fn, model_position(d, bos_dir))]
         else:
             src = space_of(read.source)
             for d in src.basis:
-                if d == bos_dir or d.value not in out_dirs:
+                value = apply_fn(read.fn, d.value)
+                if d == bos_dir or value not in out_dirs:
                     continue
-                table[d] = out_dirs[d.value]
+                table[d] = out_dirs[value]
             if read.source is rasp.tokens and read.bos_value is not None:
                 table[bos_dir] = out_dirs[read.bos_value]
         tables.append(table)
@@ -137,3 +138,154 @@ def _ov(space_of, outputs, n: int, bos_dir) -> vectorspace_fns.Linear:
         return vec
 
     return vectorspace_fns.Linear.from_action(input_space, output_space, action)
+
+
+# ---------------------------------------------------------------------------------------------
+# position_map and match (Chen & Zou constructions): score tables accumulated in a matrix.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Scores:
+    """A QK score table over named left (query) and right (key) directions, filled term by term."""
+
+    def __init__(self, left: List[bases.BasisDirection], right: List[bases.BasisDirection]):
+        self.left = bases.VectorSpaceWithBasis(_unique(left))
+        self.right = bases.VectorSpaceWithBasis(_unique(right))
+        self._li = {d: i for i, d in enumerate(self.left.basis)}
+        self._ri = {d: i for i, d in enumerate(self.right.basis)}
+        self.matrix = np.zeros((self.left.num_dims, self.right.num_dims))
+
+    def add(self, q: bases.BasisDirection, k: bases.BasisDirection, value: float) -> None:
+        self.matrix[self._li[q], self._ri[k]] += value
+
+    def score(self, q_vec: Dict[bases.BasisDirection, float], k_vec: Dict[bases.BasisDirection, float]) -> float:
+        """q^T M k for sparse vectors given as {direction: coefficient}."""
+        return float(sum(cq * ck * self.matrix[self._li[dq], self._ri[dk]]
+                         for dq, cq in q_vec.items() if dq in self._li
+                         for dk, ck in k_vec.items() if dk in self._ri))
+
+    def bilinear(self) -> vectorspace_fns.ScalarBilinear:
+        return vectorspace_fns.ScalarBilinear(self.left, self.right, self.matrix)
+
+
+def _unique(dirs):
+    seen: Dict[bases.BasisDirection, None] = {}
+    for d in dirs:
+        seen.setdefault(d, None)
+    return list(seen)
+
+
+def _positions(n: int, bos_dir) -> List[bases.BasisDirection]:
+    return list(position_space(n, bos_dir).basis)
+
+
+def _pos_dir(j: int, bos_dir) -> bases.BasisDirection:
+    """Key-side direction of model position j (0 = BOS)."""
+    return bos_dir if j == 0 else _index_dir(j - 1)
+
+
+def _qk_position_map(head: HeadSpec, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+    """Query i (index i-1) -> key target(i). Softmax: 2g on the target (BOS: g from ONE); ReLU: exactly 1."""
+    g = head.hardness
+    relu = head.attention == "relu"
+    targets = {}
+    for i in range(1, n + 1):
+        t = head.spec.target(i)
+        if t is not None and not 0 <= t <= i:
+            raise CompileError(f"{head.label}: target({i}) = {t} is not a position 0..{i} (causal)")
+        targets[i] = t
+    sc = _Scores([_index_dir(t) for t in range(n)] + ([bos_dir] if relu else [ONE]), _positions(n, bos_dir))
+    if relu:
+        sc.add(bos_dir, bos_dir, 1.0)  # BOS attends to itself (its reads keep their BOS values)
+        for i, t in targets.items():
+            if t is not None:
+                sc.add(_index_dir(i - 1), _pos_dir(t, bos_dir), 1.0)
+    else:
+        sc.add(ONE, bos_dir, g)  # every query: BOS at g (the fallback, and target 0)
+        for i, t in targets.items():
+            if t:
+                sc.add(_index_dir(i - 1), _pos_dir(t, bos_dir), 2 * g)
+    return sc.bilinear()
+
+
+def _qk_match(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+    """Scores of :func:`constructions.primitives.match` (see its docstring for the table)."""
+    spec = head.spec
+    pos = _positions(n, bos_dir)
+    qdirs = [d for q, _ in spec.pairs for d in space_of(q).basis]
+    kdirs = [d for _, k in spec.pairs for d in space_of(k).basis]
+    if set(kdirs) & set(pos) or set(qdirs) & ({bos_dir, ONE} | {_index_dir(t) for t in range(n)}):
+        raise CompileError(f"{head.label}: the matched SOps must not be tokens:BOS, one or indices")
+    window = [_index_dir(t) for t in range(n)] if spec.where is not None else []
+    relu = head.attention == "relu"
+    sc = _Scores(qdirs + [ONE] + window + ([bos_dir] if relu else []), kdirs + pos)
+
+    def outside(i: int, j: int) -> bool:
+        return spec.where is not None and not spec.where(i, j)
+
+    if not relu:
+        g = head.hardness
+        big = g * (n + 1)
+        for q, k in spec.pairs:
+            for dq in space_of(q).basis:
+                for dk in space_of(k).basis:
+                    if dq.value == dk.value:
+                        sc.add(dq, dk, big)
+        sc.add(ONE, bos_dir, big * len(spec.pairs))
+        for j in range(1, n + 1):
+            sc.add(ONE, _pos_dir(j, bos_dir), g * (j if spec.select == "last" else n + 1 - j))
+        for i in range(1, n + 1):
+            for j in range(1, i + 1):
+                if outside(i, j):
+                    sc.add(_index_dir(i - 1), _pos_dir(j, bos_dir), -big)
+        return sc.bilinear()
+
+    # ReLU, select="all": score = 1 - sum_s d_s - [outside], d_s = 1 - [agree] or |Q Δ K|.
+    constant = 1.0
+    for q, k in spec.pairs:
+        if is_multi(q) or is_multi(k):
+            for dq in space_of(q).basis:
+                for d in pos:
+                    sc.add(dq, d, -1.0)  # -|Q|: every key has exactly one position direction
+                for dk in space_of(k).basis:
+                    if dq.value == dk.value:
+                        sc.add(dq, dk, 2.0)  # +2<Q, K>
+            for dk in space_of(k).basis:
+                sc.add(ONE, dk, -1.0)  # -|K|
+        else:
+            constant -= 1.0
+            for dq in space_of(q).basis:
+                for dk in space_of(k).basis:
+                    if dq.value == dk.value:
+                        sc.add(dq, dk, 1.0)
+    for d in pos:
+        sc.add(ONE, d, constant)
+    sc.add(ONE, bos_dir, -1.0)  # BOS is never a match
+    for i in range(1, n + 1):
+        for j in range(1, i + 1):
+            if outside(i, j):
+                sc.add(_index_dir(i - 1), _pos_dir(j, bos_dir), -1.0)
+    # The BOS query attends to BOS only, with weight exactly 1 (so BOS keeps its reads' BOS values).
+    for d in pos:
+        sc.add(bos_dir, d, -1.0)
+    q_bos = {ONE: 1.0, bos_dir: 1.0, **_bos_vector([q for q, _ in spec.pairs], space_of, head)}
+    k_bos = {bos_dir: 1.0, **_bos_vector([k for _, k in spec.pairs], space_of, head)}
+    sc.add(bos_dir, bos_dir, 1.0 - sc.score(q_bos, k_bos))
+    return sc.bilinear()
+
+
+def _bos_vector(sops, space_of, head) -> Dict[bases.BasisDirection, float]:
+    """Residual coefficients of ``sops`` at BOS (tokens: none in their value subspace)."""
+    vec: Dict[bases.BasisDirection, float] = {}
+    for s in sops:
+        if s is rasp.tokens:
+            continue
+        if not isinstance(s, HeadRead):
+            raise CompileError(f"{head.label}: a ReLU match needs SOps whose value at BOS is known "
+                               f"(tokens or hand-built head outputs); {s.label} is neither")
+        v = s.bos_value
+        values = v if isinstance(v, frozenset) else ({v} if v is not None else set())
+        for d in space_of(s).basis:
+            if d.value in values:
+                vec[d] = 1.0
+    return vec

@@ -18,7 +18,7 @@ from constructions.model import CompiledModel
 from constructions.params import ParamSpec, freeze, resolve
 
 #: Modules that register constructions.
-CATALOGUE = ("constructions.khop",)
+CATALOGUE = ("constructions.khop", "constructions.chen_zou")
 
 BOUND_KEYS = ("attn_layers", "heads", "d_model")
 
@@ -52,6 +52,8 @@ class Construction:
         builder: params -> CompiledModel.
         defaults: parameter sets that ``depthcraft verify --all`` checks.
         notes: caveats shown by ``depthcraft list``.
+        exhaustive_in_all: ``verify --all`` also runs the task's exhaustive check at every
+            default (for tasks whose whole input set is small, e.g. a memorised dataset).
     """
 
     name: str
@@ -67,6 +69,7 @@ class Construction:
     defaults: Tuple[Dict[str, Any], ...] = ()
     notes: str = ""
     check: Optional[Callable[[Mapping[str, Any]], None]] = None
+    exhaustive_in_all: bool = False
 
     def resolve(self, given: Mapping[str, Any]) -> Dict[str, Any]:
         """Defaults + given parameters, each checked; raises ParameterError."""

@@ -94,7 +94,9 @@ class ForwardOutput(NamedTuple):
     attention: per attention sublayer, [batch, heads, seq, seq] weights (only when
         ``collect_attention``), else an empty tuple.
     attn_mass: per attention sublayer, [batch, heads] the minimum over (non-PAD)
-        query positions of the weight put on the row's top-scoring keys (1.0 = hardmax).
+        query positions of 1 - the weight on keys below the row's top score (softmax:
+        the weight on the top-scoring keys; 1.0 = hardmax; ReLU: 1.0 when no other key
+        gets weight).
     residual: [batch, seq, D] final residual stream.
     """
 
@@ -141,10 +143,13 @@ def attention_weights(scores, mask, kind: str):
 
 
 def _top_mass(scores, w, mask, query_ok):
+    # 1 - the weight on keys below the row's top score: for softmax and hardmax this is the
+    # weight on the top keys; for ReLU it is 1 when only top keys get weight (an all-zero
+    # row, where nothing is selected, counts as clean).
     masked = jnp.where(mask, scores, _NEG)
     top = masked.max(-1, keepdims=True)
     near = (masked >= top - HARDMAX_TOL * (1.0 + jnp.abs(top))) & mask
-    mass = jnp.where(near, w, 0.0).sum(-1)  # [b, h, q]
+    mass = 1.0 - jnp.where(near | ~mask, 0.0, w).sum(-1)  # [b, h, q]
     counted = mask.any(-1) & query_ok  # [b, 1, q]: real queries with at least one key
     return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
 

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from constructions.errors import InputError, ParameterError
 from verify.tasks import get_task
-from verify.tasks.chen_zou import templates as tpl
+from rasp_programs import templates as tpl
 from verify.tasks.chen_zou.common import NONE
-from verify.tasks.chen_zou.sc import sc_dataset
+from rasp_programs.chen_zou_data import sc_dataset
 
 SC, ICQA, TM, ICTM = (get_task(n) for n in ("sc", "icqa", "tm", "ictm"))
 

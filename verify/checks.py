@@ -24,6 +24,8 @@ import numpy as np
 from constructions.model import BATCH, CompiledModel
 from verify.tasks.base import Task
 
+#: Smallest padded batch: single inputs (hypothesis) and small edge-case groups share one compiled shape.
+MIN_BUCKET = 64
 #: Margins below these are reported as warnings (exact, but fragile).
 MIN_ATTENTION = 0.99
 MIN_OUTPUT_GAP = 0.1
@@ -99,7 +101,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         chunk = tokens[start:start + batch]
         rows = len(chunk)
         ids = model.encode(chunk, length=length)
-        bucket = batch if b > batch else 1 << (rows - 1).bit_length()  # few distinct shapes: few compiles
+        # Few distinct shapes, few XLA compiles: batches are padded to a power of two >= MIN_BUCKET.
+        bucket = batch if b > batch else min(batch, max(MIN_BUCKET, 1 << (rows - 1).bit_length()))
         if rows < bucket:
             ids = np.concatenate([ids, np.repeat(ids[:1], bucket - rows, axis=0)])
         res = model.forward_ids(ids)

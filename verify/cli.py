@@ -106,11 +106,19 @@ def _fmt_check(c: Optional[Dict[str, Any]]) -> str:
     return f"{c['inputs']} ✓" if c["exact"] else f"{c['failed']}/{c['inputs']} ✗"
 
 
+def _fmt_ablation(ablation: Optional[List[Dict[str, Any]]]) -> str:
+    """Exact fraction with each attention layer removed, e.g. '0.00 0.31' (a redundant layer in red)."""
+    if not ablation:
+        return "-"
+    return " ".join(f"[red]{a['exact_fraction']:.2f}[/]" if a["redundant"] else f"{a['exact_fraction']:.2f}"
+                    for a in ablation)
+
+
 def print_reports(reports: List[Dict[str, Any]]) -> None:
     """Print the verification table, then counterexamples and warnings."""
     t = Table(title="depthcraft verify")
     for col in ("construction", "params", "L / bound", "H / bound", "d_model", "random", "edge", "exhaustive",
-                "hypothesis", "min attn", "passed", "s"):
+                "hypothesis", "min attn", "ablated", "passed", "s"):
         t.add_column(col, overflow="fold")
     for r in reports:
         params = " ".join(f"{k}={v}" for k, v in r["params"].items())
@@ -118,7 +126,8 @@ def print_reports(reports: List[Dict[str, Any]]) -> None:
         t.add_row(r["construction"], params, _fmt_bound(r, "attn_layers"), _fmt_bound(r, "heads"),
                   _fmt_bound(r, "d_model"), *(_fmt_check(r["checks"][k]) for k in
                                               ("random", "edge", "exhaustive", "hypothesis")),
-                  "-" if att is None else f"{att:.4f}", "[green]yes[/]" if r["passed"] else "[red]NO[/]",
+                  "-" if att is None else f"{att:.4f}", _fmt_ablation(r.get("ablation")),
+                  "[green]yes[/]" if r["passed"] else "[red]NO[/]",
                   f"{r['seconds']:.1f}")
     console.print(t)
     for r in reports:

@@ -4,7 +4,11 @@ The report (one dict per construction and parameter set) has the keys of SPEC §
 
     {"construction", "task", "params", "structure": {...}, "bound": {...},
      "bound_ok", "checks": {"random", "edge", "exhaustive", "hypothesis"},
-     "min_margin": {"attention", "output_gap"}, "passed", "seconds", ...}
+     "min_margin": {"attention", "output_gap"}, "ablation": [{"layer", "exact_fraction",
+     "redundant"}, ...], "ablation_ok", "passed", "seconds", ...}
+
+``passed`` needs the bound, exactness on every check, and no redundant attention layer
+(:mod:`verify.ablation`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from constructions import registry
 from constructions.errors import ParameterError
 from constructions.model import CompiledModel
 from constructions.params import resolve
+from verify.ablation import ablate, ablation_inputs
 from verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
 from verify.structure import measure
 from verify.tasks import get_task
@@ -27,6 +32,8 @@ from verify.tasks.base import Task
 DEFAULT_SAMPLES = 1000
 #: Default number of hypothesis examples per verification.
 DEFAULT_HYPOTHESIS = 100
+#: Most random inputs the layer ablation runs (each attention layer once).
+ABLATION_SAMPLES = 500
 
 
 def resolve_params(construction: registry.Construction, given: Mapping[str, Any]) -> Dict[str, Any]:
@@ -90,8 +97,13 @@ def _chunks(make, total: int, size: int = 8192):
         yield make(min(size, total - start))
 
 
-def margins(checks: Mapping[str, Optional[CheckResult]]) -> Tuple[Dict[str, Any], List[str]]:
-    """Minimum margins over every check that ran, plus warnings for tiny ones."""
+def margins(checks: Mapping[str, Optional[CheckResult]], soft_layers=()) -> Tuple[Dict[str, Any], List[str]]:
+    """Minimum margins over every check that ran, plus warnings for tiny ones.
+
+    ``soft_layers`` (0-based attention sublayers whose heads are soft by design, e.g.
+    memorisation heads) keep their entry in ``attention_per_layer`` but do not count
+    in the hardmax margin ``attention``.
+    """
     att, gap = None, None
     for r in checks.values():
         if r is None or r.inputs == 0:
@@ -100,7 +112,9 @@ def margins(checks: Mapping[str, Optional[CheckResult]]) -> Tuple[Dict[str, Any]
             att = r.attention if att is None else [min(a, b) for a, b in zip(att, r.attention)]
         if r.output_gap is not None:
             gap = r.output_gap if gap is None else min(gap, r.output_gap)
-    out = {"attention": min(att) if att else None, "attention_per_layer": att, "output_gap": gap}
+    hard = [a for i, a in enumerate(att or []) if i not in set(soft_layers)]
+    out = {"attention": min(hard) if hard else None, "attention_per_layer": att, "output_gap": gap,
+           "soft_layers": [i + 1 for i in soft_layers]}
     warnings = []
     if out["attention"] is not None and out["attention"] < MIN_ATTENTION:
         warnings.append(f"attention weight on the intended keys drops to {out['attention']:.4f} (< {MIN_ATTENTION})")
@@ -119,9 +133,13 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     bounds = bound_check(structure, bound)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
                         hypothesis_examples=hypothesis_examples)
-    margin, warnings = margins(checks)
+    margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
+    ablation = ablate(model, task, p, ablation_inputs(task, p, min(samples, ABLATION_SAMPLES), seed))
+    redundant = [a["layer"] for a in ablation if a["redundant"]]
+    if redundant:
+        warnings.append(f"attention layer(s) {redundant} are redundant: removing one leaves the model exact")
     cx = next((r.counterexample for k in ("hypothesis", "edge", "random", "exhaustive")
                if (r := checks.get(k)) is not None and r.counterexample is not None), None)
     report = {
@@ -139,7 +157,9 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         "min_margin": margin,
         "warnings": warnings,
         "counterexample": cx.to_json() if cx else None,
-        "passed": bool(bound_ok and exact),
+        "ablation": ablation,
+        "ablation_ok": not redundant,
+        "passed": bool(bound_ok and exact and not redundant),
         "seconds": None,
     }
     if cx is not None:
@@ -167,18 +187,21 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     model = c.build(p)
     return verify_model(model, task, p, c.bound_values(p), name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
-                        extra={"source": c.source, "attention": c.attention, "causal": c.causal,
+                        extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
 
 
 def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
                hypothesis_examples: int = DEFAULT_HYPOTHESIS, progress=None):
-    """Verify every registered construction at each of its default parameter sets (a generator of reports)."""
+    """Verify every registered construction at each of its default parameter sets (a generator of reports).
+
+    Constructions marked ``exhaustive_in_all`` also run their task's exhaustive check.
+    """
     for c in registry.all_constructions():
         for given in c.defaults:
             if progress is not None:
                 progress(c.name, given)
-            yield verify(c.name, given, samples=samples, exhaustive=exhaustive, seed=seed,
+            yield verify(c.name, given, samples=samples, exhaustive=exhaustive or c.exhaustive_in_all, seed=seed,
                          hypothesis_examples=hypothesis_examples)
 
 

@@ -5,8 +5,9 @@
 * :class:`~verify.tasks.chen_zou.tm.TMTask` (``tm``): template matching.
 * :class:`~verify.tasks.chen_zou.ictm.ICTMTask` (``ictm``): in-context template matching.
 
-:mod:`~verify.tasks.chen_zou.templates` holds the template machinery (canonical
-patterns, injective substitutions). The paper's full text was not available: the
+The template machinery (canonical patterns, injective substitutions) is in
+:mod:`rasp_programs.templates`, the SC dataset and TM templates in
+:mod:`rasp_programs.chen_zou_data` (the constructions need them too). The paper's full text was not available: the
 formats are the project's formalisation of its description.
 """
 

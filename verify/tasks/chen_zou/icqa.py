@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
 from verify.tasks.chen_zou.common import ReadoutTask, checked_count, check_range
-from verify.tasks.chen_zou.templates import random_injective
+from rasp_programs.templates import random_injective
 
 
 class ICQATask(ReadoutTask):

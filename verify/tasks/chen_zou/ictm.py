@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
-from verify.tasks.chen_zou import templates as tpl
+from rasp_programs import templates as tpl
 from verify.tasks.chen_zou.common import ReadoutTask, check_range, letters
 
 
@@ -172,7 +172,7 @@ class ICTMTask(ReadoutTask):
     def strategy(self, p):
         m, v, c = p["m"], p["vocab"], p["labels"]
         pool = self.pool(p)
-        n, k = p["n"], min(p["n"], p["vocab"])
+        k = min(p["n"], p["vocab"])
 
         @st.composite
         def ictm(draw):

@@ -13,57 +13,15 @@ Token layout (integers): content 0..V-1, ``CLS`` = V, label c is token V+1+c
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 from hypothesis import strategies as st
 
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
+from rasp_programs.chen_zou_data import cls_token, label_token, sc_dataset
 from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, letters
-
-#: Rows of the dataset built as a table of all V^n sequences when V^n is at most this.
-_DENSE = 1 << 20
-
-
-@functools.lru_cache(maxsize=16)
-def sc_dataset(sequences: int, n: int, vocab: int, classes: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    """The SC dataset: M distinct sequences and their labels (deterministic in the arguments).
-
-    Args:
-        sequences: M, number of sequences (<= vocab**n).
-        n: sequence length.
-        vocab: V, content tokens 0..V-1.
-        classes: C, labels 0..C-1.
-        seed: seeds the sequences and the labels.
-    Returns:
-        (X [M, n] int64, labels [M] int64 in 0..C-1), read-only, rows in sampling order.
-    Raises:
-        ParameterError: M > V^n.
-    """
-    total = vocab ** n
-    if sequences > total:
-        raise ParameterError(f"sequences={sequences} distinct sequences do not exist in [{vocab}]^{n} "
-                             f"(only {total})")
-    rng = np.random.default_rng(seed)
-    if total <= _DENSE:
-        codes = rng.choice(total, size=sequences, replace=False)
-        powers = vocab ** np.arange(n - 1, -1, -1, dtype=np.int64)
-        x = (codes[:, None] // powers[None, :]) % vocab
-    else:
-        rows: Dict[bytes, np.ndarray] = {}
-        while len(rows) < sequences:
-            for r in rng.integers(0, vocab, size=(sequences, n)):
-                rows.setdefault(r.tobytes(), r)
-                if len(rows) == sequences:
-                    break
-        x = np.stack(list(rows.values()))
-    labels = rng.integers(0, classes, size=sequences)
-    x = x.astype(np.int64)
-    for a in (x, labels):
-        a.setflags(write=False)
-    return x, labels.astype(np.int64)
-
 
 @functools.lru_cache(maxsize=16)
 def _row_index(*key) -> Dict[bytes, int]:
@@ -93,11 +51,11 @@ class SCTask(ReadoutTask):
     # layout
     def cls(self, p) -> int:
         """The CLS token (= V)."""
-        return p["vocab"]
+        return cls_token(p["vocab"])
 
     def label_token(self, p, c):
         """Token of label c (V + 1 + c); vectorised."""
-        return p["vocab"] + 1 + np.asarray(c)
+        return label_token(p["vocab"], c)
 
     def dataset(self, p) -> Tuple[np.ndarray, np.ndarray]:
         """(X [M, n], labels [M] in 0..C-1); see :func:`sc_dataset`."""

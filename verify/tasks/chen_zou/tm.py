@@ -17,7 +17,6 @@ Token layout (integers): content 0..V-1, ``CLS`` = V, label c is token V+1+c.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import List, Tuple
 
@@ -26,30 +25,9 @@ from hypothesis import strategies as st
 
 from constructions.errors import InputError, ParameterError
 from constructions.params import ParamSpec
-from verify.tasks.chen_zou import templates as tpl
+from rasp_programs import templates as tpl
+from rasp_programs.chen_zou_data import cls_token, label_token, tm_templates
 from verify.tasks.chen_zou.common import ReadoutTask, batches_of, check_range, checked_count, letters
-
-
-@functools.lru_cache(maxsize=32)
-def tm_templates(n: int, templates: int, classes: int, max_wildcards: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    """The K templates and their labels (deterministic in the arguments).
-
-    Returns:
-        (patterns [K, n] canonical, labels [K] in 0..C-1), read-only.
-    Raises:
-        ParameterError: fewer than K templates of length n have <= max_wildcards wildcards.
-    """
-    pool = tpl.enumerate_patterns(n, max_wildcards)
-    if templates > len(pool):
-        raise ParameterError(f"templates={templates}: only {len(pool)} distinct templates of length {n} "
-                             f"have at most {max_wildcards} wildcards")
-    rng = np.random.default_rng(seed)
-    pats = pool[np.sort(rng.choice(len(pool), size=templates, replace=False))]
-    labels = rng.permutation(np.arange(templates) % classes).astype(np.int64)
-    pats = pats.copy()
-    for a in (pats, labels):
-        a.setflags(write=False)
-    return pats, labels
 
 
 class TMTask(ReadoutTask):
@@ -80,13 +58,15 @@ class TMTask(ReadoutTask):
 
     def templates(self, p) -> Tuple[np.ndarray, np.ndarray]:
         """(patterns [K, n], labels [K]); see :func:`tm_templates`."""
-        return tm_templates(p["n"], p["templates"], p["classes"], self.max_wildcards(p), p["seed"])
+        return tm_templates(p["n"], p["templates"], p["classes"], p["vocab"], p["held_out"], p["seed"])
 
     def cls(self, p) -> int:
-        return p["vocab"]
+        """The CLS token (= V)."""
+        return cls_token(p["vocab"])
 
     def label_token(self, p, c):
-        return p["vocab"] + 1 + np.asarray(c)
+        """Token of label c (V + 1 + c); vectorised."""
+        return label_token(p["vocab"], c)
 
     def held_out_tokens(self, p) -> List[int]:
         return list(range(p["vocab"] - p["held_out"], p["vocab"]))

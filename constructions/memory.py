@@ -1,0 +1,169 @@
+"""Compile-time solver for :func:`constructions.primitives.memorise` heads.
+
+One attention layer memorises E labelled inputs at their read-out position R
+(Mahdavi, Liao & Thrampoulidis, "Memorization capacity of multi-head attention in
+transformers", ICLR 2024, specialised to one-hot token and position inputs):
+
+1. Each key position t = 0..R (0 = BOS) has a residual vector r_t: the one-hot values
+   of the head's key SOps plus the one-hot position.
+2. Head h has a fixed random QK table u_h (seeded): score_h(t) = u_h . r_t, weights
+   w_h(t) = softmax_t(score_h) (or ReLU(score_h)).
+3. The read-out is sum_h W_h^T F_h with features F_h = sum_t w_h(t) r_t, linear in the
+   OV matrices W_h: least squares puts exactly the one-hot label of every example on the
+   output when the E feature vectors are linearly independent.
+
+A softmax head contributes n + V - 1 independent feature dimensions (n positions, V key
+values), the constant being shared, so E examples need H = ceil((E - 1) / (n + V - 2))
+heads for generic scores. ReLU heads are additive over positions: all heads together span
+at most the (position, value) one-hot encodings of the examples plus a constant, so ReLU
+interpolation needs those to be linearly independent (at most 1 + n (V - 1) examples).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Tuple
+
+import numpy as np
+from tracr.craft import bases, transformers, vectorspace_fns
+from tracr.rasp import rasp
+
+from constructions.errors import CompileError
+from constructions.primitives import Evaluator, HeadRead, HeadSpec, MemorySpec
+
+#: Largest |F W - Y| accepted for the least-squares solution (float64, before float32 weights).
+RESIDUAL_TOL = 1e-6
+#: Extra heads tried beyond the generic count before giving up.
+EXTRA_HEADS = 8
+
+
+def _index_dir(t: int) -> bases.BasisDirection:
+    return bases.BasisDirection(rasp.indices.label, t)
+
+
+def key_space(spec: MemorySpec, space_of, n: int, bos_dir) -> bases.VectorSpaceWithBasis:
+    """The residual directions every memory head reads: key SOp values, positions 1..n, BOS."""
+    dirs: Dict[bases.BasisDirection, None] = {}
+    for k in spec.keys:
+        for d in space_of(k).basis:
+            dirs.setdefault(d, None)
+    for t in range(n):
+        dirs.setdefault(_index_dir(t), None)
+    dirs.setdefault(bos_dir, None)
+    return bases.VectorSpaceWithBasis(list(dirs))
+
+
+def residuals(spec: MemorySpec, space: bases.VectorSpaceWithBasis, bos_dir) -> np.ndarray:
+    """r_t for every example: [E, R + 1, D] (t = 0 is BOS), from the keys' reference values."""
+    index = {d: i for i, d in enumerate(space.basis)}
+    by_label: Dict[str, Dict] = {}
+    for d in space.basis:
+        by_label.setdefault(d.name, {})[d.value] = index[d]
+    r_len = spec.length
+    out = np.zeros((len(spec.examples), r_len + 1, space.num_dims))
+    out[:, 0, index[bos_dir]] = 1.0
+    for t in range(r_len):
+        out[:, t + 1, index[_index_dir(t)]] = 1.0
+    for e, ex in enumerate(spec.examples):
+        ev = Evaluator()
+        for k in spec.keys:
+            dirs = by_label.get(k.label, {})
+            vals = ev.evaluate(k, list(ex))
+            bos = k.bos_value if isinstance(k, HeadRead) else None
+            for t, v in enumerate([bos] + list(vals)):
+                for x in (v if isinstance(v, frozenset) else [v]):
+                    if x is not None and x in dirs:
+                        out[e, t, dirs[x]] = 1.0
+    return out
+
+
+def features(res: np.ndarray, u: np.ndarray, attention: str) -> np.ndarray:
+    """Per-head features F_h = sum_t w_h(t) r_t: res [E, T, D], u [H, D] -> [E, H, D]."""
+    scores = np.einsum("etd,hd->eht", res, u)
+    if attention == "relu":
+        w = np.maximum(scores, 0.0)
+    else:
+        w = np.exp(scores - scores.max(-1, keepdims=True))
+        w /= w.sum(-1, keepdims=True)
+    return np.einsum("eht,etd->ehd", w, res)
+
+
+def solve(spec: MemorySpec, attention: str, res: np.ndarray, targets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Pick the QK tables and solve the OV matrices.
+
+    Args:
+        res: [E, T, D] key residuals of the distinct examples.
+        targets: [E, C] one-hot labels.
+    Returns:
+        (u [H, D] score tables, W [H, D, C] OV matrices) with sum_h F_h W_h = targets.
+    Raises:
+        CompileError: no head count up to the limit interpolates the examples.
+    """
+    e, _, d = res.shape
+    rng = np.random.default_rng(spec.seed)
+    draw = lambda h: rng.normal(0.0, spec.scale, size=(h, d))  # noqa: E731
+    u = draw(1)
+    if spec.heads is not None:
+        counts = [spec.heads]
+    else:
+        r1 = np.linalg.matrix_rank(features(res, u, attention)[:, 0])
+        first = 1 if r1 <= 1 else max(1, math.ceil((e - 1) / (r1 - 1)))
+        counts = list(range(min(first, e), min(first + EXTRA_HEADS, e) + 1))
+    last_rank = None
+    for h in counts:
+        if len(u) < h:
+            u = np.concatenate([u, draw(h - len(u))])
+        f = features(res, u[:h], attention).reshape(e, -1)
+        w, *_ = np.linalg.lstsq(f, targets, rcond=None)
+        err = np.abs(f @ w - targets).max()
+        if err < RESIDUAL_TOL:
+            return u[:h], w.reshape(h, d, -1)
+        rank = np.linalg.matrix_rank(f)
+        if attention == "relu" and rank == last_rank:
+            break  # ReLU features are additive: more heads add nothing
+        last_rank = rank
+    why = ("one-layer ReLU attention reads an additive function of (position, value) pairs, whose "
+           f"features span only {last_rank} of the {e} needed dimensions here; use softmax attention"
+           if attention == "relu" else f"tried {counts[0]}..{counts[-1]} heads")
+    raise CompileError(f"memorise: cannot interpolate {e} examples with {attention} heads ({why})")
+
+
+def build_memory(head: HeadSpec, space_of, outputs, max_seq_len: int, bos_dir) -> transformers.MultiAttentionHead:
+    """The CRAFT heads of a memorise head: random QK tables, least-squares OV into the label space."""
+    spec: MemorySpec = head.spec
+    if spec.length > max_seq_len:
+        raise CompileError(f"{head.label}: examples of length {spec.length} exceed max_seq_len={max_seq_len}")
+    space = key_space(spec, space_of, max_seq_len, bos_dir)
+    from constructions.primitives import memory_table
+
+    table = memory_table(spec)  # raises on conflicting labels
+    # One example per distinct key-value tuple.
+    seen, keep = set(), []
+    for i, ex in enumerate(spec.examples):
+        ev = Evaluator()
+        key = tuple(tuple(ev.evaluate(k, list(ex))) for k in spec.keys)
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    distinct = MemorySpec(spec.keys, tuple(spec.examples[i] for i in keep), tuple(spec.labels[i] for i in keep),
+                          spec.heads, spec.seed, spec.scale)
+    assert len(keep) == len(table)
+    res = residuals(distinct, space, bos_dir)
+    out_spaces = [out for _, out in outputs]
+    if not out_spaces:
+        raise CompileError(f"{head.label}: its label is not used")
+    out_space = bases.join_vector_spaces(*out_spaces)
+    col = {}
+    for j, dvec in enumerate(out_space.basis):
+        col.setdefault(dvec.value, []).append(j)
+    targets = np.zeros((len(keep), out_space.num_dims))
+    for e, lab in enumerate(distinct.labels):
+        targets[e, col[lab]] = 1.0
+    u, w = solve(distinct, head.attention, res, targets)
+    one_space = bases.VectorSpaceWithBasis([bases.BasisDirection("one")])
+    heads: List[transformers.AttentionHead] = []
+    for h in range(len(u)):
+        qk = vectorspace_fns.ScalarBilinear(one_space, space, u[h][None, :])
+        ov = vectorspace_fns.Linear(space, out_space, w[h])
+        heads.append(transformers.AttentionHead(w_qk=qk, w_ov=ov, causal=True))
+    return transformers.MultiAttentionHead(heads)
