@@ -28,6 +28,8 @@ from safetensors.numpy import load_file, save
 from constructions.errors import InputError
 
 META_FILE = "checkpoint.json"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 FORMAT = "depthcraft-checkpoint-1"
 
 
@@ -46,6 +48,7 @@ def atomic_write(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

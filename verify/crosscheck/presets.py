@@ -36,7 +36,8 @@ class Preset:
     Attributes:
         task: task name (:data:`verify.tasks.TASKS`).
         name: ``cpu`` or ``paper``.
-        params: task parameters; a tuple value is swept (one condition per value).
+        params: task parameters; a tuple value is swept (one condition per value, named by it;
+            a 1-tuple just names the condition).
         mixed: train one model on all conditions (named by the BOS token) instead of one
             model per condition.
         depths: attention depths to train.
@@ -103,6 +104,42 @@ _add(Preset(
     construction="khop_doubling", control=True, checkpoint_every=5000, eval_size=2048,
     note="SPEC §7 / Sanford et al. (2024) setting: N=100, |Σ|=4, k in 0..16 mixed, depths 2-6, width 128, "
          "4 heads, batch 32, AdamW lr 1e-4 with warm-up, 1e5 steps (GPU)"))
+
+# Chen & Zou (SPEC §4.2): attention-only (no MLP), as the paper studies; pre-LayerNorm kept for
+# stable training. Claims: ICQA 2 layers, TM 2, ICTM 3 (1 and 2 layers train to chance).
+_CZ = dict(mlp=False, depths=(1, 2, 3, 4), heads=4, width=64, batch=256, lr=3e-3, warmup=200,
+           checkpoint_every=2000)
+_add(Preset(
+    task="icqa", name="cpu", params={"m": (2, 4), "questions": 8, "answers": 8}, mixed=False, steps=3000,
+    construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2, **_CZ,
+    note="ICQA on 2 CPU cores: m in {2, 4} pairs, 8 question and 8 answer tokens, one model per m"))
+_add(Preset(
+    task="icqa", name="paper", params={"m": (4, 8, 16), "questions": 32, "answers": 32}, mixed=False,
+    steps=50_000, construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2,
+    seeds=3, control=True, eval_size=4096, **{**_CZ, "width": 128, "lr": 1e-3, "checkpoint_every": 5000},
+    note="ICQA at GPU scale: m in {4, 8, 16}, 32 questions and answers, 3 seeds, capacity control"))
+_add(Preset(
+    task="tm", name="cpu", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 8, "held_out": 2,
+                                   "split": "train"}, eval_params={"split": "test"}, mixed=False, steps=3000,
+    construction="tm_parse_map", claim_text="2 (parse, then map)", claim=lambda p: 2, **_CZ,
+    note="TM: trained on substitutions without the 2 held-out tokens, evaluated on substitutions that use "
+         "at least one of them (generalisation); the training-distribution error is reported beside it"))
+_add(Preset(
+    task="tm", name="paper", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 32, "held_out": 8,
+                                     "split": "train"}, eval_params={"split": "test"}, mixed=False,
+    steps=50_000, construction="tm_parse_map", claim_text="2 (parse, then map)", claim=lambda p: 2, seeds=3,
+    control=True, eval_size=4096, **{**_CZ, "width": 128, "lr": 1e-3, "checkpoint_every": 5000},
+    note="TM at GPU scale: 32 content tokens, 8 held out"))
+_add(Preset(
+    task="ictm", name="cpu", params={"n": 3, "m": (4,), "vocab": 8, "labels": 4}, mixed=False, steps=3000,
+    construction="ictm_parse_copy_match", claim_text="3 (parse, copy, match)", claim=lambda p: 3, **_CZ,
+    note="ICTM on 2 CPU cores: templates of length 3, 4 examples, 8 content tokens, 4 labels"))
+_add(Preset(
+    task="ictm", name="paper", params={"n": 4, "m": (4, 8), "vocab": 16, "labels": 8}, mixed=False,
+    steps=50_000, construction="ictm_parse_copy_match", claim_text="3 (parse, copy, match)", claim=lambda p: 3,
+    seeds=3, control=True, eval_size=4096, **{**_CZ, "width": 128, "lr": 1e-3, "checkpoint_every": 5000},
+    note="ICTM at GPU scale: templates of length 4 (15 exist), m in {4, 8} examples, 16 content tokens, "
+         "8 labels"))
 
 
 def get_preset(task: str, name: str) -> Preset:

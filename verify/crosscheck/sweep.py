@@ -55,7 +55,8 @@ class SweepConfig:
         checkpoint_every: steps between checkpoints (0 = only at the end).
         eval_conditions: the conditions evaluation samples from (None = the training ones).
         claim_text, claim: the paper's depth claim, the bound where no construction applies.
-        swept: the task parameters given as lists (they name the conditions).
+        swept: the task parameters that name the conditions: those given as lists, else those
+            given on the command line (else every parameter).
     """
 
     task: str
@@ -142,7 +143,7 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     if unknown:
         raise ParameterError(f"unknown parameter {unknown[0]!r} for task {task.name}; expected one of {sorted(known)}")
     conditions = tuple(task.resolve(c) for c in _expand(merged))
-    swept = tuple(k for k, v in merged.items() if isinstance(v, (tuple, list)))
+    swept = tuple(k for k, v in merged.items() if isinstance(v, (tuple, list))) or tuple(params or ())
     if len({repr(sorted(c.items())) for c in conditions}) != len(conditions):
         raise ParameterError("the swept task parameters repeat a condition")
     model = ModelConfig(depth=1, heads=p.heads, width=p.width, mlp=p.mlp, layer_norm=p.layer_norm,
