@@ -112,6 +112,8 @@ def test_cli_tiny_sweep_writes_results_and_plot(tmp_path, capsys):
         best = run["alignment"][1]["best"]  # k=2: the construction has ceil(log2 2)+2 = 3 layers
         assert [b["construction_layer"] for b in best] == [1, 2, 3]
         assert all(0.0 <= b["alignment"] <= 1.0 for b in best)
+        # k-hop scores every token position, so both row selections agree
+        assert run["alignment"][1]["best_scored_rows"] == best
     s = {x["condition"]: x for x in r["summary"]}
     assert s["k=1"]["bound"] == 2 and s["k=2"]["bound"] == 3
     assert s["k=1"]["construction_depth"] == 2 and s["k=2"]["construction_depth"] == 3

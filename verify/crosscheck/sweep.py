@@ -291,16 +291,21 @@ def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, inf
             continue
         tokens = task.sample(data.conditions[local], np.random.default_rng([EVAL_SEED, 104_729, c]),
                              cfg.alignment_size)
-        ids = data.condition_batch(local, tokens).ids
+        batch = data.condition_batch(local, tokens)
+        ids = batch.ids
         trained = [np.asarray(a) for a in forward(params, jnp.asarray(ids), arch, collect_attention=True).attention]
         c_ids = info.model.encode(tokens, length=ids.shape[1])
         cons = [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
-        query = (c_ids != info.model.pad_id)
-        query[:, 0] = False
-        matrix = head_alignments(trained, cons, query)
+        rows = (c_ids != info.model.pad_id)
+        rows[:, 0] = False
+        scored = batch.loss_mask > 0
+        matrix = head_alignments(trained, cons, rows)
+        matrix_scored = head_alignments(trained, cons, scored)
         out.append({"condition": data.names[local],
-                    "best": best_heads(matrix, cons, query, arch.causal),
+                    "best": best_heads(matrix, cons, rows, arch.causal),
+                    "best_scored_rows": best_heads(matrix_scored, cons, scored, arch.causal),
                     "matrix": np.round(matrix, 4).tolist(),
+                    "matrix_scored_rows": np.round(matrix_scored, 4).tolist(),
                     "matrix_axes": ["trained_layer", "trained_head", "construction_layer", "construction_head"]})
     return out
 
