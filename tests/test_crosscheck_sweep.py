@@ -42,7 +42,7 @@ def test_plan_mixed_separate_and_controls():
     assert sorted({r.model.depth for r in controls}) == [1, 2, 3] and len(controls) == 3 * 2
     assert all(r.model.heads == 2 * p.heads and r.model.width == 2 * p.width for r in controls)
     assert len({r.run_id for r in runs}) == len(runs)
-    sep = sweep.plan(sweep.make_config(p, {"k": "1,2"}, depths=(2,), mixed=False), [2, 3])
+    sep = sweep.plan(sweep.make_config(p, {"k": "1,2"}, depths=(2,), mixed=False, seeds=1), [2, 3])
     assert [r.conditions for r in sep] == [(0,), (1,)]
     assert sep[0].run_id == "L2_H4_d64_k=1_seed0"
 
@@ -97,13 +97,13 @@ def test_cli_tiny_sweep_writes_results_and_plot(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
         main(["train", "khop", "-p", "k=1,2", "-p", "n=6", "--depths", "1-2", "--steps", "3", "--width", "16",
-              "--heads", "2", "--eval-size", "64", "--alignment-size", "16", "--out", str(out)])
+              "--heads", "2", "--seeds", "1", "--eval-size", "64", "--alignment-size", "16", "--out", str(out)])
     assert e.value.code == 0
     r = json.loads((out / "results.json").read_text())
     assert (out / "error_by_depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert r["complete"] and r["task"] == "khop" and r["device"]["backend"] in ("cpu", "gpu", "cuda", "tpu")
     assert r["command"] == ("depthcraft train khop -p k=1,2 -p n=6 --depths 1-2 --heads 2 --width 16 --steps 3 "
-                            "--eval-size 64 --alignment-size 16 --out " + str(out))
+                            "--seeds 1 --eval-size 64 --alignment-size 16 --out " + str(out))
     assert [run["depth"] for run in r["runs"]] == [1, 2]
     for run in r["runs"]:
         assert set(run["error"]) == {"k=1", "k=2"} and run["steps"] == 3
