@@ -119,3 +119,17 @@ def test_cli_tiny_sweep_writes_results_and_plot(tmp_path, capsys):
     assert s["k=1"]["construction_depth"] == 2 and s["k=2"]["construction_depth"] == 3
     assert set(s["k=1"]["errors"]) == {"1", "2"}
     assert s["k=1"]["verdict"] in ("agree", "disagree", "inconclusive")
+
+
+def test_summary_reports_the_training_distribution_when_evaluation_differs():
+    cfg = sweep.make_config(get_preset("tm", "cpu"), depths=(1, 2), seeds=1)
+    assert cfg.eval_conditions is not None and cfg.eval_conditions[0]["split"] == "test"
+    assert cfg.conditions[0]["split"] == "train"
+    (name,) = cfg.names
+    info = sweep.ConstructionInfo("tm_parse_map", depth=2, bound=2, bound_formula="2", bound_source="construction")
+    records = [{"conditions": [name], "error": {name: e}, "error_training_distribution": {name: t}, "depth": d,
+                "seed": 0, "control": False, "heads": 2, "width": 32} for d, e, t in ((1, 0.4, 0.3), (2, 0.45, 0.0))]
+    (s,) = summarise(cfg, [info], records)
+    assert s["smallest_depth"] is None and s["verdict"] == "disagree"  # held-out tokens: never below 0.05
+    assert s["errors_training_distribution"]["2"]["best"] == 0.0
+    assert s["smallest_depth_training_distribution"] == 2

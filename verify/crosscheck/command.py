@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import click
 from rich.console import Console
@@ -77,6 +77,10 @@ def print_summary(results: Dict[str, Any]) -> None:
     console.print(t)
     for s in summary:
         console.print(f"{s['condition']}: {s['note']}")
+        if "errors_training_distribution" in s:
+            errs = ", ".join(f"L={d} {e['best']:.3f}" for d, e in s["errors_training_distribution"].items())
+            console.print(f"{s['condition']} on the training distribution: {errs} "
+                          f"(smallest L < threshold: {s['smallest_depth_training_distribution'] or '-'})")
 
 
 @click.command("train")

@@ -116,9 +116,10 @@ _CZ = dict(mlp=False, depths=(1, 2, 3, 4), heads=2, width=32, batch=1024, lr=3e-
            checkpoint_every=1000)
 _CZ_PAPER = {**_CZ, "width": 128, "heads": 4, "lr": 1e-3, "checkpoint_every": 5000}
 _add(Preset(
-    task="icqa", name="cpu", params={"m": (2, 4), "questions": 8, "answers": 8}, mixed=False, steps=3000,
+    task="icqa", name="cpu", params={"m": (4,), "questions": 8, "answers": 8}, mixed=False, steps=3000,
     construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2, **_CZ,
-    note="ICQA on 2 CPU cores: m in {2, 4} pairs, 8 question and 8 answer tokens, one model per m"))
+    note="ICQA on 2 CPU cores: m = 4 pairs, 8 question and 8 answer tokens (about 10 minutes; "
+         "-p m=2,4 adds m = 2 for another 5)"))
 _add(Preset(
     task="icqa", name="paper", params={"m": (4, 8, 16), "questions": 32, "answers": 32}, mixed=False,
     steps=50_000, construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2,
@@ -138,7 +139,8 @@ _add(Preset(
     note="TM at GPU scale: 32 content tokens, 8 held out"))
 _add(Preset(
     task="ictm", name="cpu", params={"n": 3, "m": (4,), "vocab": 8, "labels": 4}, mixed=False, steps=3000,
-    construction="ictm_parse_copy_match", claim_text="3 (parse, copy, match)", claim=lambda p: 3, **_CZ,
+    construction="ictm_parse_copy_match", claim_text="3 (parse, copy, match)", claim=lambda p: 3,
+    **{**_CZ, "batch": 512},
     note="ICTM on 2 CPU cores: templates of length 3, 4 examples, 8 content tokens, 4 labels"))
 _add(Preset(
     task="ictm", name="paper", params={"n": 4, "m": (4, 8), "vocab": 16, "labels": 8}, mixed=False,

@@ -287,7 +287,9 @@ def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, inf
     for local, c in enumerate(run.conditions):
         info = infos[c]
         if info.model is None or cfg.alignment_size == 0:
-            out.append({"condition": data.names[local], "note": info.note or "no construction model"})
+            why = "alignment skipped (alignment_size = 0)" if info.model is not None else \
+                (info.note or "no construction model")
+            out.append({"condition": data.names[local], "note": why})
             continue
         tokens = task.sample(data.conditions[local], np.random.default_rng([EVAL_SEED, 104_729, c]),
                              cfg.alignment_size)
@@ -337,7 +339,10 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
     from verify.crosscheck import report
 
     progress = progress or Progress()
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise ParameterError(f"cannot create the output directory {out_dir}: {e.strerror}") from None
     task = get_task(cfg.task)
     t_start = time.perf_counter()
     progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
