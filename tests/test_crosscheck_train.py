@@ -14,6 +14,8 @@ from verify.crosscheck.train import TrainConfig, evaluate, train
 from verify.tasks import get_task
 
 KHOP = get_task("khop")
+#: Steps of the tiny 1-hop run (about 15 s of CPU time).
+TINY_STEPS = 600
 
 
 def _small():
@@ -101,4 +103,10 @@ def test_tiny_run_learns_one_hop_with_two_layers():
     assert ev["error"] < 0.05, ev["error"]
 
 
-TINY_STEPS = 600
+
+def test_evaluation_size_does_not_block_resuming(tmp_path):
+    data, mc, tc = _small()
+    ckpt = str(tmp_path / "run")
+    train(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
+    out = train(data, mc, TrainConfig(**{**tc.to_json(), "eval_size": 99}), checkpoint_dir=ckpt)
+    assert out.resumed_from == 2

@@ -37,6 +37,19 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (used for checkpoints' arrays and metadata).
+
+    Raises:
+        ParameterError: the path is not writable.
+    """
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    atomic_write(path, write)
+
+
 def write_text_atomic(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically.
 

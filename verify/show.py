@@ -482,7 +482,8 @@ def attention_figure(data: ShowData, path: str) -> None:
     """
     from matplotlib.figure import Figure
 
-    from constructions.io import atomic_write, check_writable
+    from constructions.io import check_writable
+    from verify.outputs import save_figure_atomic
 
     check_writable(path)
     heads = [v for v in data.sublayers if isinstance(v, HeadView)]
@@ -516,7 +517,7 @@ def attention_figure(data: ShowData, path: str) -> None:
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     first = data.title.splitlines()[0]
     fig.suptitle(f"{first}\ninput: {' '.join(data.tokens_text[1:])}", fontsize=10)
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
+    save_figure_atomic(fig, path, dpi=110)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,12 @@ the cosine similarity of the maps as vectors: 1 when B is a positive multiple of
 out (in a causal model the BOS row is the same for every head, which would
 inflate every alignment). The alignment of two heads is the mean over inputs.
 
+The sweep reports it twice: over every token row, and over the *scored* rows
+only (where the task has a target). The two coincide for k-hop (every position
+is scored); for read-out tasks (ICQA, TM, ICTM: one scored position) a trained
+head is free to attend anywhere at unscored rows, so the scored-row number is
+the one to read for the construction's last layer.
+
 Chance level: the alignment of the construction's head with uniform causal
 attention (each query spreading weight evenly over the keys it may see) is
 reported beside it, so that a number like 0.4 can be read against what a head

@@ -18,7 +18,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import jax
@@ -26,6 +25,7 @@ import numpy as np
 from safetensors.numpy import load_file, save
 
 from constructions.errors import InputError
+from verify.outputs import write_bytes_atomic
 
 META_FILE = "checkpoint.json"
 FORMAT = "depthcraft-checkpoint-1"
@@ -35,22 +35,6 @@ def _flatten(tree: Any) -> Tuple[List[str], List[np.ndarray], Any]:
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
     keys = [jax.tree_util.keystr(path) for path, _ in leaves]
     return keys, [np.asarray(v) for _, v in leaves], treedef
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync and rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_checkpoint(directory: str, step: int, state: Dict[str, Any], meta: Dict[str, Any]) -> str:
@@ -68,11 +52,11 @@ def save_checkpoint(directory: str, step: int, state: Dict[str, Any], meta: Dict
     keys, arrays, treedef = _flatten(state)
     name = f"state-{step:09d}.safetensors"
     tensors = {f"{i:05d}": np.ascontiguousarray(a) for i, a in enumerate(arrays)}
-    atomic_write(os.path.join(directory, name), save(tensors, metadata={"step": str(step)}))
+    write_bytes_atomic(os.path.join(directory, name), save(tensors, metadata={"step": str(step)}))
     record = {"format": FORMAT, "step": int(step), "arrays": name, "keys": keys, "treedef": str(treedef),
               "dtypes": [str(a.dtype) for a in arrays], "shapes": [list(a.shape) for a in arrays],
               "meta": meta}
-    atomic_write(os.path.join(directory, META_FILE), (json.dumps(record, indent=1) + "\n").encode())
+    write_bytes_atomic(os.path.join(directory, META_FILE), (json.dumps(record, indent=1) + "\n").encode())
     for old in glob.glob(os.path.join(directory, "state-*.safetensors")):
         if os.path.basename(old) != name:
             os.unlink(old)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import click
 from rich.console import Console
@@ -77,6 +77,10 @@ def print_summary(results: Dict[str, Any]) -> None:
     console.print(t)
     for s in summary:
         console.print(f"{s['condition']}: {s['note']}")
+        if "errors_training_distribution" in s:
+            errs = ", ".join(f"L={d} {e['best']:.3f}" for d, e in s["errors_training_distribution"].items())
+            console.print(f"{s['condition']} on the training distribution: {errs} "
+                          f"(smallest L < threshold: {s['smallest_depth_training_distribution'] or '-'})")
 
 
 @click.command("train")
@@ -103,13 +107,17 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Error below which a depth solves a condition.")
 @click.option("--construction", default=None, help="Construction to compare with (default: the preset's).")
+@click.option("--eval-size", type=click.IntRange(min=1), default=None, help="Evaluation sequences per condition.")
+@click.option("--alignment-size", type=click.IntRange(min=0), default=None,
+              help="Sequences per condition for the attention alignment (0 = skip it).")
 @click.option("--checkpoint-every", type=click.IntRange(min=0), default=None,
               help="Steps between checkpoints (0 = only at the end).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output directory (default results/crosscheck/TASK_PRESET).")
 @click.option("--fresh", is_flag=True, help="Discard existing checkpoints of these runs (default: resume them).")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
-              attention, mixed, control, threshold, construction, checkpoint_every, out_dir, fresh) -> None:
+              attention, mixed, control, threshold, construction, eval_size, alignment_size, checkpoint_every, out_dir,
+              fresh) -> None:
     """Train transformers of several depths on TASK and compare with the construction's bound.
 
     One run per (condition, depth, seed); writes results.json and error_by_depth.png
@@ -123,10 +131,10 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
         attention=attention, mixed=mixed, control=control, threshold=threshold, construction=construction,
-        checkpoint_every=checkpoint_every)
+        eval_size=eval_size, alignment_size=alignment_size, checkpoint_every=checkpoint_every)
     out_dir = out_dir or os.path.join("results", "crosscheck", f"{task}_{preset}")
     _check_out_dir(out_dir)
-    command = "depthcraft " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
+    command = _command_line(click.get_current_context())
     console.print(f"device: {jax.default_backend()} ({jax.devices()[0]}); output: {out_dir}")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as bar:
@@ -135,6 +143,26 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
     print_summary(results)
     console.print(f"results written to {os.path.join(out_dir, 'results.json')} and "
                   f"{os.path.join(out_dir, 'error_by_depth.png')} ({results['seconds']:.0f} s)")
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The command that reproduces this sweep: every option the user gave, in a fixed order."""
+    parts = ["depthcraft", "train", ctx.params["task"]]
+    for item in ctx.params["params"]:
+        parts += ["-p", item]
+    for param in ctx.command.params:
+        name = param.name
+        if name in ("task", "params"):
+            continue
+        value = ctx.params.get(name)
+        if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE or value is None:
+            continue
+        if isinstance(param, click.Option) and param.is_flag:
+            flag = param.opts[0] if value else (param.secondary_opts or param.opts)[0]
+            parts.append(flag)
+        else:
+            parts += [param.opts[0], str(value)]
+    return " ".join(shlex.quote(x) for x in parts)
 
 
 def _check_out_dir(out_dir: str) -> None:

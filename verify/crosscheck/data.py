@@ -11,8 +11,9 @@ k). Here the leading token *is* the BOS token: condition c has its own
 ``BOS_c``, so the sequence layout stays that of the compiled models.
 
 Input ids: the task's tokens in sorted order (0..V-1), then ``BOS_0..BOS_{C-1}``,
-then PAD. Output classes: the task's tokens and output values in sorted order,
-then the task's ``none_value`` (⊥) when it has one.
+then PAD. Output classes: the task's tokens and its ``target_values`` (when the
+task defines them) in sorted order, then the task's ``none_value`` (⊥) when it
+has one.
 
 Scoring: the loss is taken at every position the task scores (⊥ targets
 included); the error counts only scored positions whose target is not ⊥
@@ -21,7 +22,7 @@ included); the error counts only scored positions whose target is not ⊥
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -78,8 +79,8 @@ class TaskData:
         self.pad_id = self.n_tokens + len(self.conditions)
         self.n_inputs = self.pad_id + 1
         outputs = list(vocab)
+        extra = getattr(task, "target_values", None)  # read-out vocabulary beyond the input tokens
         for c in self.conditions:
-            extra = getattr(task, "output_values", None)
             if extra is not None:
                 outputs += list(extra(c))
         self.none_value = task.none_value
@@ -106,10 +107,12 @@ class TaskData:
 
     def condition_batch(self, cond: int, tokens: np.ndarray) -> Batch:
         """The batch for given inputs [b, n] of one condition (targets from the task's reference)."""
-        p = self.conditions[cond]
         tokens = np.asarray(tokens)
+        expected, scored = self.task.reference(self.conditions[cond], tokens)
+        return self._batch(cond, tokens, expected, scored)
+
+    def _batch(self, cond: int, tokens: np.ndarray, expected: np.ndarray, scored: np.ndarray) -> Batch:
         b, n = tokens.shape
-        expected, scored = self.task.reference(p, tokens)
         scored = np.asarray(scored, bool)
         targets = np.zeros((b, self.seq_len), np.int32)
         loss = np.zeros((b, self.seq_len), np.float32)
@@ -132,11 +135,26 @@ class TaskData:
                 parts.append(self.condition_batch(c, self.task.sample(self.conditions[c], rng, size)))
         return concat(parts)
 
-    def eval_sets(self, seed: int, size: int) -> List[Batch]:
+    def eval_sets(self, seed: int, size: int, conditions: Optional[Sequence[Dict[str, Any]]] = None) -> List[Batch]:
         """Fixed evaluation batches, ``size`` sequences per condition, drawn from their own
-        seeded stream (independent of the training stream)."""
-        return [self.condition_batch(c, self.task.sample(p, np.random.default_rng([seed, 7_919, c]), size))
-                for c, p in enumerate(self.conditions)]
+        seeded stream (independent of the training stream).
+
+        Args:
+            seed: evaluation seed.
+            size: sequences per condition.
+            conditions: parameter sets to *sample* from, one per training condition (e.g. the
+                held-out ``split=test`` of template matching); default: the training ones.
+                Targets always come from the task's reference.
+        """
+        conditions = self.conditions if conditions is None else list(conditions)
+        if len(conditions) != len(self.conditions):
+            raise ParameterError(f"{len(conditions)} evaluation conditions for {len(self.conditions)} training ones")
+        out = []
+        for c, p in enumerate(conditions):
+            tokens = self.task.sample(p, np.random.default_rng([seed, 7_919, c]), size)
+            expected, scored = self.task.reference(p, tokens)
+            out.append(self._batch(c, tokens, expected, scored))
+        return out
 
 
 def concat(parts: Sequence[Batch]) -> Batch:
@@ -144,12 +162,14 @@ def concat(parts: Sequence[Batch]) -> Batch:
     return Batch(*(np.concatenate([getattr(p, f) for p in parts]) for f in Batch._fields))
 
 
-def condition_names(conditions: Sequence[Dict[str, Any]]) -> List[str]:
-    """``["k=1", "k=2"]``: the parameters that differ between conditions (all of them if one)."""
-    if len(conditions) == 1:
-        keys = list(conditions[0])
-    else:
-        keys = [k for k in conditions[0] if len({repr(c.get(k)) for c in conditions}) > 1]
+def condition_names(conditions: Sequence[Dict[str, Any]], keys: Optional[Sequence[str]] = None) -> List[str]:
+    """``["k=1", "k=2"]``: each condition named by ``keys`` (default: the parameters that
+    differ between the conditions; for a single condition, all of them)."""
+    if keys is None:
+        if len(conditions) == 1:
+            keys = list(conditions[0])
+        else:
+            keys = [k for k in conditions[0] if len({repr(c.get(k)) for c in conditions}) > 1]
     return [" ".join(f"{k}={c[k]}" for k in keys) for c in conditions]
 
 

@@ -8,21 +8,26 @@ k-hop (SPEC §4.1, §7). Both presets train, as the paper does, *one model per
 depth on mixed k*, the k of each sequence named by its leading token (here the
 BOS token, :mod:`verify.crosscheck.data`); the error is reported per k.
 
-* ``cpu``: N = 32, |Σ| = 4, k in {1, 2, 4}, depths 1-4, 4 heads, width 64, MLPs and
-  pre-LayerNorm (GPT-2 block), batch 32. Steps, width and learning rate were chosen
-  by experiment (docs/crosscheck.md) to show the depth threshold within the
-  time budget.
+* ``cpu``: N = 32, |Σ| = 4, k in {1, 2, 4}, depths 1-4, 2 seeds, 4 heads, width 64,
+  MLPs and pre-LayerNorm (GPT-2 block), batch 32, 4000 steps, lr 2e-3. Steps, width
+  and learning rate were chosen by experiment (docs/crosscheck.md) to show the
+  depth threshold within the time budget.
 * ``paper``: N = 100, |Σ| = 4, k in 0..16, depths 2-6, 4 heads, width 128, batch 32,
   AdamW lr 1e-4 with warm-up, 1e5 steps (SPEC §7; a GPU run).
 
 Chen & Zou tasks (SPEC §4.2): attention-only models (no MLP), as in the paper,
-depths 1-4.
+depths 1-4, one model per condition. Only the last position is scored, so the
+training signal is one token per sequence; by experiment (docs/crosscheck.md)
+ICQA sits on a long loss plateau (guessing among the answers in context) before
+the copy-then-match circuit forms, and a large batch (1024) with a small model
+(width 32, 2 heads) leaves it within the CPU budget, where width 64 / batch
+256 did not within 8000 steps.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from constructions.errors import ParameterError
 
@@ -36,7 +41,8 @@ class Preset:
     Attributes:
         task: task name (:data:`verify.tasks.TASKS`).
         name: ``cpu`` or ``paper``.
-        params: task parameters; a tuple value is swept (one condition per value).
+        params: task parameters; a tuple value is swept (one condition per value, named by it;
+            a 1-tuple just names the condition).
         mixed: train one model on all conditions (named by the BOS token) instead of one
             model per condition.
         depths: attention depths to train.
@@ -50,6 +56,10 @@ class Preset:
         eval_size: evaluation sequences per condition.
         alignment_size: sequences per condition for the attention alignment.
         checkpoint_every: steps between checkpoints (0 = only at the end).
+        eval_params: task parameters that differ at evaluation (e.g. ``{"split": "test"}``:
+            template matching is evaluated on held-out tokens); empty = the training ones.
+        claim_text, claim: the paper's depth claim (text, and its value at a condition),
+            used as the bound where no construction is registered for a condition.
         note: what the preset is for.
     """
 
@@ -75,6 +85,9 @@ class Preset:
     eval_size: int = 1024
     alignment_size: int = 128
     checkpoint_every: int = 0
+    eval_params: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    claim_text: Optional[str] = None
+    claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
     note: str = ""
 
 
@@ -87,15 +100,54 @@ def _add(p: Preset) -> None:
 
 _add(Preset(
     task="khop", name="cpu", params={"k": (1, 2, 4), "n": 32, "vocab": 4, "distribution": "paper"}, mixed=True,
-    depths=(1, 2, 3, 4), heads=4, width=64, steps=3000, batch=32, lr=2e-3, warmup=200,
-    construction="khop_doubling", checkpoint_every=1000,
-    note="k-hop on 2 CPU cores: N=32, |Σ|=4, mixed k in {1,2,4} named by the BOS token, depths 1-4"))
+    depths=(1, 2, 3, 4), heads=4, width=64, steps=4000, batch=32, lr=2e-3, warmup=200,
+    construction="khop_doubling", checkpoint_every=1000, seeds=2,
+    note="k-hop on 2 CPU cores: N=32, |Σ|=4, mixed k in {1,2,4} named by the BOS token, depths 1-4, 2 seeds"))
 _add(Preset(
     task="khop", name="paper", params={"k": tuple(range(17)), "n": 100, "vocab": 4, "distribution": "paper"},
     mixed=True, depths=(2, 3, 4, 5, 6), heads=4, width=128, steps=100_000, batch=32, lr=1e-4, warmup=1000,
     construction="khop_doubling", control=True, checkpoint_every=5000, eval_size=2048,
     note="SPEC §7 / Sanford et al. (2024) setting: N=100, |Σ|=4, k in 0..16 mixed, depths 2-6, width 128, "
          "4 heads, batch 32, AdamW lr 1e-4 with warm-up, 1e5 steps (GPU)"))
+
+# Chen & Zou (SPEC §4.2): attention-only (no MLP), as the paper studies; pre-LayerNorm kept for
+# stable training. Claims: ICQA 2 layers, TM 2, ICTM 3 (1 and 2 layers train to chance).
+_CZ = dict(mlp=False, depths=(1, 2, 3, 4), heads=2, width=32, batch=1024, lr=3e-3, warmup=200,
+           checkpoint_every=1000)
+_CZ_PAPER = {**_CZ, "width": 128, "heads": 4, "lr": 1e-3, "checkpoint_every": 5000}
+_add(Preset(
+    task="icqa", name="cpu", params={"m": (4,), "questions": 8, "answers": 8}, mixed=False, steps=3000,
+    construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2, **_CZ,
+    note="ICQA on 2 CPU cores: m = 4 pairs, 8 question and 8 answer tokens (about 10 minutes; "
+         "-p m=2,4 adds m = 2 for another 5)"))
+_add(Preset(
+    task="icqa", name="paper", params={"m": (4, 8, 16), "questions": 32, "answers": 32}, mixed=False,
+    steps=50_000, construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2,
+    seeds=3, control=True, eval_size=4096, **_CZ_PAPER,
+    note="ICQA at GPU scale: m in {4, 8, 16}, 32 questions and answers, 3 seeds, capacity control"))
+_add(Preset(
+    task="tm", name="cpu", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 8, "held_out": 2,
+                                   "split": "train"}, eval_params={"split": "test"}, mixed=False, steps=3000,
+    construction="tm_parse_map", claim_text="2 (parse, then map)", claim=lambda p: 2, **_CZ,
+    note="TM: trained on substitutions without the 2 held-out tokens, evaluated on substitutions that use "
+         "at least one of them (generalisation); the training-distribution error is reported beside it"))
+_add(Preset(
+    task="tm", name="paper", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 32, "held_out": 8,
+                                     "split": "train"}, eval_params={"split": "test"}, mixed=False,
+    steps=50_000, construction="tm_parse_map", claim_text="2 (parse, then map)", claim=lambda p: 2, seeds=3,
+    control=True, eval_size=4096, **_CZ_PAPER,
+    note="TM at GPU scale: 32 content tokens, 8 held out"))
+_add(Preset(
+    task="ictm", name="cpu", params={"n": 3, "m": (4,), "vocab": 8, "labels": 4}, mixed=False, steps=3000,
+    construction="ictm_parse_copy_match", claim_text="3 (parse, copy, match)", claim=lambda p: 3,
+    **{**_CZ, "batch": 512},
+    note="ICTM on 2 CPU cores: templates of length 3, 4 examples, 8 content tokens, 4 labels"))
+_add(Preset(
+    task="ictm", name="paper", params={"n": 4, "m": (4, 8), "vocab": 16, "labels": 8}, mixed=False,
+    steps=50_000, construction="ictm_parse_copy_match", claim_text="3 (parse, copy, match)", claim=lambda p: 3,
+    seeds=3, control=True, eval_size=4096, **_CZ_PAPER,
+    note="ICTM at GPU scale: templates of length 4 (15 exist), m in {4, 8} examples, 16 content tokens, "
+         "8 labels"))
 
 
 _add(Preset(

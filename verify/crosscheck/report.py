@@ -2,14 +2,18 @@
 
 ``results.json``::
 
-    {"task", "preset", "command", "complete", "device", "seconds", "settings",
+    {"task", "preset", "command", "complete", "device", "seconds" (this invocation; resumed runs
+     cost only their evaluation), "train_seconds_total" (training wall time of every run, summed
+     over resumed parts), "eval_seconds_total", "settings",
      "runs": [{"run_id", "depth", "heads", "width", "seed", "control", "conditions",
                "config", "steps", "final_loss", "train_seconds", "error": {condition: error},
                "eval": [{"condition", "error", "loss", "error_per_position", ...}],
                "alignment": [...], "history": [...]}],
      "summary": [{"condition", "params", "construction", "construction_depth", "bound",
-                  "bound_formula", "errors": {depth: {"best", "mean", "seeds"}},
-                  "smallest_depth", "control", "verdict", "note"}]}
+                  "bound_formula", "bound_source", "errors": {depth: {"best", "mean", "seeds"}},
+                  "smallest_depth", "control", "verdict", "note",
+                  "errors_training_distribution", "smallest_depth_training_distribution"
+                  (only when evaluation samples other parameters, e.g. held-out tokens)}]}
 
 Verdict of a condition (SPEC §7): the *smallest trained depth* is the smallest
 depth whose best seed's error is below the threshold (best over seeds: a
@@ -26,16 +30,34 @@ depth bound B:
 
 from __future__ import annotations
 
-import io
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 
-def _verdict(smallest: Optional[int], bound: Optional[int], depths: Sequence[int]) -> Dict[str, str]:
+def _verdict(smallest: Optional[int], bound: Optional[int], depths: Sequence[int], kind: str = "upper",
+             construction_depth: Optional[int] = None) -> Dict[str, str]:
+    """Compare the smallest trained depth under the threshold with the bound.
+
+    An ``upper`` bound (a construction's depth, or a paper's claimed depth) predicts a
+    threshold: depth ``bound`` succeeds and ``bound - 1`` fails. A ``lower`` bound (an
+    impossibility result) only predicts that depths below it fail; it says nothing
+    about which depth suffices.
+    """
     if bound is None:
         return {"verdict": "inconclusive", "note": "no depth bound for this condition"}
+    if kind == "lower":
+        if smallest is None:
+            built = f" (the construction uses {construction_depth})" if construction_depth is not None else ""
+            return {"verdict": "inconclusive",
+                    "note": f"no trained depth up to {max(depths)} reached the threshold; the lower bound "
+                            f"{bound} says nothing about which depth suffices{built}"}
+        if smallest < bound:
+            return {"verdict": "disagree",
+                    "note": f"depth {smallest} below the lower bound {bound} reached the threshold"}
+        return {"verdict": "agree",
+                "note": f"smallest successful depth {smallest} >= lower bound {bound}"}
     if smallest is None:
         if max(depths) < bound:
             return {"verdict": "inconclusive",
@@ -52,12 +74,22 @@ def _verdict(smallest: Optional[int], bound: Optional[int], depths: Sequence[int
     return {"verdict": "agree", "note": f"depth {bound} reached the threshold, depth {bound - 1} did not"}
 
 
+def _bound_word(entry: Dict[str, Any]) -> str:
+    return "lower bound" if entry.get("bound_kind") == "lower" else "bound"
+
+
+def _by_depth(errs: Dict[int, List[float]]) -> Dict[str, Dict[str, Any]]:
+    return {str(d): {"best": round(min(v), 5), "mean": round(float(np.mean(v)), 5),
+                     "seeds": [round(x, 5) for x in v]} for d, v in sorted(errs.items())}
+
+
 def summarise(cfg, infos, records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Per condition: errors by depth, smallest successful depth, control result, verdict."""
     out = []
     for c, name in enumerate(cfg.names):
         info = infos[c]
         by_depth: Dict[int, List[float]] = {}
+        train_dist: Dict[int, List[float]] = {}
         control = []
         for r in records:
             err = r["error"].get(name)
@@ -68,16 +100,23 @@ def summarise(cfg, infos, records: List[Dict[str, Any]]) -> List[Dict[str, Any]]
                                 "error": err})
             else:
                 by_depth.setdefault(r["depth"], []).append(err)
-        errors = {str(d): {"best": round(min(v), 5), "mean": round(float(np.mean(v)), 5),
-                           "seeds": [round(x, 5) for x in v]} for d, v in sorted(by_depth.items())}
+                other = (r.get("error_training_distribution") or {}).get(name)
+                if other is not None:
+                    train_dist.setdefault(r["depth"], []).append(other)
+        errors = _by_depth(by_depth)
         ok = [d for d, v in sorted(by_depth.items()) if min(v) < cfg.threshold]
         smallest = ok[0] if ok else None
         trained = sorted(by_depth)
         entry = {"condition": name, "params": dict(cfg.conditions[c]), "construction": info.name,
                  "construction_depth": info.depth, "bound": info.bound, "bound_formula": info.bound_formula,
+                 "bound_source": info.bound_source, "bound_kind": info.bound_kind,
                  "construction_note": info.note or None, "threshold": cfg.threshold,
                  "errors": errors, "smallest_depth": smallest, "control": control}
-        entry.update(_verdict(smallest, info.bound, trained) if trained else
+        if train_dist:  # evaluated on other parameters (e.g. held-out tokens): the training distribution too
+            ok_train = [d for d, v in sorted(train_dist.items()) if min(v) < cfg.threshold]
+            entry["errors_training_distribution"] = _by_depth(train_dist)
+            entry["smallest_depth_training_distribution"] = ok_train[0] if ok_train else None
+        entry.update(_verdict(smallest, info.bound, trained, info.bound_kind, info.depth) if trained else
                      {"verdict": "inconclusive", "note": "no finished run covers this condition"})
         if control and info.bound is not None:
             best = min(x["error"] for x in control if x["depth"] == info.bound - 1) \
@@ -100,6 +139,8 @@ def build_results(cfg, infos, records, runs, command: Optional[str], seconds: fl
         "planned_runs": [r.run_id for r in runs],
         "device": device,
         "seconds": round(seconds, 1),
+        "train_seconds_total": round(sum(r["train_seconds"] for r in records), 1),
+        "eval_seconds_total": round(sum(r["eval_seconds"] for r in records), 1),
         "settings": cfg.to_json(),
         "constructions": [dict(i.to_json(), condition=n) for i, n in zip(infos, cfg.names)],
         "runs": records,
@@ -120,7 +161,10 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     """Write ``out_dir/error_by_depth.png`` atomically; returns its path.
 
     Left: error (best seed) against the condition (k or the task parameter), one curve
-    per depth, the threshold dashed, each condition's depth bound written under it.
+    per depth, the threshold dashed, each condition's depth bound written under it
+    (with a single condition: error against depth, the bound as a vertical line).
+    Dashed squares: error on the training distribution, when evaluation used other
+    parameters.
     Right: the same errors as a depth x condition grid, the bound's cell outlined.
     """
     import matplotlib
@@ -128,7 +172,7 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.crosscheck.checkpoint import atomic_write
+    from verify.outputs import save_figure_atomic
 
     summary = results["summary"]
     names = [s["condition"] for s in summary]
@@ -140,17 +184,37 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.3, 1]})
     x = np.arange(len(names))
     cmap = plt.get_cmap("viridis")
-    for i, d in enumerate(depths):
-        ax.plot(x, grid[i], "o-", color=cmap(i / max(len(depths) - 1, 1)), label=f"L = {d}")
+    train_dist = any("errors_training_distribution" in s for s in summary)
     thr = summary[0]["threshold"] if summary else 0.05
+    if len(names) == 1:  # one condition: error against depth, the bound as a vertical line
+        s0 = summary[0]
+        ax.plot(depths, grid[:, 0], "o-", color=cmap(0.2), label=names[0])
+        if train_dist:
+            ax.plot(depths, [s0.get("errors_training_distribution", {}).get(str(d), {}).get("best", np.nan)
+                             for d in depths], "s--", color=cmap(0.7), label=f"{names[0]}, training distribution")
+        if s0["bound"] is not None:
+            ax.axvline(s0["bound"], color="tab:cyan", lw=2, label=f"{_bound_word(s0)} L={s0['bound']}")
+        ax.set_xticks(depths)
+        ax.set_xlabel("attention layers L")
+    else:
+        for i, d in enumerate(depths):
+            ax.plot(x, grid[i], "o-", color=cmap(i / max(len(depths) - 1, 1)), label=f"L = {d}")
+        if train_dist:
+            for i, d in enumerate(depths):
+                y = [s.get("errors_training_distribution", {}).get(str(d), {}).get("best", np.nan) for s in summary]
+                ax.plot(x, y, "s--", color=cmap(i / max(len(depths) - 1, 1)), alpha=0.6,
+                        label=f"L = {d}, training distribution")
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"{n}\n{_bound_word(s)} L={s['bound']}" if s["bound"] is not None else n
+                            for n, s in zip(names, summary)], fontsize=8)
     ax.axhline(thr, color="grey", ls="--", lw=1, label=f"threshold {thr:g}")
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{n}\nbound L={s['bound']}" if s["bound"] is not None else n
-                        for n, s in zip(names, summary)], fontsize=8)
     ax.set_ylabel("token error (best seed)")
     ax.set_ylim(-0.02, max(1.0, float(np.nanmax(grid)) + 0.02) if np.isfinite(grid).any() else 1.0)
     ax.legend(fontsize=8)
-    ax.set_title(f"{results['task']} ({results['preset']}): error by depth")
+    title = f"{results['task']} ({results['preset']}): error by depth"
+    if train_dist:
+        title += "\n(solid: evaluation parameters, dashed: training distribution)"
+    ax.set_title(title, fontsize=10)
     im = ax2.imshow(grid, cmap="magma_r", vmin=0, vmax=1, aspect="auto", origin="lower")
     for i in range(len(depths)):
         for j in range(len(names)):
@@ -169,9 +233,9 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     ax2.set_title("error (outlined: the construction's bound)", fontsize=10)
     fig.colorbar(im, ax=ax2, fraction=0.046)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
     path = os.path.join(out_dir, "error_by_depth.png")
-    atomic_write(path, buf.getvalue())
+    try:
+        save_figure_atomic(fig, path, dpi=110)
+    finally:
+        plt.close(fig)
     return path

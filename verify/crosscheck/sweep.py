@@ -53,6 +53,10 @@ class SweepConfig:
         threshold: error below which a depth solves a condition.
         eval_size, alignment_size: sequences per condition.
         checkpoint_every: steps between checkpoints (0 = only at the end).
+        eval_conditions: the conditions evaluation samples from (None = the training ones).
+        claim_text, claim: the paper's depth claim, the bound where no construction applies.
+        swept: the task parameters that name the conditions: those given as lists, else those
+            given on the command line (else every parameter).
     """
 
     task: str
@@ -69,14 +73,20 @@ class SweepConfig:
     eval_size: int
     alignment_size: int
     checkpoint_every: int
+    eval_conditions: Optional[tuple] = None
+    claim_text: Optional[str] = None
+    claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
+    swept: tuple = ()
 
     @property
     def names(self) -> List[str]:
-        return condition_names(list(self.conditions))
+        return condition_names(list(self.conditions), self.swept or None)
 
     def to_json(self) -> Dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "claim"}
+        d["model"], d["train"] = self.model.to_json(), self.train.to_json()
         d["conditions"] = [dict(c) for c in self.conditions]
+        d["eval_conditions"] = None if self.eval_conditions is None else [dict(c) for c in self.eval_conditions]
         d["condition_names"] = self.names
         return d
 
@@ -128,7 +138,12 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         if isinstance(v, str) and "," in v:
             v = tuple(x.strip() for x in v.split(",") if x.strip())
         merged[k] = v
+    known = {s.name for s in task.params}
+    unknown = sorted(set(merged) - known)
+    if unknown:
+        raise ParameterError(f"unknown parameter {unknown[0]!r} for task {task.name}; expected one of {sorted(known)}")
     conditions = tuple(task.resolve(c) for c in _expand(merged))
+    swept = tuple(k for k, v in merged.items() if isinstance(v, (tuple, list))) or tuple(params or ())
     if len({repr(sorted(c.items())) for c in conditions}) != len(conditions):
         raise ParameterError("the swept task parameters repeat a condition")
     model = ModelConfig(depth=1, heads=p.heads, width=p.width, mlp=p.mlp, layer_norm=p.layer_norm,
@@ -140,10 +155,12 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         raise ParameterError(f"seeds must be >= 1, got {p.seeds}")
     if not 0 < p.threshold < 1:
         raise ParameterError(f"threshold must be in (0, 1), got {p.threshold}")
+    eval_conditions = tuple(task.resolve({**c, **p.eval_params}) for c in conditions) if p.eval_params else None
     return SweepConfig(task=p.task, preset=p.name, conditions=conditions, mixed=p.mixed,
                        depths=tuple(p.depths), model=model, train=tcfg, seeds=p.seeds, control=p.control,
                        construction=p.construction, threshold=p.threshold, eval_size=p.eval_size,
-                       alignment_size=p.alignment_size, checkpoint_every=p.checkpoint_every)
+                       alignment_size=p.alignment_size, checkpoint_every=p.checkpoint_every,
+                       eval_conditions=eval_conditions, claim_text=p.claim_text, claim=p.claim, swept=swept)
 
 
 # ------------------------------------------------------------------ construction
@@ -155,13 +172,25 @@ class ConstructionInfo:
     depth: Optional[int] = None
     bound: Optional[int] = None
     bound_formula: Optional[str] = None
+    bound_source: Optional[str] = None
+    bound_kind: str = "upper"  # "lower" for an impossibility result (e.g. Mușat's ceil(log_3 2D))
     model: Any = None
     params: Optional[Dict[str, Any]] = None
     note: str = ""
 
     def to_json(self) -> Dict[str, Any]:
         return {"construction": self.name, "depth": self.depth, "bound": self.bound,
-                "bound_formula": self.bound_formula, "note": self.note or None}
+                "bound_formula": self.bound_formula, "bound_source": self.bound_source,
+                "bound_kind": self.bound_kind, "note": self.note or None}
+
+
+def condition_info(cfg: "SweepConfig", condition: Dict[str, Any]) -> ConstructionInfo:
+    """The construction's info at a condition; where no construction applies, the paper's
+    claimed depth (``cfg.claim``) stands in as the bound."""
+    info = construction_info(cfg.construction, condition)
+    if info.bound is None and cfg.claim is not None:
+        info.bound, info.bound_formula, info.bound_source = cfg.claim(condition), cfg.claim_text, "paper claim"
+    return info
 
 
 def construction_info(name: Optional[str], condition: Dict[str, Any], compile_model: bool = True) -> ConstructionInfo:
@@ -186,7 +215,8 @@ def construction_info(name: Optional[str], condition: Dict[str, Any], compile_mo
         return ConstructionInfo(name, note=f"not defined here: {e}")
     info = ConstructionInfo(name, bound=c.bound_values(p).get("attn_layers"),
                             bound_formula=c.bounds["attn_layers"].text if "attn_layers" in c.bounds else None,
-                            params=p)
+                            bound_source="construction", params=p,
+                            bound_kind=c.bounds["attn_layers"].kind if "attn_layers" in c.bounds else "upper")
     if compile_model:
         info.model = c.build(p)
         info.depth = measure(info.model)["attn_layers"]
@@ -260,20 +290,27 @@ def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, inf
     for local, c in enumerate(run.conditions):
         info = infos[c]
         if info.model is None or cfg.alignment_size == 0:
-            out.append({"condition": data.names[local], "note": info.note or "no construction model"})
+            why = "alignment skipped (alignment_size = 0)" if info.model is not None else \
+                (info.note or "no construction model")
+            out.append({"condition": data.names[local], "note": why})
             continue
         tokens = task.sample(data.conditions[local], np.random.default_rng([EVAL_SEED, 104_729, c]),
                              cfg.alignment_size)
-        ids = data.condition_batch(local, tokens).ids
+        batch = data.condition_batch(local, tokens)
+        ids = batch.ids
         trained = [np.asarray(a) for a in forward(params, jnp.asarray(ids), arch, collect_attention=True).attention]
         c_ids = info.model.encode(tokens, length=ids.shape[1])
         cons = [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
-        query = (c_ids != info.model.pad_id)
-        query[:, 0] = False
-        matrix = head_alignments(trained, cons, query)
+        rows = (c_ids != info.model.pad_id)
+        rows[:, 0] = False
+        scored = batch.loss_mask > 0
+        matrix = head_alignments(trained, cons, rows)
+        matrix_scored = head_alignments(trained, cons, scored)
         out.append({"condition": data.names[local],
-                    "best": best_heads(matrix, cons, query, arch.causal),
+                    "best": best_heads(matrix, cons, rows, arch.causal),
+                    "best_scored_rows": best_heads(matrix_scored, cons, scored, arch.causal),
                     "matrix": np.round(matrix, 4).tolist(),
+                    "matrix_scored_rows": np.round(matrix_scored, 4).tolist(),
                     "matrix_axes": ["trained_layer", "trained_head", "construction_layer", "construction_head"]})
     return out
 
@@ -305,11 +342,14 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
     from verify.crosscheck import report
 
     progress = progress or Progress()
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise ParameterError(f"cannot create the output directory {out_dir}: {e.strerror}") from None
     task = get_task(cfg.task)
     t_start = time.perf_counter()
     progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
-    infos = [construction_info(cfg.construction, c) for c in cfg.conditions]
+    infos = [condition_info(cfg, c) for c in cfg.conditions]
     runs = plan(cfg, [i.bound for i in infos])
     progress.begin(runs)
     records: List[Dict[str, Any]] = []
@@ -324,7 +364,10 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         outcome = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
                         on_step=lambda s, loss, run=run: progress.step(run, s, loss))
         t_eval = time.perf_counter()
-        ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
+        eval_conds = None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run.conditions]
+        ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
+        ev_train = None if eval_conds is None else \
+            evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
         align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos)
         record = {
             "run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
@@ -335,6 +378,8 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
             "train_seconds": round(outcome.seconds, 2),
             "eval_seconds": round(time.perf_counter() - t_eval, 2),
             "error": {e["condition"]: e["error"] for e in ev},
+            "error_training_distribution": None if ev_train is None else
+            {e["condition"]: e["error"] for e in ev_train},
             "eval": ev, "alignment": align, "history": outcome.history,
         }
         records.append(record)

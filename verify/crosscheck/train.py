@@ -186,10 +186,11 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
         record = read_meta(checkpoint_dir)
         if record is not None:
             saved = record.get("meta", {}).get("config")
-            if _canon(saved) != _canon(desc):
+            if _training_settings(saved) != _training_settings(desc):
                 raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
-                                     f"({_first_difference(saved, desc)}); use another output directory "
-                                     f"or start afresh")
+                                     f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
+                                     f"use another output directory "
+                                     f"or start afresh (depthcraft train --fresh)")
             start, state, meta = load_checkpoint(checkpoint_dir, state)
             history, seconds = list(meta.get("history", [])), float(meta.get("seconds", 0.0))
     resumed_from = start
@@ -220,6 +221,14 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
     seconds += time.perf_counter() - t0
     return RunOutcome(params=params, arch=arch, history=history, seconds=seconds, resumed_from=resumed_from,
                       n_params=count_params(params))
+
+
+def _training_settings(desc: Any) -> Any:
+    """The settings a checkpoint must share to be resumed (the evaluation size does not matter)."""
+    out = _canon(desc)
+    if isinstance(out, dict) and isinstance(out.get("train"), dict):
+        out["train"].pop("eval_size", None)
+    return out
 
 
 def _canon(x: Any) -> Any:
