@@ -214,15 +214,19 @@ def metadata(model: CompiledModel, bound: Optional[Mapping[str, Optional[int]]] 
     """The JSON metadata that :func:`save` writes for ``model`` (without the skeleton and checksum).
 
     ``bound`` defaults to the registered construction's bound at the model's
-    parameters (None when the model is not from the registry).
+    parameters (None when the model is not from the registry); ``bound_kinds``
+    records which of those are lower bounds (a given ``bound`` is read as upper
+    bounds: measured <= bound).
     """
     meta = model.meta
+    kinds: Dict[str, str] = {}
     if bound is None and meta.get("construction"):
         from constructions import registry
 
         try:
             c = registry.get(meta["construction"])
             bound = c.bound_values(meta.get("params") or {})
+            kinds = c.bound_kinds()
         except (ParameterError, KeyError):
             bound = None
     return {
@@ -233,6 +237,8 @@ def metadata(model: CompiledModel, bound: Optional[Mapping[str, Optional[int]]] 
         "task": meta.get("task"),
         "params": meta.get("params"),
         "bound": dict(bound) if bound is not None else None,
+        "bound_kinds": ({k: kinds.get(k, "upper") for k, v in bound.items() if v is not None}
+                        if bound is not None else None),
         "attention": model.arch.attention,
         "causal": bool(model.arch.causal),
         "vocab": [_encode_value(v) for v in model.vocab],
@@ -381,6 +387,7 @@ def load(path: str, *, construction: Optional[str] = None,
                           categorical_output=bool(meta["categorical_output"]), max_seq_len=int(meta["max_seq_len"]),
                           residual_labels=list(meta["residual_labels"]), meta=model_meta)
     model.meta.update(loaded_from=os.path.abspath(path), saved_bound=meta.get("bound"),
+                      saved_bound_kinds=meta.get("bound_kinds"),
                       saved_version=meta.get("depthcraft_version"))
     return model
 

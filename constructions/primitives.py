@@ -541,7 +541,11 @@ def match(pairs: Sequence[Tuple[rasp.SOp, rasp.SOp]], reads: Sequence[ReadLike],
       (frozensets, encoded multi-hot). QK: score = 1 - sum_s d_s - [outside window]
       with d_s = 1 - [agree] for categorical pairs and d_s = |Q_s Δ K_s| (a bilinear
       form of the multi-hot codes: |Q| + |K| - 2<Q, K>) for set-valued ones, so a match
-      scores exactly 1 and every other key <= 0.
+      scores exactly 1 and every other key <= 0. The compiled read is the *sum* of the
+      matched keys' one-hot reads: the set of the semantics only when those values are
+      distinct (e.g. POSITION). With repeated values it is a count vector, and a later
+      set-valued match compares counts, not sets; the verifier reports such a program
+      as failing against its RASP semantics (see tests/test_chen_zou_heads.py).
 
     Cost: 1 head; QK width: the pairs' values + N + 2 on the key side.
 

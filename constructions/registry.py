@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from tracr.rasp import rasp
 
 from constructions.errors import ParameterError
 from constructions.model import CompiledModel
-from constructions.params import ParamSpec, freeze, resolve
+from constructions.params import ParamSpec, freeze
 
 #: Modules that register constructions.
 CATALOGUE = ("constructions.khop", "constructions.chen_zou", "constructions.retrieval")
@@ -78,13 +78,6 @@ class Construction:
     check: Optional[Callable[[Mapping[str, Any]], None]] = None
     exhaustive_in_all: bool = False
 
-    def resolve(self, given: Mapping[str, Any]) -> Dict[str, Any]:
-        """Defaults + given parameters, each checked; raises ParameterError."""
-        p = resolve(self.params, given, f"construction {self.name}")
-        if self.check is not None:
-            self.check(p)
-        return p
-
     def bound_values(self, p: Mapping[str, Any]) -> Dict[str, Optional[int]]:
         """Each bound at these parameters (None where the theorem gives none)."""
         return {k: (self.bounds[k].fn(p) if k in self.bounds else None) for k in BOUND_KEYS}
@@ -94,7 +87,12 @@ class Construction:
         return {k: b.kind for k, b in self.bounds.items()}
 
     def build(self, p: Mapping[str, Any]) -> CompiledModel:
-        """Compile (cached per parameter set)."""
+        """Compile at resolved parameters ``p`` (cached per parameter set).
+
+        ``p`` must come from :func:`verify.verifier.resolve_params` (defaults filled
+        in and checked, the task's parameters included); raw user input is not
+        checked here.
+        """
         return _build_cached(self.name, freeze(p))
 
 
@@ -139,14 +137,3 @@ def _build_cached(name: str, frozen: Tuple[Tuple[str, Any], ...]) -> CompiledMod
     model = c.builder(p)
     model.meta.update(construction=name, params=p, task=c.task)
     return model
-
-
-def shared_params(*specs: Sequence[ParamSpec], **overrides: Dict[str, Any]) -> Tuple[ParamSpec, ...]:
-    """Concatenate parameter specs; ``overrides[name]`` replaces fields of that spec."""
-    out = []
-    for group in specs:
-        for s in group:
-            if s.name in overrides:
-                s = dataclasses.replace(s, **overrides[s.name])
-            out.append(s)
-    return tuple(out)

@@ -62,11 +62,11 @@ def sc_dataset(sequences: int, n: int, vocab: int, classes: int, seed: int) -> T
                 if len(rows) == sequences:
                     break
         x = np.stack(list(rows.values()))
-    labels = rng.integers(0, classes, size=sequences)
+    labels = rng.integers(0, classes, size=sequences).astype(np.int64)
     x = x.astype(np.int64)
     for a in (x, labels):
-        a.setflags(write=False)
-    return x, labels.astype(np.int64)
+        a.setflags(write=False)  # cached: callers share these arrays
+    return x, labels
 
 
 

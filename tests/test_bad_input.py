@@ -12,6 +12,7 @@ import pytest
 from constructions import io, registry
 from constructions.errors import InputError, ParameterError
 from verify import cli, show
+from verify.verifier import resolve_params
 
 
 def run_cli(capsys, *args):
@@ -128,7 +129,7 @@ def test_api_bad_inputs(tmp_path):
         (lambda: model.run([[]]), InputError, "empty input"),
         (lambda: model.run([]), InputError, "no input sequences"),
         (lambda: model.run([[0] * 9]), InputError, "input of length 9 is longer than max_seq_len=8"),
-        (lambda: registry.get("khop_doubling").resolve({"k": -2}), ParameterError, "k must be >= 1, got -2"),
+        (lambda: resolve_params(registry.get("khop_doubling"), {"k": -2}), ParameterError, "k must be >= 1, got -2"),
         (lambda: io.save(model, str(tmp_path / "no" / "m.safetensors")), ParameterError, "does not exist"),
         (lambda: io.save(model, "/proc/m.safetensors"), ParameterError, "cannot write /proc/m.safetensors"),
         (lambda: show.for_construction("khop_doubling", {"k": 2, "n": 8, "vocab": 3}, "a q"), InputError,

@@ -69,22 +69,42 @@ def test_relu_match_adds_every_match_with_weight_one():
 
 
 def test_relu_match_on_set_valued_sops_is_set_equality():
-    # Each position's set of earlier equal positions, copied one step right, then matched.
-    parse = match([(rasp.tokens, rasp.tokens)], [POSITION], select="all", attention="relu", name="parse")[0]
-    copied = prev_token(parse, attention="relu", name="copied")
-    prog = match([(copied, copied)], [POSITION], where=lambda i, j: j < i, select="all", attention="relu")[0]
-    x = np.array([[0, 0, 1, 1, 2, 2]])
-    # copied: -, {1}, {1,2}, {3}, {3,4}, {5} -> no two equal sets among positions 2..6.
-    assert [sorted(v) for v in evaluate(prog, x[0])] == [[], [], [], [], [], []]
-    x = np.array([[0, 1, 2, 0, 1, 2]])
-    # copied: -, {1}, {2}, {3}, {1,4}, {2,5}: all distinct again; a repeat needs equal sets:
-    y = np.array([[0, 1, 1, 2, 2, 2]])
-    m = compile_program(prog, vocab=range(3), max_seq_len=6, attention="relu")
-    for inp in (x, y):
-        ev = evaluate(prog, inp[0])
-        logits = np.asarray(m.forward_ids(m.encode(inp)).logits)[0, 1:]
-        got = [{v for v, s in zip(m.output_values, row) if s > 0.5} for row in logits]
-        assert got == [set(e) for e in ev]
+    # S(i) = the positions among {1, 2} that hold x_i (set-valued: {}, {1}, {2} or {1, 2});
+    # then every earlier position j with S(j) == S(i) as sets (a subset is not a match).
+    S = match([(rasp.tokens, rasp.tokens)], [POSITION], where=lambda i, j: j <= 2, select="all",
+              attention="relu", name="S")[0]
+    prog = match([(S, S)], [POSITION], where=lambda i, j: j < i, select="all", attention="relu")[0]
+    m = compile_program(prog, vocab=range(3), max_seq_len=8, attention="relu")
+
+    def model_sets(inp):
+        logits = np.asarray(m.forward_ids(m.encode(inp)).logits)[:, 1:]
+        return [[{v for v, s in zip(m.output_values, row) if s > 0.5} for row in seq] for seq in logits]
+
+    # S = {1}, {1,2}, {}, {1,2}, {}, {}, {}, {1,2}: 2 does not match 1 ({1} is a subset of {1,2});
+    # 4 matches 2; 5 matches 3; 6 matches 3, 5; 7 matches 3, 5, 6; 8 matches 2, 4.
+    x = np.array([[0, 0, 1, 0, 2, 1, 2, 0]])
+    expected = [set(), set(), set(), {2}, {3}, {3, 5}, {3, 5, 6}, {2, 4}]
+    assert [set(v) for v in evaluate(prog, x[0])] == expected
+    assert model_sets(x)[0] == expected
+    r = RNG.integers(0, 3, (100, 8))
+    assert model_sets(r) == [[set(v) for v in evaluate(prog, row)] for row in r]
+
+
+def test_relu_match_reading_repeated_values_is_caught_by_the_verifier():
+    """A ReLU select="all" read adds the matched keys' one-hot reads: with repeated read values it is a
+    count vector, not the set the RASP semantics describe, and a later set-equality match goes wrong.
+    The verifier must report that (against the program's own semantics), never pass it."""
+    from verify import check_program
+
+    prev = prev_token(rasp.tokens, attention="relu", name="prev")
+    W = match([(rasp.tokens, rasp.tokens)], [prev], select="all", attention="relu", name="W")[0]
+    prog = match([(W, W)], [POSITION], select="all", attention="relu")[0]
+    # x = a b a b b: W(5) = {prev(2), prev(4), prev(5)} = {a, a, b} is the vector (2, 1), W(2) = {a} is (1, 0):
+    # 1 - |Q| - |K| + 2<Q, K> = 1 - 3 - 1 + 4 = 1 > 0, so position 5 "matches" 2 although {a, b} != {a}.
+    assert sorted(evaluate(prog, np.array([0, 1, 0, 1, 1]))[4]) == [5]
+    report = check_program(prog, vocab={0, 1, 2}, max_seq_len=6, attention="relu", causal=True, samples=200,
+                           hypothesis_examples=20)
+    assert not report["passed"] and report["counterexample"] is not None
 
 
 def test_memorise_is_exact_with_the_formula_head_count():

@@ -306,3 +306,11 @@ def test_strategies_generate_valid_inputs(task):
         assert last(task, p, [seq])[0] in task.target_values(p)
 
     prop()
+
+
+def test_cached_datasets_are_read_only():
+    """sc_dataset / tm_templates are cached and shared by the task and the construction: no caller may mutate them."""
+    from rasp_programs.chen_zou_data import sc_dataset, tm_templates
+
+    arrays = list(sc_dataset(5, 3, 3, 2, 0)) + [a for a in tm_templates(3, 4, 2, 4, 1, 0) if isinstance(a, np.ndarray)]
+    assert arrays and all(not a.flags.writeable for a in arrays)

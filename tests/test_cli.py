@@ -62,6 +62,7 @@ def test_verify_failure_exits_1_with_counterexample(tmp_path, capsys):
     (["verify", "khop_doubling", "-p", "k"], "KEY=VALUE"),
     (["verify", "no_such"], "unknown construction"),
     (["verify"], "NAME or --all"),
+    (["verify", "--all", "--exhaustive"], "--exhaustive cannot be combined with --all"),
     (["verify", "khop_doubling", "--json", "/nonexistent-dir/x.json"], "does not exist"),
     (["verify", "khop_doubling", "-p", "n=13", "--exhaustive"], "above the limit"),
     (["run", "khop_doubling", "-p", "n=5", "--input", "a b e"], "token 'e' at position 3"),

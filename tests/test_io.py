@@ -211,3 +211,33 @@ def test_user_program_round_trip(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["verify-saved", path])
     assert e.value.code == 2 and "holds no registered construction" in capsys.readouterr().err
+
+
+def test_a_lower_bound_survives_save_and_load(tmp_path):
+    """retrieval_doubling's bound is Mușat's lower bound: a reloaded file must still check measured >= bound."""
+    from verify import check_program
+
+    from verify.verifier import resolve_params
+
+    c = registry.get("retrieval_doubling")
+    model = c.build(resolve_params(c, {"d": 1, "distractors": 1}))
+    path = str(tmp_path / "r1.safetensors")
+    meta = io.save(model, path)
+    assert meta["bound_kinds"] == {"attn_layers": "lower"}
+    report = check_program(io.load(path), samples=50, hypothesis_examples=5)
+    check = report["bound_checks"]["attn_layers"]
+    # D = 1: floor(log2 1)+2 = 2 layers against the lower bound ceil(log_3 2) = 1
+    assert (check["measured"], check["bound"], check["kind"], check["ok"]) == (2, 1, "lower", True)
+    assert report["passed"]
+
+
+def test_a_users_bound_on_a_construction_is_an_upper_bound():
+    from verify import check_program
+
+    report = check_program("retrieval_doubling", params={"d": 1, "distractors": 1}, bound={"attn_layers": 5},
+                           samples=50, hypothesis_examples=5)
+    check = report["bound_checks"]["attn_layers"]
+    assert (check["measured"], check["bound"], check["kind"], check["ok"]) == (2, 5, "upper", True)
+    tight = check_program("retrieval_doubling", params={"d": 1, "distractors": 1}, bound={"attn_layers": 1},
+                          samples=50, hypothesis_examples=5)
+    assert tight["bound_checks"]["attn_layers"]["ok"] is False and not tight["passed"]

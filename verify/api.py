@@ -121,7 +121,7 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
                   samples: int = 1000, hypothesis_examples: int = 100, seed: int = 0,
                   params: Optional[Mapping[str, Any]] = None, causal: bool = False, compiler: str = "depthcraft",
                   mlp_exactness: int = 100, numerical: Optional[bool] = None, atol: float = 1e-3,
-                  name: Optional[str] = None) -> Dict[str, Any]:
+                  name: Optional[str] = None, attention: str = "softmax") -> Dict[str, Any]:
     """Verify a RASP program, a registered construction or a compiled model; return the report.
 
     Args:
@@ -138,7 +138,9 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
             for a construction, its task's reference.
         bound: ``{"attn_layers", "heads", "d_model"}`` upper bounds (missing or
             None = not bounded). Default: none for a program, the theorem's for a
-            construction. A bound holds when measured <= bound.
+            construction (with its kinds: a lower bound such as Mușat's holds when
+            measured >= bound), the recorded one for a loaded file. A bound given
+            here holds when measured <= bound.
         strategy: hypothesis strategy of one input (list of tokens). Default:
             :func:`verify.strategies.token_sequences` (program) or the task's.
         exhaustive: also check every input (every length 1..N for a program; length
@@ -155,6 +157,8 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
         compiler: ``"depthcraft"`` (:func:`constructions.compiler.compile_program`,
             ASAP schedule, hand-built heads) or ``"tracr"`` (tracr's own pipeline).
         mlp_exactness: tracr's MLP discretisation parameter (default 100, tracr's).
+        attention: attention kind of the hand-built heads when compiling a program
+            (``"softmax"`` or ``"relu"``; depthcraft compiler only).
         numerical: compare outputs as numbers within ``atol`` (default: when the
             program's output SOp is numerical).
         atol: absolute tolerance for numerical outputs.
@@ -188,7 +192,7 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
         report = _check_model(program, reference, strategy, user_bound, run, params or {}, name, numerical, atol, t0)
     elif isinstance(program, rasp.SOp):
         report = _check_rasp(program, vocab, max_seq_len, reference, strategy, user_bound, run, params or {},
-                             causal, compiler, mlp_exactness, numerical, atol, name, t0)
+                             causal, compiler, mlp_exactness, numerical, atol, name, t0, attention)
     else:
         raise ParameterError(f"program must be a RASP SOp, a construction name or a CompiledModel, "
                              f"got {type(program).__name__}")
@@ -224,7 +228,7 @@ def _flatten(groups: Sequence[np.ndarray]) -> List[List[Any]]:
 
 
 def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, params, causal, compiler,
-                mlp_exactness, numerical, atol, name, t0) -> Dict[str, Any]:
+                mlp_exactness, numerical, atol, name, t0, attention) -> Dict[str, Any]:
     if vocab is None or max_seq_len is None:
         raise ParameterError("a RASP program needs vocab (token values) and max_seq_len (longest input)")
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
@@ -237,9 +241,14 @@ def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, pa
     from verify.strategies import _vocab_list
 
     vocab = _vocab_list(vocab)
-    build = compile_program if compiler == "depthcraft" else compile_with_tracr
-    model = build(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
-                  mlp_exactness=mlp_exactness)
+    if compiler == "depthcraft":
+        model = compile_program(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
+                                mlp_exactness=mlp_exactness, attention=attention)
+    elif attention != "softmax":
+        raise ParameterError(f"attention={attention!r} needs compiler='depthcraft' (tracr's own pipeline is softmax)")
+    else:
+        model = compile_with_tracr(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
+                                   mlp_exactness=mlp_exactness)
     if reference is None:
         reference = rasp_reference(program, causal=bool(causal))
     if numerical is None:
@@ -256,9 +265,13 @@ def _check_model(model, reference, strategy, bound, run, params, name, numerical
     if cname and (reference is None or model.meta.get("params")):
         c = registry.get(cname)
         p = resolve_params(c, model.meta.get("params") or {})
-        return verify_model(model, _construction_task(c, p, reference, strategy), p,
-                            c.bound_values(p) if bound is None else bound, name=name or c.name, started=t0,
-                            extra={"source": c.source, "attention": model.arch.attention,
+        kinds = None  # a user's bound values are upper bounds
+        if bound is None and model.meta.get("saved_bound") is not None:  # a loaded file: the bound it records
+            bound, kinds = model.meta["saved_bound"], model.meta.get("saved_bound_kinds") or c.bound_kinds()
+        elif bound is None:
+            bound, kinds = c.bound_values(p), c.bound_kinds()
+        return verify_model(model, _construction_task(c, p, reference, strategy), p, bound, name=name or c.name,
+                            started=t0, bound_kinds=kinds, extra={"source": c.source, "attention": model.arch.attention,
                                    "causal": model.arch.causal}, **run)
     if reference is None:
         raise ParameterError("this model names no registered construction in its metadata: give a reference function")

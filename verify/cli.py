@@ -77,6 +77,9 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
         raise click.UsageError("give a construction NAME or --all (not both)")
     if run_all and params:
         raise click.UsageError("-p cannot be combined with --all (it uses each construction's defaults)")
+    if run_all and exhaustive:
+        raise click.UsageError("--exhaustive cannot be combined with --all (most defaults have far too many inputs; "
+                               "--all already checks every input where the input set is small)")
     for path in (json_path, md_path):
         if path:
             check_writable(path)

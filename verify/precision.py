@@ -66,6 +66,7 @@ def run_inputs(model, task, p, inputs: Sequence[np.ndarray], dtype: str = "float
         ParameterError: unknown dtype.
     """
     from verify.checks import check_batches
+    from verify.verifier import margins
 
     if dtype not in DTYPES:
         raise ParameterError(f"unknown dtype {dtype!r}; expected one of {list(DTYPES)}")
@@ -75,9 +76,9 @@ def run_inputs(model, task, p, inputs: Sequence[np.ndarray], dtype: str = "float
             res = check_batches(model, task, p, inputs, dtype, dtype=jdtype, mantissa_bits=mantissa_bits)
     else:
         res = check_batches(model, task, p, inputs, dtype, dtype=jdtype, mantissa_bits=mantissa_bits)
+    margin, _ = margins({"run": res}, model.meta.get("soft_attention_layers", ()))  # soft-by-design layers excluded
     return {"exact": res.exact, "inputs": res.inputs, "failed": res.failed,
-            "min_attention": min(res.attention) if res.attention else None,
-            "min_output_gap": res.output_gap}
+            "min_attention": margin["attention"], "min_output_gap": res.output_gap}
 
 
 def bits_needed(model, task, p, inputs, lo: int = MANTISSA_RANGE[0], hi: int = MANTISSA_RANGE[1]) -> Optional[int]:

@@ -59,8 +59,7 @@ def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     if not model.meta.get("construction"):
         raise ParameterError(f"{path} holds no registered construction; verify it in Python with "
                              f"verify.check_program(constructions.io.load(path), reference=...)")
-    saved = model.meta.get("saved_bound")
-    report = check_program(model, bound=saved, samples=samples, exhaustive=exhaustive, seed=seed,
+    report = check_program(model, samples=samples, exhaustive=exhaustive, seed=seed,
                            hypothesis_examples=hyp)
     report["loaded_from"] = path
     print_reports([report])

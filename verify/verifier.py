@@ -212,10 +212,11 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     if exhaustive:
         task.exhaustive(p)  # refuse a too-large input space before compiling
     model = c.build(p)
+    kinds = c.bound_kinds() if bound is None else None  # a user's bound values are upper bounds
     bound = c.bound_values(p) if bound is None else bound
     return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
-                        bound_kinds=c.bound_kinds(),
+                        bound_kinds=kinds,
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
 

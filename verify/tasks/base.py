@@ -44,9 +44,12 @@ class Task(abc.ABC):
 
     # ----------------------------------------------------------- parameters
     def resolve(self, given: Dict[str, Any]) -> Dict[str, Any]:
-        """Defaults + given values, checked (raises ParameterError)."""
-        p = resolve(self.params, {k: v for k, v in given.items() if k in {s.name for s in self.params}},
-                    f"task {self.name}")
+        """Defaults + given values, checked.
+
+        Raises:
+            ParameterError: an unknown key or a bad value (the message names both).
+        """
+        p = resolve(self.params, given, f"task {self.name}")
         self.check(p)
         return p
 
