@@ -147,7 +147,7 @@ def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
         inner = vs(expr.sop)
         if rasp.is_categorical(expr):
             return set(inner)
-        if not {int(x) for x in inner} <= {0, 1}:
+        if not set(inner) <= {0, 1}:  # exact: 0.5 is not a 0/1 value
             raise CompileError(f"numerical Aggregate {expr.label} can only average 0/1 values, got {sorted(inner)}")
         return {x / length for x in inner for length in range(1, n + 1)}
     raise CompileError(f"unsupported SOp {expr.label} ({type(expr).__name__})")

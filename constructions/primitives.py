@@ -711,19 +711,6 @@ def _match_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[List
     return out
 
 
-def attended_positions(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[int]:
-    """Model position each query position 1..n attends to (heads that select one key; 0 = BOS).
-
-    Raises:
-        CompileError: the head may attend several keys or none (a ReLU head): use
-            :func:`attended_keys`.
-    """
-    keys = attended_keys(head, ev, xs)
-    if head.attention != "softmax" or any(len(k) != 1 for k in keys):
-        raise CompileError(f"{head.label} may attend several keys or none: use attended_keys")
-    return [k[0] for k in keys]
-
-
 class Evaluator(rasp.DefaultRASPEvaluator):
     """tracr's RASP evaluator, memoised, extended with the hand-built heads' semantics.
 

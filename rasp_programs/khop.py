@@ -24,6 +24,7 @@ import math
 from tracr.rasp import rasp
 
 from constructions.errors import ParameterError
+from rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
 from constructions.primitives import (POSITION, Read, last_occurrence, last_occurrence_upto, pointer_lookup,
                                       prev_token)
 
@@ -105,7 +106,7 @@ def khop_doubling(k: int) -> rasp.SOp:
 
 def floor_layers(k: int) -> int:
     """Attention layers of :func:`khop_floor`: floor(log2 k) + 2 (Sanford et al. 2024, Thm 4.2 as stated)."""
-    return check_k(k).bit_length() + 1
+    return odd_doubling_layers(check_k(k))
 
 
 def khop_floor(k: int) -> rasp.SOp:
@@ -162,22 +163,19 @@ def khop_floor(k: int) -> rasp.SOp:
     p, tp = last_occurrence(rasp.tokens, prev, reads, name="last_occurrence")
     # R = None stands for F^0: the attended position itself (read POSITION / tokens there).
     r, tr = (p, tp) if k & 1 else (None, None)
-    for layer in range(3, layers + 1):
-        bit = (k >> (layer - 2)) & 1
-        last = layer == layers
-        hops = 2 ** (layer - 1) - 1
-        reads = [] if last else [Read(p, name=f"P{hops}"), Read(tp, name=f"tok_P{hops}")]
-        if bit:
-            r_hops = k & ((1 << (layer - 1)) - 1)
+    for step in odd_doubling_steps(k):
+        last = step.last
+        reads = [] if last else [Read(p, name=f"P{step.p_hops}"), Read(tp, name=f"tok_P{step.p_hops}")]
+        if step.bit:
             reads.append(Read(tr if tr is not None else rasp.tokens, bos_value=None if tr is not None else BOT,
-                              name=f"tok_R{r_hops}"))
+                              name=f"tok_R{step.r_hops}"))
             if not last:
-                reads.append(Read(r if r is not None else POSITION, name=f"R{r_hops}"))
-        outs = last_occurrence_upto(p, tp, prev, reads, name=f"search{layer}")
+                reads.append(Read(r if r is not None else POSITION, name=f"R{step.r_hops}"))
+        outs = last_occurrence_upto(p, tp, prev, reads, name=f"search{step.layer}")
         if last:
             return outs[-1]
         p, tp = outs[0], outs[1]
-        if bit:
+        if step.bit:
             tr, r = outs[2], outs[3]
     raise AssertionError("unreachable: the last layer returns")
 

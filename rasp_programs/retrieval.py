@@ -12,6 +12,7 @@ from tracr.rasp import rasp
 from constructions.errors import ParameterError
 from constructions.params import ParamSpec
 from constructions.primitives import Read, fact_lookup, prev_token
+from rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
 
 #: The "no value" output (no fact with that key).
 BOT = -1
@@ -66,7 +67,7 @@ def check_params(p) -> None:
 
 def retrieval_layers(d: int) -> int:
     """Attention layers of :func:`retrieval_doubling`: floor(log2 D) + 2."""
-    return check_d(d).bit_length() + 1
+    return odd_doubling_layers(check_d(d))
 
 
 def lower_bound_layers(d: int) -> int:
@@ -133,18 +134,16 @@ def retrieval_doubling(d: int) -> rasp.SOp:
         return lookup(rasp.tokens, [first], 2)[0]
     p = lookup(rasp.tokens, [first], 2)[0]
     r = p if d & 1 else None  # None: S_0, the token itself
-    for layer in range(3, layers + 1):
-        bit = (d >> (layer - 2)) & 1
-        last = layer == layers
-        reads = [] if last else [Read(p, name=f"S{2 ** (layer - 1) - 1}")]
-        if bit:
-            reads.append(Read(r, name=f"S{d & ((1 << (layer - 1)) - 1)}") if r is not None
-                         else Read(rasp.tokens, bos_value=BOT, name=f"S{1 << (layer - 2)}"))
-        outs = lookup(p, reads, layer)
-        if last:
+    for step in odd_doubling_steps(d):
+        reads = [] if step.last else [Read(p, name=f"S{step.p_hops}")]
+        if step.bit:
+            reads.append(Read(r, name=f"S{step.r_hops}") if r is not None
+                         else Read(rasp.tokens, bos_value=BOT, name=f"S{1 << (step.layer - 2)}"))
+        outs = lookup(p, reads, step.layer)
+        if step.last:
             return outs[-1]
         p = outs[0]
-        if bit:
+        if step.bit:
             r = outs[1]
     raise AssertionError("unreachable: the last layer returns")
 

@@ -140,3 +140,17 @@ def test_api_bad_inputs(tmp_path):
             call()
         assert message in str(e.value) and "\n" not in str(e.value)
     assert os.listdir(tmp_path) == []
+
+
+def test_numerical_aggregate_of_non_binary_values_is_refused():
+    """tracr's numerical Aggregate is exact only for 0/1 values; 0.5 must not slip through (int(0.5) == 0)."""
+    from tracr.rasp import rasp
+
+    from constructions.compiler import compile_program
+    from constructions.errors import CompileError
+
+    half = rasp.numerical(rasp.Map(lambda t: 0.5 if t == 1 else 0, rasp.tokens))
+    mean = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), half,
+                                         default=0))
+    with pytest.raises(CompileError, match=r"can only average 0/1 values, got \[0, 0.5\]"):
+        compile_program(mean, vocab=range(3), max_seq_len=4)

@@ -108,3 +108,23 @@ def test_search_head_arguments_checked():
                  reads=[Read(POSITION)], hardness=1.0, pointer=prev)
     with pytest.raises(CompileError, match="numerical"):
         last_occurrence_upto(rasp.numerical(rasp.Map(lambda t: t, rasp.tokens)), rasp.tokens, prev, [POSITION])
+
+
+def test_odd_doubling_schedule_reaches_every_hop_count():
+    """Layer l searches from R with the stored P = F^p: R -> F^(r+p+1), P -> F^(2p+1); m is reached exactly."""
+    import math
+
+    from rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
+
+    for m in range(1, 300):
+        assert odd_doubling_layers(m) == math.floor(math.log2(m)) + 2
+        p, r = 1, m & 1  # after layers 1-2: P = F^1, R = F^1 or F^0
+        steps = list(odd_doubling_steps(m))
+        assert len(steps) == odd_doubling_layers(m) - 2
+        for s in steps:
+            if s.bit:
+                r = r + p + 1
+                assert s.r_hops == r
+            p = 2 * p + 1
+            assert s.p_hops == p
+        assert r == m and (not steps or steps[-1].bit and steps[-1].last)

@@ -15,7 +15,7 @@ from rasp_programs.retrieval import lower_bound_layers, retrieval_doubling, retr
 from verify.cli import main
 from verify.structure import measure
 from verify.tasks import get_task
-from verify.tasks.retrieval import BOT, hop_targets, layout
+from verify.tasks.retrieval import BOT, follow, layout, num_symbols
 from verify.verifier import run_checks
 
 TASK = get_task("retrieval")
@@ -35,12 +35,12 @@ def test_reference_by_hand():
     out, scored = TASK.reference(p, np.array([EXAMPLE]))
     assert out[0, -1] == C
     assert scored[0].tolist() == [False] * 9 + [True]
-    assert hop_targets(p, np.array([EXAMPLE])).tolist() == [[B, C]]
+    assert follow(np.array([EXAMPLE]), p["d"], num_symbols(p)).tolist() == [[B, C]]
     # Query the distractor chain instead: x -> y -> z.
     other = EXAMPLE[:-1] + [X]
     assert TASK.reference(p, np.array([other]))[0][0, -1] == Z
     # A chain that breaks (query c: no fact has key c) gives ⊥.
-    assert hop_targets(p, np.array([EXAMPLE[:-1] + [C]])).tolist() == [[BOT, BOT]]
+    assert follow(np.array([EXAMPLE[:-1] + [C]]), p["d"], num_symbols(p)).tolist() == [[BOT, BOT]]
     assert TASK.format_tokens(p, EXAMPLE) == "e f a b d e b c ? a"
 
 

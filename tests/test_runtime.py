@@ -4,7 +4,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from tracr.compiler import compiling
-from tracr.rasp import rasp
 
 from constructions.compiler import compile_program, compile_with_tracr
 from constructions.model import BOS, PAD

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from typing import Any, Dict
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -20,8 +18,7 @@ from constructions.errors import ParameterError
 from constructions.params import parse_assignments
 from verify.crosscheck import sweep as sweep_mod
 from verify.crosscheck.presets import PRESET_NAMES, get_preset
-
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+from verify.report import console
 
 
 class _RichProgress(sweep_mod.Progress):

@@ -175,13 +175,3 @@ def get_preset(task: str, name: str) -> Preset:
         known = sorted(f"{t}:{n}" for t, n in _PRESETS)
         raise ParameterError(f"no preset {name!r} for task {task!r}; known presets: {', '.join(known)}")
     return _PRESETS[(task, name)]
-
-
-def register_preset(p: Preset) -> None:
-    """Add or replace a preset (for tasks added by other modules)."""
-    _add(p)
-
-
-def all_presets() -> Dict[Tuple[str, str], Preset]:
-    """Every preset, keyed by (task, name)."""
-    return dict(_PRESETS)

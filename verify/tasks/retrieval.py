@@ -20,7 +20,8 @@ value at 2f+2 (the *value slots* are the even positions); ``?`` at 2F+1 and
 x_D at 2F+2 = n, with F = D (c+1) facts.
 
 The paper's "implicit curriculum" variant asks at the query for every
-intermediate value x_{D-1}, ..., x_0: :func:`hop_targets`.
+intermediate value x_{D-1}, ..., x_0: the ``hops`` parameter h asks for the
+value h hops from x_D (:func:`follow` gives all of them at once).
 """
 
 from __future__ import annotations
@@ -93,12 +94,7 @@ def follow(tokens: np.ndarray, hops: int, num_syms: int) -> np.ndarray:
     return out
 
 
-__all__ = ["RetrievalTask", "layout", "follow", "hop_targets", "num_symbols", "query_token", "seq_len", "BOT"]
-
-
-def hop_targets(p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
-    """Implicit-curriculum targets at the query: [batch, D] = x_{D-1}, ..., x_0 (BOT if missing)."""
-    return follow(tokens, p["d"], num_symbols(p))
+__all__ = ["RetrievalTask", "layout", "follow", "num_symbols", "query_token", "seq_len", "BOT"]
 
 
 class RetrievalTask(Task):

@@ -2,7 +2,7 @@
 
 This is the project's formalisation of the paper's description (the paper's full text
 was not available). K distinct templates of length n (equality patterns over
-wildcards, see :mod:`~verify.tasks.chen_zou.templates`), each with a fixed label in
+wildcards, see :mod:`rasp_programs.templates`), each with a fixed label in
 0..C-1, both drawn from ``seed`` (templates uniformly among the patterns with at most
 V - held_out wildcards, labels balanced). Instance: an injective substitution of the
 template's wildcards by content tokens, then ``CLS``; target at ``CLS``: the
@@ -18,7 +18,7 @@ Token layout (integers): content 0..V-1, ``CLS`` = V, label c is token V+1+c.
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import Tuple
 
 import numpy as np
 from hypothesis import strategies as st
@@ -60,9 +60,6 @@ class TMTask(ClsTask):
         """(patterns [K, n], labels [K]); see :func:`tm_templates`."""
         return tm_templates(p["n"], p["templates"], p["classes"], p["vocab"], p["held_out"], p["seed"])
 
-    def held_out_tokens(self, p) -> List[int]:
-        return list(range(p["vocab"] - p["held_out"], p["vocab"]))
-
     def instances(self, p, template_ids: np.ndarray, substitutions: np.ndarray) -> np.ndarray:
         """Inputs from template indices [b] and substitutions [b, >= wildcards]: [b, n+1] with CLS."""
         pats, _ = self.templates(p)
@@ -92,7 +89,7 @@ class TMTask(ClsTask):
         else:
             subs = tpl.random_injective(rng, batch, k, range(p["vocab"]))
             if p["split"] == "test":
-                held = p["vocab"] - p["held_out"]
+                held = p["vocab"] - p["held_out"]  # tokens held..V-1 are the held-out ones
                 if p["held_out"] == 0:
                     raise ParameterError("split=test needs held_out >= 1")
                 w = tpl.num_wildcards(pats[ids])
