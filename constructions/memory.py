@@ -132,7 +132,20 @@ def solve(spec: MemorySpec, attention: str, res: np.ndarray, targets: np.ndarray
 
 
 def build_memory(head: HeadSpec, space_of, outputs, max_seq_len: int, bos_dir) -> transformers.MultiAttentionHead:
-    """The CRAFT heads of a memorise head: random QK tables, least-squares OV into the label space."""
+    """The CRAFT heads of a memorise head: random QK tables, least-squares OV into the label space.
+
+    Args:
+        head: the ``memorise`` HeadSpec (examples, labels, attention kind, heads, seed).
+        space_of: maps an SOp to its residual subspace (tracr bases).
+        outputs: the HeadRead SOps of the head (its label read).
+        max_seq_len: N, longest input.
+        bos_dir: the residual direction of the BOS token.
+    Returns:
+        A tracr ``MultiAttentionHead`` with H heads (the fewest that interpolate, see :func:`solve`, or forced).
+    Raises:
+        CompileError: examples longer than N, conflicting labels, no head count up to
+            the limit interpolates the examples, or the label read is unused.
+    """
     spec: MemorySpec = head.spec
     if spec.length > max_seq_len:
         raise CompileError(f"{head.label}: examples of length {spec.length} exceed max_seq_len={max_seq_len}")

@@ -284,6 +284,8 @@ def prev_token(reads: Union[ReadLike, Sequence[ReadLike]], *, hardness: float = 
         attention: ``"softmax"`` or ``"relu"``.
     Returns:
         HeadRead SOp(s): value at i is the read at i-1; at position 1 the BOS value.
+    Raises:
+        CompileError: no read, a numerical read, hardness <= 0 or an unknown attention kind.
     """
     single = not isinstance(reads, (list, tuple))
     outs = _make("prev_token", [reads] if single else reads, query=None, key=None, predicate=None,
@@ -316,6 +318,8 @@ def last_occurrence(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *
         name: head name.
     Returns:
         One HeadRead SOp per read.
+    Raises:
+        CompileError: numerical query/key SOps, no read or a numerical read, hardness <= 0.
     """
     return _make("last_occurrence", reads, query=query, key=key, predicate=predicate,
                  hardness=hardness, name=name)
@@ -341,6 +345,8 @@ def pointer_lookup(pointer: rasp.SOp, reads: Sequence[ReadLike], *, hardness: fl
         name: head name.
     Returns:
         One HeadRead SOp per read.
+    Raises:
+        CompileError: a numerical pointer, no read or a numerical read, hardness <= 0.
     """
     return _make("pointer_lookup", reads, query=pointer, key=None, predicate=None,
                  hardness=hardness, name=name)
@@ -514,6 +520,8 @@ def position_map(target: Callable[[int], Optional[int]], reads: Union[ReadLike, 
         name: head name.
     Returns:
         HeadRead SOp(s): the reads at target(i) (None / the BOS value when there is none).
+    Raises:
+        CompileError: no read, a numerical read, hardness <= 0 or an unknown attention kind.
     """
     single = not isinstance(reads, (list, tuple))
     outs = _make("position_map", [reads] if single else reads, query=None, key=None, predicate=None,

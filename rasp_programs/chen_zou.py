@@ -61,6 +61,10 @@ def sc_memorize(examples: Sequence[Sequence[int]], labels: Sequence[Any], *, att
         seed: seeds the QK tables.
     Returns:
         Categorical SOp, the label at CLS (None elsewhere).
+    Raises:
+        ParameterError: unknown attention kind.
+        CompileError: (at compile time) conflicting labels, or no head count
+            interpolates the dataset (ReLU: M > 1 + n(V - 1) or dependent encodings).
     """
     return memorise([rasp.tokens], examples, labels, attention=_check_attention(attention), heads=heads,
                     seed=seed, name="memorise")
@@ -85,6 +89,8 @@ def icqa_copy_match(*, attention: str = "softmax") -> rasp.SOp:
         attention: ``"softmax"`` or ``"relu"``.
     Returns:
         Categorical SOp (set-valued for ReLU), the answer at the query position.
+    Raises:
+        ParameterError: unknown attention kind.
     """
     _check_attention(attention)
     copied = prev_token(rasp.tokens, name="copy", attention=attention)
@@ -103,6 +109,14 @@ def parse(*, where: Optional[Callable[[int, int], bool]] = None, fn: Optional[Ca
     pattern up to renaming. ReLU: the set {j <= i in the window : x_j = x_i} (``select=
     "all"``), the row of the equality relation. ``fn`` maps the position read (e.g. to
     an offset in a block). One head, one layer.
+
+    Args:
+        where: candidate window ``where(i, j)`` on model positions (None: every j <= i).
+        fn: maps the position read (None: the model position itself).
+        attention: ``"softmax"`` or ``"relu"``.
+        name: name of the head and of its read.
+    Returns:
+        Categorical SOp (softmax: a position) or set-valued SOp (ReLU: a set of positions).
     """
     select = "first" if attention == "softmax" else "all"
     return match([(rasp.tokens, rasp.tokens)], [Read(POSITION, fn=fn, name=name)], where=where, select=select,
@@ -131,6 +145,12 @@ def tm_parse_map(examples: Sequence[Sequence[int]], labels: Sequence[Any], *, at
         attention: ``"softmax"`` or ``"relu"``.
         heads: force H_map (default: the fewest that interpolate).
         seed: seeds the map's QK tables.
+    Returns:
+        Categorical SOp, the template's label at CLS.
+    Raises:
+        ParameterError: unknown attention kind.
+        CompileError: (at compile time) two templates with one parsed pattern but
+            different labels, or no head count interpolates them.
     """
     pattern = parse(attention=_check_attention(attention))
     return memorise([pattern], examples, labels, attention=attention, heads=heads, seed=seed, name="map")
@@ -160,6 +180,10 @@ def ictm_parse_copy_match(n: int, *, attention: str = "softmax") -> rasp.SOp:
     Args:
         n: template length.
         attention: ``"softmax"`` or ``"relu"``.
+    Returns:
+        Categorical SOp (set-valued for ReLU), the query's label at its last position.
+    Raises:
+        ParameterError: unknown attention kind, or n < 1.
     """
     _check_attention(attention)
     if n < 1:

@@ -167,8 +167,16 @@ def hypothesis_check(model: CompiledModel, task: Task, p: Dict[str, Any], max_ex
                      seed: int = 0) -> CheckResult:
     """Property test with hypothesis over the task's strategy; a failure is shrunk by hypothesis.
 
+    Args:
+        model: the compiled weights.
+        task: its ``strategy(p)`` draws one input (a token list) and ``reference`` labels it.
+        p: resolved task parameters.
+        max_examples: hypothesis examples to draw.
+        seed: hypothesis seed (reproducible runs).
     Returns:
         CheckResult; on failure its counterexample is hypothesis's minimal example.
+    Raises:
+        Exceptions other than a mismatch (e.g. a reference that raises) propagate.
     """
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hyp_seed

@@ -143,6 +143,23 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     stays inside its strategy's families, e.g. fixed-length inputs);
     ``shrink=False`` keeps the inputs as found. ``bound_kinds`` marks bounds as
     ``upper`` (default) or ``lower`` (see :func:`bound_check`).
+
+    Args:
+        model: the compiled weights to check.
+        task: reference, samplers, edge cases and strategy of the inputs.
+        p: resolved task parameters.
+        bound: ``{"attn_layers", "heads", "d_model"}`` -> int or None (not bounded).
+        name: the report's ``construction`` field.
+        samples: random inputs ([samples, n] int tokens from ``task.sample``); 0 skips.
+        exhaustive: also check every input of length n.
+        seed: seeds the random inputs and hypothesis.
+        hypothesis_examples: hypothesis examples; 0 skips.
+        started: ``time.perf_counter()`` at the start, so ``seconds`` includes compiling.
+        extra: more report fields (source, attention, ...).
+    Returns:
+        The JSON-serialisable report (SPEC §6 keys, plus bound_checks, ablation, warnings).
+    Raises:
+        ParameterError: the exhaustive input set is too large for the task.
     """
     t0 = time.perf_counter() if started is None else started
     structure = measure(model)
