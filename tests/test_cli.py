@@ -25,6 +25,16 @@ def test_list_json(capsys):
     assert "khop_rasp" in rows
 
 
+def test_list_name_shows_every_parameter(capsys):
+    code, out, _ = run_cli(["list", "retrieval_doubling", "--json"], capsys)
+    assert code == 0
+    (row,) = json.loads(out)
+    # the construction's own parameters and its task's (retrieval: d, distractors, symbols, hops)
+    assert row["params"] == {"d": 4, "distractors": 2, "symbols": 0, "hops": 0}
+    code, out, _ = run_cli(["list", "khop_doubling"], capsys)
+    assert code == 0 and "distribution" in out and "1..1024" in out
+
+
 def test_verify_json_report_keys(tmp_path, capsys):
     path = tmp_path / "out.json"
     code, out, _ = run_cli(["verify", "khop_doubling", "-p", "k=5", "-p", "n=16", "-p", "vocab=3",

@@ -91,7 +91,7 @@ def test_study_summary_and_cli(tmp_path, capsys):
     (["--over", "n=4-2"], "must go up"),
     (["--over", "n=0"], "n=0 is below the minimum"),
     (["-p", "n=8"], "both fixed"),
-    (["--out", "/nonexistent/dir"], "does not exist"),
+    (["--out", "/dev/null/dir"], "cannot create the directory"),
 ])
 def test_cli_bad_input_exits_2(argv, message, capsys):
     with pytest.raises(SystemExit) as e:

@@ -31,18 +31,42 @@ def cli() -> None:
 
 
 @cli.command("list")
+@click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def list_cmd(as_json: bool) -> None:
-    """List every construction with its task, source and bound formulas."""
+def list_cmd(name: Optional[str], as_json: bool) -> None:
+    """List every construction with its task, source and bound formulas; with NAME, its parameters."""
+    from verify.verifier import param_specs
+
+    chosen = [registry.get(name)] if name else registry.all_constructions()
     rows = []
-    for c in registry.all_constructions():
+    for c in chosen:
         rows.append({"name": c.name, "task": c.task, "source": c.source, "attention": c.attention,
                      "causal": c.causal, "bounds": {k: b.text for k, b in c.bounds.items()},
-                     "params": {s.name: s.default for s in c.params}, "summary": c.summary, "notes": c.notes})
+                     "params": {s.name: s.default for s in param_specs(c)}, "summary": c.summary, "notes": c.notes})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    t = Table(title="depthcraft constructions")
+    if name:
+        c, r = chosen[0], rows[0]
+        console.print(f"[bold]{c.name}[/bold] (task {c.task}): {c.summary}\nsource: {c.source}")
+        for key, text in r["bounds"].items():
+            console.print(f"bound {key}: {text}")
+        if c.notes:
+            console.print(f"notes: {c.notes}")
+        t = Table(title=f"parameters of {c.name} (-p KEY=VALUE)")
+        for col in ("name", "type", "default", "allowed", "meaning"):
+            t.add_column(col)
+        for s in param_specs(c):
+            if s.choices:
+                allowed = ", ".join(map(str, s.choices))
+            elif s.minimum is None and s.maximum is None:
+                allowed = "any"
+            else:
+                allowed = "..".join("" if v is None else f"{v:g}" for v in (s.minimum, s.maximum))
+            t.add_row(s.name, s.type.__name__, str(s.default), allowed, s.help)
+        console.print(t)
+        return
+    t = Table(title="depthcraft constructions (depthcraft list NAME: its parameters)")
     for col in ("name", "task", "L bound", "H bound", "d_model bound", "attention", "source"):
         t.add_column(col)
     for r in rows:

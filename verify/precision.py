@@ -315,8 +315,10 @@ def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> N
 
     json_path = png_path = None
     if out_dir:
-        if not os.path.isdir(out_dir):
-            raise ParameterError(f"--out {out_dir}: directory does not exist")
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError as e:
+            raise ParameterError(f"--out {out_dir}: cannot create the directory ({e.strerror or e})") from None
         json_path = os.path.join(out_dir, f"precision_{name}.json")
         png_path = os.path.join(out_dir, f"precision_{name}.png")
         check_writable(json_path)

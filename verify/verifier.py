@@ -21,7 +21,7 @@ import numpy as np
 from constructions import registry
 from constructions.errors import ParameterError
 from constructions.model import CompiledModel
-from constructions.params import resolve
+from constructions.params import ParamSpec, resolve
 from verify.ablation import ablate, ablation_inputs
 from verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
 from verify.shrink import shrink as shrink_counterexample
@@ -43,14 +43,17 @@ def resolve_params(construction: registry.Construction, given: Mapping[str, Any]
     Raises:
         ParameterError: unknown key or invalid value (message names both).
     """
-    task = get_task(construction.task)
-    own = {s.name for s in construction.params}
-    specs = tuple(construction.params) + tuple(s for s in task.params if s.name not in own)
-    p = resolve(specs, given, f"construction {construction.name}")
+    p = resolve(param_specs(construction), given, f"construction {construction.name}")
     if construction.check is not None:
         construction.check(p)
-    task.check(p)
+    get_task(construction.task).check(p)
     return p
+
+
+def param_specs(construction: registry.Construction) -> Tuple[ParamSpec, ...]:
+    """Every parameter of a construction: its own, then its task's (a construction's spec wins)."""
+    own = {s.name for s in construction.params}
+    return tuple(construction.params) + tuple(s for s in get_task(construction.task).params if s.name not in own)
 
 
 def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],

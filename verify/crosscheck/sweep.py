@@ -200,7 +200,7 @@ def construction_info(name: Optional[str], condition: Dict[str, Any], compile_mo
     returned info carries the reason in ``note``.
     """
     from verify.structure import measure
-    from verify.verifier import resolve_params
+    from verify.verifier import param_specs, resolve_params
 
     if name is None:
         return ConstructionInfo(None, note="no construction given")
@@ -209,7 +209,7 @@ def construction_info(name: Optional[str], condition: Dict[str, Any], compile_mo
     except ParameterError as e:
         return ConstructionInfo(name, note=str(e))
     try:
-        own = {s.name for s in c.params} | {s.name for s in get_task(c.task).params}
+        own = {s.name for s in param_specs(c)}
         p = resolve_params(c, {k: v for k, v in condition.items() if k in own})
     except DepthcraftError as e:
         return ConstructionInfo(name, note=f"not defined here: {e}")
