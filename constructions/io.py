@@ -35,7 +35,7 @@ from constructions.model import CompiledModel
 from constructions.runtime import Arch, SublayerSpec
 
 FORMAT = "depthcraft-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the SHA-256 covers the metadata too (1: the weights only)
 _META_KEY = "depthcraft"
 
 
@@ -45,17 +45,25 @@ _META_KEY = "depthcraft"
 
 
 def check_writable(path: str) -> None:
-    """Raise ParameterError unless ``path`` can be created or replaced.
+    """Raise ParameterError unless ``path`` can be created or replaced by a regular file.
 
-    Checks that the directory exists, that ``path`` is not a directory, the
-    permissions, and finally creates and removes a probe file in the directory.
+    Checks that the path is not empty and does not name a directory (``out/``),
+    that the directory exists, that an existing target is a regular file (a
+    symlink is followed to its target; a device or FIFO is refused, since the
+    atomic rename would replace it), the permissions, and finally creates and
+    removes a probe file in the directory.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ParameterError(f"cannot write {path}: directory {directory} does not exist")
-    if os.path.isdir(path):
+    if not isinstance(path, str) or not path.strip():
+        raise ParameterError(f"cannot write {path!r}: empty path")
+    if path.endswith(os.sep) or os.path.isdir(path):
         raise ParameterError(f"cannot write {path}: it is a directory")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+    real = os.path.realpath(path)
+    directory = os.path.dirname(real)
+    if not os.path.isdir(directory):
+        raise ParameterError(f"cannot write {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
+    if os.path.exists(real) and not os.path.isfile(real):
+        raise ParameterError(f"cannot write {path}: not a regular file (a device, FIFO or socket)")
+    if not os.access(directory, os.W_OK) or (os.path.exists(real) and not os.access(real, os.W_OK)):
         raise ParameterError(f"cannot write {path}: permission denied")
     try:  # the only reliable test (root ignores permissions; read-only or virtual file systems)
         fd, probe = tempfile.mkstemp(prefix=".depthcraft-probe-", dir=directory)
@@ -85,7 +93,8 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
             write fails (disk full, read-only file system: the OS reason is named).
     """
     check_writable(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    target = os.path.realpath(path)  # a symlink is written through, not replaced
+    directory = os.path.dirname(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".depthcraft-", suffix=suffix or ".tmp", dir=directory)
     except OSError as e:
@@ -95,8 +104,8 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
+        os.chmod(tmp, _mode_for(target))
+        os.replace(tmp, target)
     except OSError as e:
         _remove(tmp)
         raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
@@ -153,8 +162,11 @@ def _unflatten(skeleton: Any, tensors: Mapping[str, np.ndarray], path: str) -> A
     return tensors[skeleton]
 
 
-def _digest(tensors: Mapping[str, np.ndarray]) -> str:
+def _digest(tensors: Mapping[str, np.ndarray], meta: Optional[Mapping[str, Any]] = None) -> str:
+    """SHA-256 of the tensors and (format 2) of the metadata except its ``sha256`` entry."""
     h = hashlib.sha256()
+    if meta is not None:
+        h.update(json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode())
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
@@ -271,7 +283,7 @@ def save(model: CompiledModel, path: str, *, bound: Optional[Mapping[str, Option
     skeleton = _flatten(model.params, "", tensors)
     meta = metadata(model, bound)
     meta["tree"] = skeleton
-    meta["sha256"] = _digest(tensors)
+    meta["sha256"] = _digest(tensors, meta)
     blob = st_save(tensors, metadata={"format": FORMAT, _META_KEY: json.dumps(meta)})
 
     def write(tmp: str) -> None:
@@ -313,6 +325,9 @@ def _open(path: str, with_tensors: bool = False) -> Tuple[Dict[str, Any], Dict[s
         meta = json.loads(header[_META_KEY])
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: the depthcraft metadata is not valid JSON (corrupt file?): {e}") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: the depthcraft metadata is a JSON {type(meta).__name__}, not an object "
+                         f"(corrupt or edited file)")
     version = meta.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
         raise InputError(f"{path}: model format version {version!r} is not supported "
@@ -370,8 +385,9 @@ def load(path: str, *, construction: Optional[str] = None,
     """
     meta, tensors = _open(path, with_tensors=True)
     try:
-        if _digest(tensors) != meta["sha256"]:
-            raise InputError(f"{path}: the weights do not match their SHA-256 checksum; the file is corrupt")
+        if _digest(tensors, meta if meta["format_version"] >= 2 else None) != meta["sha256"]:
+            raise InputError(f"{path}: the weights and metadata do not match their SHA-256 checksum; "
+                             f"the file is corrupt or was edited")
         params_tree = _unflatten(meta["tree"], tensors, path)
         arch = _arch_from_json(meta["arch"])
         _check_shapes(path, meta, params_tree, arch)

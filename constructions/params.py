@@ -6,6 +6,8 @@ import dataclasses
 import itertools
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+
 from constructions.errors import ParameterError
 
 
@@ -32,6 +34,8 @@ class ParamSpec:
 
     def parse(self, raw: Any) -> Any:
         """Convert and check one value; raises ParameterError naming the value and the rule."""
+        if isinstance(raw, np.generic):  # numpy scalars (np.int64(3), np.float32(0.5)) are plain values
+            raw = raw.item()
         value = raw
         if isinstance(raw, str) and self.type is not str:
             try:
@@ -94,6 +98,18 @@ def parse_assignments(items: Iterable[str]) -> Dict[str, str]:
 
 #: Largest parameter grid a sweep accepts.
 MAX_POINTS = 1000
+
+# Limits of the command-line options, so that an absurd value is a one-line error, not an hour-long
+# run or an out-of-memory kill.
+MAX_SEED = 2**32 - 1  #: numpy seeds are 32-bit here
+MAX_SAMPLES = 10_000_000  #: random inputs per check
+MAX_DEPTH = 64  #: attention layers of a trained model
+MAX_HEADS = 64
+MAX_WIDTH = 4096
+MAX_STEPS = 10_000_000
+MAX_BATCH = 65_536
+MAX_SEEDS = 100
+MAX_EVAL = 1_000_000
 
 
 def parse_values(key: str, text: str) -> List[str]:

@@ -160,10 +160,14 @@ def test_construction_with_user_bound():
     (dict(vocab=None), "needs vocab"),
     (dict(compiler="gcc"), "compiler='gcc'"),
     (dict(reference=42), "reference must be a function"),
-    (dict(samples=-1), "samples must be a non-negative integer, got -1"),
-    (dict(hypothesis_examples=2.5), "hypothesis_examples must be a non-negative integer, got 2.5"),
+    (dict(samples=-1), "samples must be an integer in 0..10000000, got -1"),
+    (dict(samples=10**20), "samples must be an integer in 0..10000000"),
+    (dict(hypothesis_examples=2.5), "hypothesis_examples must be an integer in 0..10000000, got 2.5"),
     (dict(strategy=[1, 2]), "strategy must be a hypothesis strategy"),
     (dict(seed="x"), "seed must be an integer"),
+    (dict(seed=-1), "seed must be an integer in 0..4294967295, got -1"),
+    (dict(mlp_exactness=0), "mlp_exactness must be an integer >= 1, got 0"),
+    (dict(atol="x"), "atol must be a number >= 0"),
 ])
 def test_bad_arguments_raise_parameter_error(kwargs, message):
     args = dict(vocab=[0, 1], max_seq_len=4, samples=8, hypothesis_examples=0)

@@ -52,6 +52,15 @@ K2 = ("-p", "k=2", "-p", "n=8", "-p", "vocab=3")
     (("show", "nope", "--input", "a"), ["unknown construction 'nope'"]),
     (("save", "khop_doubling", "-p", "k=0", "-o", "x.safetensors"), ["k must be >= 1, got 0"]),
     (("verify-saved", "/nonexistent/m.safetensors"), ["cannot read /nonexistent/m.safetensors: no such file"]),
+    (("verify", "khop_doubling", "--seed", "-1"), ["--seed", "-1"]),
+    (("verify", "khop_doubling", "--samples", "99999999999999999999"), ["--samples"]),
+    (("precision", "khop_constant_width", "--seed", "-1"), ["--seed"]),
+    (("verify", "khop_doubling", "--json", ""), ["empty path"]),
+    (("save", "khop_doubling", "-o", ""), ["empty path"]),
+    (("verify", "khop_doubling", "--markdown", "out.md/"), ["cannot write out.md/: it is a directory"]),
+    (("train", "khop", "--steps", "5", "--construction", "nosuch"), ["unknown construction 'nosuch'"]),
+    (("train", "khop", "--steps", "5", "--depths", "1-100000"), ["depth 100000 is above the limit 64"]),
+    (("train", "khop", "--steps", "5", "--width", "100000000"), ["--width"]),
 ])
 def test_cli_bad_input(capsys, args, fragments):
     code, out, err = run_cli(capsys, *args)
@@ -69,6 +78,42 @@ def test_cli_unwritable_output_paths(capsys, tmp_path, option):
         assert_one_line_error(code, err, fragment)
         assert out == ""  # refused before any work is done or printed
     assert os.listdir(tmp_path) == []
+
+
+def test_outputs_that_are_inputs_or_twice_the_same_or_special_files(capsys, tmp_path):
+    model = str(tmp_path / "m.safetensors")
+    code, _, _ = run_cli(capsys, "save", "khop_doubling", *K2, "-o", model)
+    assert code == 0
+    before = open(model, "rb").read()
+    code, out, err = run_cli(capsys, "verify-saved", model, "--json", model)
+    assert_one_line_error(code, err, "it is an input of this command")
+    assert open(model, "rb").read() == before  # the model is untouched
+    same = str(tmp_path / "r.out")
+    code, out, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--json", same, "--markdown", same)
+    assert_one_line_error(code, err, "names the same file")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, out, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--json", str(fifo))
+    assert_one_line_error(code, err, "not a regular file")
+    assert sorted(os.listdir(tmp_path)) == ["m.safetensors", "pipe"]
+
+
+def test_a_symlinked_output_is_written_through(tmp_path):
+    from verify.outputs import write_text_atomic
+
+    target = tmp_path / "target.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_text_atomic(str(link), "new")
+    assert link.is_symlink() and target.read_text() == "new"
+
+
+def test_show_prefers_a_construction_over_a_file_of_that_name(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "khop_doubling").write_text("not a model")
+    code, out, _ = run_cli(capsys, "show", "khop_doubling", *K2, "--input", "a\tb\nc")  # tabs/newlines separate
+    assert code == 0 and "layer 1" in out
 
 
 def test_cli_bad_saved_files(capsys, tmp_path):

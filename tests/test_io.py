@@ -109,8 +109,8 @@ def test_corrupt_truncated_and_foreign_files(saved, tmp_path):
         io.load(str(foreign))
 
 
-def _rewrite(saved, dst, edit):
-    """Rewrite a saved model with edited metadata (valid safetensors, valid checksum)."""
+def _rewrite(saved, dst, edit, checksum=True):
+    """Rewrite a saved model with edited metadata (valid safetensors; a recomputed checksum unless told not to)."""
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
@@ -119,8 +119,29 @@ def _rewrite(saved, dst, edit):
         tensors = {k: f.get_tensor(k) for k in f.keys()}
     meta = json.loads(header["depthcraft"])
     edit(meta, tensors)
+    if checksum:  # a crafted file: the checksum cannot catch it, the consistency checks must
+        meta["sha256"] = io._digest(tensors, meta)
     save_file(tensors, str(dst), metadata={"format": header["format"], "depthcraft": json.dumps(meta)})
     return str(dst)
+
+
+def test_edited_metadata_is_refused(saved, tmp_path):
+    """The checksum covers the metadata: an edited bound or construction name cannot pass as the original."""
+    def other_construction(meta, tensors):
+        meta["construction"] = "khop_floor"
+
+    def looser_bound(meta, tensors):
+        meta["bound"]["attn_layers"] = 99
+
+    for i, edit in enumerate((other_construction, looser_bound)):
+        with pytest.raises(InputError, match="do not match their SHA-256 checksum; the file is corrupt or was edited"):
+            io.load(_rewrite(saved, tmp_path / f"e{i}.safetensors", edit, checksum=False))
+    from safetensors.numpy import save_file
+
+    listed = tmp_path / "list.safetensors"
+    save_file({"w": np.zeros(2, np.float32)}, str(listed), metadata={"format": io.FORMAT, "depthcraft": "[1, 2]"})
+    with pytest.raises(InputError, match="metadata is a JSON list, not an object"):
+        io.load(str(listed))
 
 
 def test_mismatched_metadata_and_versions(saved, tmp_path):
@@ -139,7 +160,7 @@ def test_mismatched_metadata_and_versions(saved, tmp_path):
     def future(meta, tensors):
         meta["format_version"] = io.FORMAT_VERSION + 1
 
-    with pytest.raises(InputError, match="format version 2 is not supported"):
+    with pytest.raises(InputError, match=f"format version {io.FORMAT_VERSION + 1} is not supported"):
         io.load(_rewrite(saved, tmp_path / "c.safetensors", future))
 
     def no_arch(meta, tensors):

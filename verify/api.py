@@ -30,6 +30,7 @@ from constructions import registry
 from constructions.compiler import compile_program, compile_with_tracr
 from constructions.errors import ParameterError
 from constructions.model import CompiledModel
+from constructions.params import MAX_SAMPLES, MAX_SEED
 from verify.tasks.program import ANY, ProgramTask, RaisedError, token_array
 
 #: Longest max_seq_len the API compiles (compile time and width grow with it).
@@ -81,8 +82,8 @@ def check_bound(bound: Optional[Mapping[str, Any]]) -> Dict[str, Optional[int]]:
 
 
 def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ParameterError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_SAMPLES:
+        raise ParameterError(f"{name} must be an integer in 0..{MAX_SAMPLES}, got {value!r}")
     return int(value)
 
 
@@ -174,8 +175,12 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
     t0 = time.perf_counter()
     samples = _count("samples", samples)
     hypothesis_examples = _count("hypothesis_examples", hypothesis_examples)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ParameterError(f"seed must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise ParameterError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}")
+    if isinstance(mlp_exactness, bool) or not isinstance(mlp_exactness, (int, np.integer)) or mlp_exactness < 1:
+        raise ParameterError(f"mlp_exactness must be an integer >= 1, got {mlp_exactness!r}")
+    if isinstance(atol, bool) or not isinstance(atol, (int, float, np.floating)) or not atol >= 0:
+        raise ParameterError(f"atol must be a number >= 0, got {atol!r}")
     _check_strategy(strategy)
     if reference is not None and not callable(reference):
         raise ParameterError(f"reference must be a function (list of tokens -> list of outputs) or None, "

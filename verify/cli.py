@@ -17,9 +17,8 @@ from rich.table import Table
 
 from constructions import registry
 from constructions.errors import DepthcraftError
-from constructions.io import check_writable
-from constructions.params import expand_sweeps, parse_assignments
-from verify.outputs import write_json_atomic, write_text_atomic
+from constructions.params import MAX_SAMPLES, MAX_SEED, expand_sweeps, parse_assignments
+from verify.outputs import check_outputs, write_json_atomic, write_text_atomic
 from verify.report import console, markdown_table, print_reports
 
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -83,12 +82,12 @@ def list_cmd(name: Optional[str], as_json: bool) -> None:
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Parameter, e.g. -p k=8; a sweep: -p k=1..16, -p k=1-16 or -p n=16,128,1024 "
                    "(one report per combination).")
-@click.option("--samples", type=click.IntRange(min=0), default=None,
+@click.option("--samples", type=click.IntRange(0, MAX_SAMPLES), default=None,
               help="Random inputs per check (default 1000; 500 with --all).")
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n (small n and vocab only).")
 @click.option("--hypothesis", "hyp", type=click.IntRange(min=0), default=100, show_default=True,
               help="Hypothesis examples (failures are shrunk).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs and hypothesis.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for random inputs and hypothesis.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON report here.")
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), default=None,
@@ -104,9 +103,7 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
     if run_all and exhaustive:
         raise click.UsageError("--exhaustive cannot be combined with --all (most defaults have far too many inputs; "
                                "--all already checks every input where the input set is small)")
-    for path in (json_path, md_path):
-        if path:
-            check_writable(path)
+    check_outputs([json_path, md_path])
     given = parse_assignments(params)
     varying = ["construction", "params"]
     if run_all:

@@ -8,11 +8,37 @@ leaves a half-written file.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from constructions.io import atomic_write
+from constructions.errors import ParameterError
+from constructions.io import atomic_write, check_writable
+
+
+def check_outputs(outputs: Sequence[Optional[str]], inputs: Sequence[str] = ()) -> None:
+    """Before any work: every output path writable, no two the same file, none an input file.
+
+    Args:
+        outputs: output paths (None entries are skipped).
+        inputs: files the command reads (e.g. a saved model), which must not be overwritten.
+    Raises:
+        ParameterError: an unwritable path, two outputs naming one file, or an output that is an input.
+    """
+    import os
+
+    seen = {}
+    ins = {os.path.realpath(p) for p in inputs}
+    for path in outputs:
+        if path is None:
+            continue
+        check_writable(path)
+        real = os.path.realpath(path)
+        if real in ins:
+            raise ParameterError(f"cannot write {path}: it is an input of this command (it would be overwritten)")
+        if real in seen:
+            raise ParameterError(f"cannot write {path} twice: {seen[real]} names the same file")
+        seen[real] = path
 
 
 def write_json_atomic(path: str, data: Any) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from constructions import registry
 from constructions.errors import ParameterError
+from constructions.params import MAX_SAMPLES, MAX_SEED
 
 #: dtype name -> (jax dtype, mantissa bits).
 DTYPES: Dict[str, Tuple[Any, int]] = {
@@ -297,11 +298,11 @@ def print_study(result: Dict[str, Any]) -> None:
 @click.option("--over", default=DEFAULT_OVER, show_default=True, metavar="KEY=VALUES",
               help="The parameter to vary and its values (lists and ranges a-b).")
 @click.option("--dtypes", default=",".join(DTYPES), show_default=True, help="Comma-separated compute dtypes.")
-@click.option("--samples", type=click.IntRange(min=0), default=200, show_default=True,
+@click.option("--samples", type=click.IntRange(0, MAX_SAMPLES), default=200, show_default=True,
               help="Random inputs per value (the task's edge cases are always added).")
 @click.option("--bits/--no-bits", default=True, show_default=True,
               help="Search the fewest mantissa bits that stay exact (emulated formats).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random inputs.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for the random inputs.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write precision_<NAME>.json and .png into this directory.")
 def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> None:

@@ -15,7 +15,7 @@ import click
 
 from constructions import io, registry
 from constructions.errors import ParameterError
-from constructions.params import parse_assignments
+from constructions.params import MAX_SAMPLES, MAX_SEED, parse_assignments
 
 
 @click.command("save")
@@ -41,20 +41,19 @@ def save_cmd(name, params, out) -> None:
 
 @click.command("verify-saved")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--samples", type=click.IntRange(min=0), default=1000, show_default=True, help="Random inputs.")
+@click.option("--samples", type=click.IntRange(0, MAX_SAMPLES), default=1000, show_default=True, help="Random inputs.")
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n.")
 @click.option("--hypothesis", "hyp", type=click.IntRange(min=0), default=100, show_default=True,
               help="Hypothesis examples.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs and hypothesis.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for random inputs and hypothesis.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     """Load a saved model and verify it (bound recorded in the file, task reference)."""
     from verify.api import check_program
-    from verify.outputs import write_json_atomic
+    from verify.outputs import check_outputs, write_json_atomic
     from verify.report import console, print_reports
 
-    if json_path:
-        io.check_writable(json_path)
+    check_outputs([json_path], inputs=[path])
     model = io.load(path)
     if not model.meta.get("construction"):
         raise ParameterError(f"{path} holds no registered construction; verify it in Python with "

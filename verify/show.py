@@ -537,13 +537,15 @@ def show_cmd(name, params, text, png) -> None:
     Prints the RASP program, where each head attends, every MLP, and the
     residual-stream layout; --png writes the attention maps.
     """
+    from constructions import registry
     from constructions.errors import ParameterError
-    from constructions.io import check_writable
     from constructions.params import parse_assignments
+    from verify.outputs import check_outputs
 
-    if png:
-        check_writable(png)
-    if name.endswith(".safetensors") or os.path.isfile(name):
+    registered = name in {c.name for c in registry.all_constructions()}  # a construction name wins over a file
+    saved = not registered and (name.endswith(".safetensors") or os.path.isfile(name))
+    check_outputs([png], inputs=[name] if saved else [])
+    if saved:
         if params:
             raise ParameterError("-p cannot be combined with a saved model (its parameters are in the file)")
         data, _ = for_saved(name, text)

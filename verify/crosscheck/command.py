@@ -15,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from constructions.errors import ParameterError
-from constructions.params import parse_assignments
+from constructions.params import (MAX_BATCH, MAX_EVAL, MAX_HEADS, MAX_SEEDS, MAX_STEPS, MAX_WIDTH,
+                                  parse_assignments)
 from verify.crosscheck import sweep as sweep_mod
 from verify.crosscheck.presets import PRESET_NAMES, get_preset
 from verify.report import console
@@ -87,13 +88,13 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--preset", type=click.Choice(PRESET_NAMES), default="cpu", show_default=True,
               help="cpu: minutes on 2 cores; paper: the paper's setting (GPU).")
 @click.option("--depths", default=None, metavar="RANGE", help="Attention depths, e.g. 1-6 or 1,2,4.")
-@click.option("--heads", type=click.IntRange(min=1), default=None, help="Heads per attention layer.")
-@click.option("--width", type=click.IntRange(min=1), default=None, help="Residual width d_model.")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Optimiser steps per run.")
-@click.option("--batch", type=click.IntRange(min=1), default=None, help="Sequences per step.")
+@click.option("--heads", type=click.IntRange(1, MAX_HEADS), default=None, help="Heads per attention layer.")
+@click.option("--width", type=click.IntRange(1, MAX_WIDTH), default=None, help="Residual width d_model.")
+@click.option("--steps", type=click.IntRange(1, MAX_STEPS), default=None, help="Optimiser steps per run.")
+@click.option("--batch", type=click.IntRange(1, MAX_BATCH), default=None, help="Sequences per step.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
 @click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up steps.")
-@click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds per (condition, depth).")
+@click.option("--seeds", type=click.IntRange(1, MAX_SEEDS), default=None, help="Seeds per (condition, depth).")
 @click.option("--mlp/--no-mlp", default=None, help="MLP after each attention layer.")
 @click.option("--layer-norm/--no-layer-norm", default=None, help="Pre-LayerNorm.")
 @click.option("--attention", type=click.Choice(["softmax", "relu"]), default=None, help="Attention kind.")
@@ -104,7 +105,7 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Error below which a depth solves a condition.")
 @click.option("--construction", default=None, help="Construction to compare with (default: the preset's).")
-@click.option("--eval-size", type=click.IntRange(min=1), default=None, help="Evaluation sequences per condition.")
+@click.option("--eval-size", type=click.IntRange(1, MAX_EVAL), default=None, help="Evaluation sequences per condition.")
 @click.option("--alignment-size", type=click.IntRange(min=0), default=None,
               help="Sequences per condition for the attention alignment (0 = skip it).")
 @click.option("--checkpoint-every", type=click.IntRange(min=0), default=None,
@@ -123,6 +124,10 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
     import jax
 
     p = get_preset(task, preset)
+    if construction is not None:
+        from constructions import registry
+
+        registry.get(construction)  # an unknown name is a usage error, not a note in the results
     cfg = sweep_mod.make_config(
         p, parse_assignments(params),
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
@@ -136,7 +141,11 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as bar:
         prog = _RichProgress(bar)
-        results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command)
+        try:
+            results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command)
+        except KeyboardInterrupt:  # finished runs and checkpoints stay: they are what resuming needs
+            raise ParameterError(f"interrupted; finished runs (results.json, complete: false) and checkpoints are "
+                                 f"in {out_dir}; the same command resumes") from None
     print_summary(results)
     console.print(f"results written to {os.path.join(out_dir, 'results.json')} and "
                   f"{os.path.join(out_dir, 'error_by_depth.png')} ({results['seconds']:.0f} s)")

@@ -22,6 +22,7 @@ import numpy as np
 
 from constructions import registry
 from constructions.errors import DepthcraftError, ParameterError
+from constructions.params import MAX_DEPTH
 from constructions.runtime import forward
 from verify.crosscheck.alignment import best_heads, head_alignments
 from verify.crosscheck.checkpoint import read_meta
@@ -103,7 +104,7 @@ def parse_depths(text: str) -> tuple:
     """``"1-6"`` or ``"1,2,4"`` (or a mix, ``"1-3,6"``) -> sorted depths.
 
     Raises:
-        ParameterError: not of that form, or a depth < 1.
+        ParameterError: not of that form, a depth < 1, or a depth above MAX_DEPTH.
     """
     out = set()
     for part in str(text).split(","):
@@ -113,6 +114,8 @@ def parse_depths(text: str) -> tuple:
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if lo < 1 or hi < lo:
             raise ParameterError(f"depths {text!r}: each range must go up from a depth >= 1")
+        if hi > MAX_DEPTH:
+            raise ParameterError(f"depths {text!r}: depth {hi} is above the limit {MAX_DEPTH}")
         out.update(range(lo, hi + 1))
     return tuple(sorted(out))
 

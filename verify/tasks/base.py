@@ -121,13 +121,15 @@ class Task(abc.ABC):
         return " ".join(names.get(v, "⊥" if v == self.none_value else str(v)) for v in seq)
 
     def parse_tokens(self, p: Dict[str, Any], text: str) -> List[int]:
-        """Display string (space separated, or one letter per token) -> token values.
+        """Display string (whitespace separated, or one letter per token) -> token values.
 
         Raises:
             InputError: an unknown token name or an empty input.
         """
         names = {name: v for v, name in self.token_names(p).items()}
-        parts = text.split() if " " in text.strip() or any(len(k) > 1 for k in names) else list(text.strip())
+        stripped = text.strip()
+        spaced = any(ch.isspace() for ch in stripped)  # spaces, tabs or newlines separate tokens
+        parts = text.split() if spaced or any(len(k) > 1 for k in names) else list(stripped)
         if not parts:
             raise InputError("empty input: give at least one token")
         out = []
