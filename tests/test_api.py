@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 from tracr.rasp import rasp
 
 from constructions.compiler import compile_program
@@ -168,12 +169,21 @@ def test_construction_with_user_bound():
     (dict(seed=-1), "seed must be an integer in 0..4294967295, got -1"),
     (dict(mlp_exactness=0), "mlp_exactness must be an integer >= 1, got 0"),
     (dict(atol="x"), "atol must be a number >= 0"),
+    (dict(vocab=[[0], [1]]), "vocab values must be hashable (ints, strings, ...)"),
+    (dict(strategy=st.just(5), hypothesis_examples=3), "the strategy must generate lists of tokens, got 5"),
+    (dict(strategy=st.just([]), hypothesis_examples=3), "the strategy generated an empty input"),
 ])
 def test_bad_arguments_raise_parameter_error(kwargs, message):
     args = dict(vocab=[0, 1], max_seq_len=4, samples=8, hypothesis_examples=0)
     args.update(kwargs)
     with pytest.raises(ParameterError, match=message.replace("(", r"\(").replace(".", r"\.")):
         check_program(make_hist(), **args)
+
+
+def test_a_function_that_fails_inside_tracr_is_a_compile_error():
+    partial = rasp.Map(lambda x: {0: 1}[x], rasp.tokens)  # undefined on token 1
+    with pytest.raises(CompileError, match="tracr could not compile .*KeyError: 1 .*Map or SequenceMap function"):
+        check_program(partial, vocab={0, 1}, max_seq_len=3, samples=5, hypothesis_examples=0)
 
 
 def test_bad_program_and_construction():

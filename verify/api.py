@@ -28,7 +28,7 @@ from tracr.rasp import rasp
 
 from constructions import registry
 from constructions.compiler import compile_program, compile_with_tracr
-from constructions.errors import ParameterError
+from constructions.errors import CompileError, DepthcraftError, ParameterError
 from constructions.model import CompiledModel
 from constructions.params import MAX_SAMPLES, MAX_SEED
 from verify.tasks.program import ANY, ProgramTask, RaisedError, token_array
@@ -246,14 +246,20 @@ def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, pa
     from verify.strategies import _vocab_list
 
     vocab = _vocab_list(vocab)
-    if compiler == "depthcraft":
-        model = compile_program(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
-                                mlp_exactness=mlp_exactness, attention=attention)
-    elif attention != "softmax":
+    if compiler != "depthcraft" and attention != "softmax":
         raise ParameterError(f"attention={attention!r} needs compiler='depthcraft' (tracr's own pipeline is softmax)")
-    else:
-        model = compile_with_tracr(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
-                                   mlp_exactness=mlp_exactness)
+    try:
+        if compiler == "depthcraft":
+            model = compile_program(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
+                                    mlp_exactness=mlp_exactness, attention=attention)
+        else:
+            model = compile_with_tracr(program, vocab=vocab, max_seq_len=int(max_seq_len), causal=bool(causal),
+                                       mlp_exactness=mlp_exactness)
+    except DepthcraftError:
+        raise
+    except Exception as e:  # tracr evaluates the program's functions on every value of their inputs
+        raise CompileError(f"tracr could not compile {program.label}: {type(e).__name__}: {e} (does a Map or "
+                           f"SequenceMap function fail on some value its input can take?)") from None
     if reference is None:
         reference = rasp_reference(program, causal=bool(causal))
     if numerical is None:

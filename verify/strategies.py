@@ -23,6 +23,7 @@ Sequences are Python lists of token values (no BOS); lengths are in tokens.
 
 from __future__ import annotations
 
+import collections.abc
 from typing import Any, Dict, Iterable, List, Sequence
 
 from hypothesis import strategies as st
@@ -37,7 +38,11 @@ def _vocab_list(vocab: Iterable[Any]) -> List[Any]:
         raise ParameterError(f"vocab must be an iterable of token values, got {vocab!r}") from None
     if not values:
         raise ParameterError("vocab is empty: give at least one token value")
-    unique = list(dict.fromkeys(values))
+    try:
+        unique = list(dict.fromkeys(values))
+    except TypeError:
+        bad = next(v for v in values if not isinstance(v, collections.abc.Hashable))
+        raise ParameterError(f"vocab values must be hashable (ints, strings, ...), got {bad!r}") from None
     try:
         return sorted(unique)
     except TypeError:  # mixed types: keep the given order

@@ -222,7 +222,17 @@ class ProgramTask(Task):
                 yield token_array(values[digits].tolist())
 
     def strategy(self, p: Dict[str, Any]):
-        return self._strategy if self._strategy is not None else token_sequences(self._vocab, self._n)
+        if self._strategy is None:
+            return token_sequences(self._vocab, self._n)
+        return self._strategy.map(self._check_example)  # a user's strategy: each example is checked
+
+    def _check_example(self, example: Any) -> List[Any]:
+        """A user strategy's example as a token list; raises ParameterError naming what is wrong."""
+        if isinstance(example, (str, bytes)) or not isinstance(example, (list, tuple, np.ndarray)):
+            raise ParameterError(f"the strategy must generate lists of tokens, got {example!r}")
+        if len(example) == 0:
+            raise ParameterError("the strategy generated an empty input; inputs need at least one token")
+        return list(example)
 
     # --------------------------------------------------------------- display
     def token_names(self, p: Dict[str, Any]) -> Dict[Any, str]:
