@@ -169,7 +169,7 @@ def test_construction_with_user_bound():
     (dict(seed=-1), "seed must be an integer in 0..4294967295, got -1"),
     (dict(mlp_exactness=0), "mlp_exactness must be an integer >= 1, got 0"),
     (dict(atol="x"), "atol must be a number >= 0"),
-    (dict(vocab=[[0], [1]]), "vocab values must be hashable (ints, strings, ...)"),
+    (dict(vocab=[[0], [1]]), "vocab values must be hashable"),
     (dict(strategy=st.just(5), hypothesis_examples=3), "the strategy must generate lists of tokens, got 5"),
     (dict(strategy=st.just([]), hypothesis_examples=3), "the strategy generated an empty input"),
 ])
