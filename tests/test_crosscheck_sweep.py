@@ -146,3 +146,17 @@ def test_summary_reports_the_training_distribution_when_evaluation_differs():
     assert s["smallest_depth"] is None and s["verdict"] == "disagree"  # held-out tokens: never below 0.05
     assert s["errors_training_distribution"]["2"]["best"] == 0.0
     assert s["smallest_depth_training_distribution"] == 2
+
+
+@pytest.mark.parametrize("task", ["khop", "icqa", "tm", "ictm", "retrieval"])
+def test_paper_presets_build_their_sweep(task):
+    """The GPU presets were not run here; at least their configuration and run plan must be valid."""
+    from verify.crosscheck.presets import get_preset
+
+    cfg = sweep.make_config(get_preset(task, "paper"))
+    infos = [sweep.construction_info(cfg.construction, c, compile_model=False) for c in cfg.conditions]
+    runs = sweep.plan(cfg, [i.bound for i in infos])
+    assert runs and all(r.train.steps == cfg.train.steps for r in runs)
+    if task == "khop":  # SPEC §7: N = 100, |Σ| = 4, k in 0..16 in one model, depths 2-6, 4 heads, width 128, 1e5 steps
+        assert [c["k"] for c in cfg.conditions] == list(range(17)) and cfg.conditions[0]["n"] == 100
+        assert (cfg.depths, cfg.model.heads, cfg.model.width, cfg.train.steps) == ((2, 3, 4, 5, 6), 4, 128, 100_000)
