@@ -57,10 +57,17 @@ def check_writable(path: str) -> None:
         raise ParameterError(f"cannot write {path!r}: empty path")
     if path.endswith(os.sep) or os.path.isdir(path):
         raise ParameterError(f"cannot write {path}: it is a directory")
+    if os.path.islink(path):
+        try:
+            os.path.realpath(path, strict=True)
+        except FileNotFoundError:
+            pass  # a dangling link: its target is created
+        except OSError:
+            raise ParameterError(f"cannot write {path}: a symlink loop") from None
     real = os.path.realpath(path)
     directory = os.path.dirname(real)
     if not os.path.isdir(directory):
-        raise ParameterError(f"cannot write {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
+        raise ParameterError(f"cannot write {path}: directory {directory} does not exist")
     if os.path.exists(real) and not os.path.isfile(real):
         raise ParameterError(f"cannot write {path}: not a regular file (a device, FIFO or socket)")
     if not os.access(directory, os.W_OK) or (os.path.exists(real) and not os.access(real, os.W_OK)):
@@ -398,6 +405,7 @@ def load(path: str, *, construction: Optional[str] = None,
         if isinstance(e, InputError):
             raise
         raise InputError(f"{path}: incomplete or malformed depthcraft metadata ({type(e).__name__}: {e})") from None
+    _check_bound_meta(path, meta)
     _expect(path, meta, construction, params)
     model = CompiledModel(params=params_tree, arch=arch, input_values=input_values, output_values=output_values,
                           categorical_output=bool(meta["categorical_output"]), max_seq_len=int(meta["max_seq_len"]),
@@ -406,6 +414,17 @@ def load(path: str, *, construction: Optional[str] = None,
                       saved_bound_kinds=meta.get("bound_kinds"),
                       saved_version=meta.get("depthcraft_version"))
     return model
+
+
+def _check_bound_meta(path: str, meta: Mapping[str, Any]) -> None:
+    """The recorded bound: None or {attn_layers / heads / d_model: int or None}; kinds upper / lower."""
+    bound, kinds = meta.get("bound"), meta.get("bound_kinds")
+    ok = bound is None or (isinstance(bound, dict) and all(
+        k in ("attn_layers", "heads", "d_model") and (v is None or (isinstance(v, int) and not isinstance(v, bool)))
+        for k, v in bound.items()))
+    ok = ok and (kinds is None or (isinstance(kinds, dict) and all(v in ("upper", "lower") for v in kinds.values())))
+    if not ok:
+        raise InputError(f"{path}: incomplete or malformed depthcraft metadata (bound {bound!r}, kinds {kinds!r})")
 
 
 def _expect(path: str, meta: Mapping[str, Any], construction: Optional[str],

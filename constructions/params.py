@@ -110,6 +110,7 @@ MAX_STEPS = 10_000_000
 MAX_BATCH = 65_536
 MAX_SEEDS = 100
 MAX_EVAL = 1_000_000
+MAX_ALIGNMENT = 65_536  #: sequences for the attention alignment (maps are [T, T] each)
 
 
 def parse_values(key: str, text: str) -> List[str]:

@@ -172,6 +172,9 @@ def test_construction_with_user_bound():
     (dict(vocab=[[0], [1]]), "vocab values must be hashable"),
     (dict(strategy=st.just(5), hypothesis_examples=3), "the strategy must generate lists of tokens, got 5"),
     (dict(strategy=st.just([]), hypothesis_examples=3), "the strategy generated an empty input"),
+    (dict(strategy=st.just([0, 7]), hypothesis_examples=3), "the strategy generated token 7"),
+    (dict(strategy=st.just([0] * 5), hypothesis_examples=3), "an input of length 5 > max_seq_len=4"),
+    (dict(attention="x"), "attention must be 'softmax' or 'relu', got 'x'"),
 ])
 def test_bad_arguments_raise_parameter_error(kwargs, message):
     args = dict(vocab=[0, 1], max_seq_len=4, samples=8, hypothesis_examples=0)

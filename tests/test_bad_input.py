@@ -61,6 +61,9 @@ K2 = ("-p", "k=2", "-p", "n=8", "-p", "vocab=3")
     (("train", "khop", "--steps", "5", "--construction", "nosuch"), ["unknown construction 'nosuch'"]),
     (("train", "khop", "--steps", "5", "--depths", "1-100000"), ["depth 100000 is above the limit 64"]),
     (("train", "khop", "--steps", "5", "--width", "100000000"), ["--width"]),
+    (("train", "khop", "--steps", "5", "--alignment-size", "99999999999999"), ["--alignment-size"]),
+    (("train", "khop", "--steps", "5", "--lr", "inf"), ["--lr"]),
+    (("verify", "khop_doubling", "--hypothesis", "99999999999999999999"), ["--hypothesis"]),
 ])
 def test_cli_bad_input(capsys, args, fragments):
     code, out, err = run_cli(capsys, *args)
@@ -96,6 +99,27 @@ def test_outputs_that_are_inputs_or_twice_the_same_or_special_files(capsys, tmp_
     code, out, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--json", str(fifo))
     assert_one_line_error(code, err, "not a regular file")
     assert sorted(os.listdir(tmp_path)) == ["m.safetensors", "pipe"]
+
+
+def test_symlink_loops_are_refused(tmp_path):
+    from verify.outputs import write_text_atomic
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    with pytest.raises(ParameterError, match="a symlink loop"):
+        write_text_atomic(str(a), "x")
+    assert a.is_symlink() and b.is_symlink()
+
+
+def test_interrupted_train_says_what_is_on_disk(tmp_path):
+    from verify.crosscheck.command import _interrupted
+
+    assert "nothing was written" in _interrupted(str(tmp_path))
+    (tmp_path / "checkpoints" / "L1").mkdir(parents=True)
+    assert _interrupted(str(tmp_path)).startswith("interrupted; checkpoints are in")
+    (tmp_path / "results.json").write_text("{}")
+    assert "results.json of the finished runs (complete: false) and checkpoints" in _interrupted(str(tmp_path))
 
 
 def test_a_symlinked_output_is_written_through(tmp_path):

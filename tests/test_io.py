@@ -136,6 +136,11 @@ def test_edited_metadata_is_refused(saved, tmp_path):
     for i, edit in enumerate((other_construction, looser_bound)):
         with pytest.raises(InputError, match="do not match their SHA-256 checksum; the file is corrupt or was edited"):
             io.load(_rewrite(saved, tmp_path / f"e{i}.safetensors", edit, checksum=False))
+    def bad_bound(meta, tensors):  # a crafted file with a valid checksum
+        meta["bound"] = {"attn_layers": "x"}
+
+    with pytest.raises(InputError, match="malformed depthcraft metadata .bound"):
+        io.load(_rewrite(saved, tmp_path / "bb.safetensors", bad_bound))
     from safetensors.numpy import save_file
 
     listed = tmp_path / "list.safetensors"

@@ -181,6 +181,8 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
         raise ParameterError(f"mlp_exactness must be an integer >= 1, got {mlp_exactness!r}")
     if isinstance(atol, bool) or not isinstance(atol, (int, float, np.floating)) or not atol >= 0:
         raise ParameterError(f"atol must be a number >= 0, got {atol!r}")
+    if attention not in ("softmax", "relu"):
+        raise ParameterError(f"attention must be 'softmax' or 'relu', got {attention!r}")
     _check_strategy(strategy)
     if reference is not None and not callable(reference):
         raise ParameterError(f"reference must be a function (list of tokens -> list of outputs) or None, "

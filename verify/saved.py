@@ -43,7 +43,7 @@ def save_cmd(name, params, out) -> None:
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--samples", type=click.IntRange(0, MAX_SAMPLES), default=1000, show_default=True, help="Random inputs.")
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n.")
-@click.option("--hypothesis", "hyp", type=click.IntRange(min=0), default=100, show_default=True,
+@click.option("--hypothesis", "hyp", type=click.IntRange(0, MAX_SAMPLES), default=100, show_default=True,
               help="Hypothesis examples.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for random inputs and hypothesis.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")

@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from constructions.errors import ParameterError
-from constructions.params import (MAX_BATCH, MAX_EVAL, MAX_HEADS, MAX_SEEDS, MAX_STEPS, MAX_WIDTH,
-                                  parse_assignments)
+from constructions.params import (MAX_ALIGNMENT, MAX_BATCH, MAX_EVAL, MAX_HEADS, MAX_SEEDS, MAX_STEPS,
+                                  MAX_WIDTH, parse_assignments)
 from verify.crosscheck import sweep as sweep_mod
 from verify.crosscheck.presets import PRESET_NAMES, get_preset
 from verify.report import console
@@ -92,8 +92,8 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--width", type=click.IntRange(1, MAX_WIDTH), default=None, help="Residual width d_model.")
 @click.option("--steps", type=click.IntRange(1, MAX_STEPS), default=None, help="Optimiser steps per run.")
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), default=None, help="Sequences per step.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
-@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up steps.")
+@click.option("--lr", type=click.FloatRange(0, 10, min_open=True), default=None, help="Peak learning rate.")
+@click.option("--warmup", type=click.IntRange(0, MAX_STEPS), default=None, help="Warm-up steps.")
 @click.option("--seeds", type=click.IntRange(1, MAX_SEEDS), default=None, help="Seeds per (condition, depth).")
 @click.option("--mlp/--no-mlp", default=None, help="MLP after each attention layer.")
 @click.option("--layer-norm/--no-layer-norm", default=None, help="Pre-LayerNorm.")
@@ -106,9 +106,9 @@ def print_summary(results: Dict[str, Any]) -> None:
               help="Error below which a depth solves a condition.")
 @click.option("--construction", default=None, help="Construction to compare with (default: the preset's).")
 @click.option("--eval-size", type=click.IntRange(1, MAX_EVAL), default=None, help="Evaluation sequences per condition.")
-@click.option("--alignment-size", type=click.IntRange(min=0), default=None,
+@click.option("--alignment-size", type=click.IntRange(0, MAX_ALIGNMENT), default=None,
               help="Sequences per condition for the attention alignment (0 = skip it).")
-@click.option("--checkpoint-every", type=click.IntRange(min=0), default=None,
+@click.option("--checkpoint-every", type=click.IntRange(0, MAX_STEPS), default=None,
               help="Steps between checkpoints (0 = only at the end).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output directory (default results/crosscheck/TASK_PRESET).")
@@ -144,11 +144,23 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         try:
             results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command)
         except KeyboardInterrupt:  # finished runs and checkpoints stay: they are what resuming needs
-            raise ParameterError(f"interrupted; finished runs (results.json, complete: false) and checkpoints are "
-                                 f"in {out_dir}; the same command resumes") from None
+            raise ParameterError(_interrupted(out_dir)) from None
     print_summary(results)
     console.print(f"results written to {os.path.join(out_dir, 'results.json')} and "
                   f"{os.path.join(out_dir, 'error_by_depth.png')} ({results['seconds']:.0f} s)")
+
+
+def _interrupted(out_dir: str) -> str:
+    """The one-line message of an interrupted sweep, saying what is on disk."""
+    left = []
+    if os.path.isfile(os.path.join(out_dir, "results.json")):
+        left.append("results.json of the finished runs (complete: false)")
+    ckpt = os.path.join(out_dir, "checkpoints")
+    if os.path.isdir(ckpt) and any(os.scandir(ckpt)):
+        left.append("checkpoints")
+    if not left:
+        return f"interrupted before the first checkpoint; nothing was written to {out_dir}"
+    return f"interrupted; {' and '.join(left)} are in {out_dir}; the same command resumes"
 
 
 def _command_line(ctx: click.Context) -> str:

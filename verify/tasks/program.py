@@ -232,6 +232,17 @@ class ProgramTask(Task):
             raise ParameterError(f"the strategy must generate lists of tokens, got {example!r}")
         if len(example) == 0:
             raise ParameterError("the strategy generated an empty input; inputs need at least one token")
+        if len(example) > self._n:
+            raise ParameterError(f"the strategy generated an input of length {len(example)} > max_seq_len={self._n}")
+        known = set(self._vocab)
+        for i, tok in enumerate(example):
+            try:
+                ok = tok in known
+            except TypeError:  # unhashable: certainly not a token
+                ok = False
+            if not ok:
+                raise ParameterError(f"the strategy generated token {tok!r} (position {i + 1}), not in the "
+                                     f"vocabulary {self._vocab}")
         return list(example)
 
     # --------------------------------------------------------------- display
