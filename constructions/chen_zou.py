@@ -8,7 +8,7 @@ dataset and TM templates the builders memorise: :mod:`rasp_programs.chen_zou_dat
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 
@@ -52,27 +52,34 @@ def _tm_program(p):
     return prog.tm_parse_map(*tm_examples(p), attention=p["attention"], heads=_heads(p), seed=p["qk_seed"])
 
 
-def _compile(program, vocab: int, max_seq_len: int, attention: str):
-    return compile_program(program, vocab=range(vocab), max_seq_len=max_seq_len, causal=True, attention=attention)
-
-
 def _both(**given):
     return tuple(dict(given, attention=a) for a in prog.ATTENTION)
 
 
-register(Construction(
-    name="sc_memorize",
-    task="sc",
+def _register_cz(name: str, task: str, program: Callable[[Mapping[str, Any]], Any], *, layers: int,
+                 vocab: Callable[[Mapping[str, Any]], int], max_seq_len: Callable[[Mapping[str, Any]], int],
+                 params=(_ATTENTION,), bounds: Optional[Dict[str, Bound]] = None, source: str = SOURCE,
+                 **fields: Any) -> None:
+    """Register an attention-only, causal Chen & Zou construction built for ``p["attention"]``:
+    ``program(p)`` compiled at token values ``range(vocab(p))`` and ``max_seq_len(p)``; bound
+    ``layers`` attention layers (plus ``bounds``)."""
+    register(Construction(
+        name=name, task=task, source=source, attention="softmax|relu", causal=True, params=params,
+        bounds={"attn_layers": Bound(str(layers), lambda p: layers), **(bounds or {})},
+        program=program,
+        builder=lambda p: compile_program(program(p), vocab=range(vocab(p)), max_seq_len=max_seq_len(p),
+                                          causal=True, attention=p["attention"]),
+        **fields))
+
+
+_register_cz(
+    "sc_memorize", "sc", _sc_program, layers=1,
+    vocab=lambda p: p["vocab"] + 1, max_seq_len=lambda p: p["n"] + 1,
     source=SOURCE + "; memorisation heads after Mahdavi, Liao & Thrampoulidis (ICLR 2024)",
     summary="one layer of memorisation heads at CLS: random QK tables, OV solved by least squares so the "
             "read-out is each sequence's one-hot label; H = ceil((M-1)/(n+V-2)) softmax heads",
-    attention="softmax|relu",
-    causal=True,
     params=(_ATTENTION, _HEADS, _QK_SEED),
-    bounds={"attn_layers": Bound("1", lambda p: 1),
-            "heads": Bound("M", lambda p: p["sequences"])},
-    program=_sc_program,
-    builder=lambda p: _compile(_sc_program(p), p["vocab"] + 1, p["n"] + 1, p["attention"]),
+    bounds={"heads": Bound("M", lambda p: p["sequences"])},
     defaults=(dict(sequences=64, n=8, vocab=4, classes=4, seed=0, attention="softmax"),
               dict(sequences=16, n=8, vocab=4, classes=4, seed=0, attention="relu")),
     exhaustive_in_all=True,
@@ -80,58 +87,34 @@ register(Construction(
           "every position. ReLU: the one-layer read-out is additive over (position, token) pairs, so the "
           "build needs the sequences' one-hot encodings (plus a constant) independent, M <= 1 + n(V-1), and "
           "refuses otherwise; the ReLU default uses M = 16 <= 25.",
-))
+)
 
-register(Construction(
-    name="icqa_copy_match",
-    task="icqa",
-    source=SOURCE,
+_register_cz(
+    "icqa_copy_match", "icqa", lambda p: prog.icqa_copy_match(attention=p["attention"]), layers=2,
+    vocab=lambda p: p["questions"] + p["answers"], max_seq_len=lambda p: 2 * p["m"] + 1,
     summary="layer 1 copies each answer's question into the answer position (previous-token head); layer 2 "
             "attends from the query to the answer whose copied question equals it",
-    attention="softmax|relu",
-    causal=True,
-    params=(_ATTENTION,),
-    bounds={"attn_layers": Bound("2", lambda p: 2)},
-    program=lambda p: prog.icqa_copy_match(attention=p["attention"]),
-    builder=lambda p: _compile(prog.icqa_copy_match(attention=p["attention"]), p["questions"] + p["answers"],
-                               2 * p["m"] + 1, p["attention"]),
     defaults=_both(m=8, questions=16, answers=16),
     notes="H = 1; exact for every m' <= m and every vocabulary (no weight depends on which token is used).",
-))
+)
 
-register(Construction(
-    name="tm_parse_map",
-    task="tm",
-    source=SOURCE,
+_register_cz(
+    "tm_parse_map", "tm", _tm_program, layers=2,
+    vocab=lambda p: p["vocab"] + 1, max_seq_len=lambda p: p["n"] + 1,
     summary="layer 1 parses each position's equality pattern (first occurrence / set of equal positions); "
             "layer 2 maps the parsed pattern at CLS to the template's label with memorisation heads",
-    attention="softmax|relu",
-    causal=True,
     params=(_ATTENTION, _HEADS, _QK_SEED),
-    bounds={"attn_layers": Bound("2", lambda p: 2)},
-    program=_tm_program,
-    builder=lambda p: _compile(_tm_program(p), p["vocab"] + 1, p["n"] + 1, p["attention"]),
     defaults=_both(n=5, templates=12, classes=4, vocab=8, held_out=2, seed=0),
     exhaustive_in_all=True,
     notes="H = max(1, H_map), H_map = ceil((K-1)/(r-1)) with r the rank of one head's features on the parsed "
           "templates; exact on every token (held-out ones included): weights see tokens only through equality.",
-))
+)
 
-register(Construction(
-    name="ictm_parse_copy_match",
-    task="ictm",
-    source=SOURCE,
+_register_cz(
+    "ictm_parse_copy_match", "ictm", lambda p: prog.ictm_parse_copy_match(p["n"], attention=p["attention"]),
+    layers=3, vocab=lambda p: p["vocab"] + p["labels"], max_seq_len=lambda p: p["m"] * (p["n"] + 1) + p["n"],
     summary="layer 1 parses each block's pattern, layer 2 (n heads) copies it to the block's label position "
             "and to the query's last position, layer 3 matches the query's pattern and reads the label",
-    attention="softmax|relu",
-    causal=True,
-    params=(_ATTENTION,),
-    bounds={"attn_layers": Bound("3", lambda p: 3)},
-    program=lambda p: prog.ictm_parse_copy_match(p["n"], attention=p["attention"]),
-    builder=lambda p: _compile(prog.ictm_parse_copy_match(p["n"], attention=p["attention"]),
-                               p["vocab"] + p["labels"], p["m"] * (p["n"] + 1) + p["n"], p["attention"]),
     defaults=_both(n=3, m=4, vocab=8, labels=4),
     notes="H = n (one copy head per offset); exact for every m' <= m and every substitution.",
-))
-
-__all__ = ["sc_examples", "tm_examples"]
+)
