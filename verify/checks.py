@@ -17,7 +17,7 @@ each model compiles once; PAD keys are masked, so padding never changes outputs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -127,6 +127,24 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
     return np.concatenate(outs), gap, np.concatenate(masses)
 
 
+class Labelled(NamedTuple):
+    """Inputs [b, n] with their reference outputs: (x, expected [b, n], scored [b, n] bool)."""
+
+    x: np.ndarray
+    expected: np.ndarray
+    scored: np.ndarray
+
+
+def label(task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray]) -> List[Labelled]:
+    """Each non-empty batch with ``task.reference`` computed once (for repeated checks: ablation, precision)."""
+    out = []
+    for x in batches:
+        x = np.asarray(x)
+        if x.size:
+            out.append(Labelled(x, *task.reference(p, x)))
+    return out
+
+
 def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray],
                   name: str, result: Optional[CheckResult] = None, dtype: Any = None,
                   mantissa_bits: Optional[int] = None) -> CheckResult:
@@ -134,7 +152,8 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
 
     Args:
         model, task, p: the model, its task and the resolved parameters.
-        batches: arrays [b_i, n_i] (one length per array).
+        batches: arrays [b_i, n_i] (one length per array), or :class:`Labelled` batches
+            from :func:`label` when the same inputs are checked several times.
         name: check name recorded in the counterexample.
         result: accumulate into this result (default: a new one).
         dtype, mantissa_bits: passed to :func:`predict`.
@@ -142,11 +161,14 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         The CheckResult (inputs, failures, the shortest failing input, margins).
     """
     res = result or CheckResult()
-    for x in batches:
-        x = np.asarray(x)
-        if x.size == 0:
-            continue
-        expected, scored = task.reference(p, x)
+    for item in batches:
+        if isinstance(item, Labelled):  # reference already computed (the same inputs checked many times)
+            x, expected, scored = item
+        else:
+            x = np.asarray(item)
+            if x.size == 0:
+                continue
+            expected, scored = task.reference(p, x)
         got, gap, mass = predict(model, x, task.none_value, dtype=dtype, mantissa_bits=mantissa_bits)
         wrong = task.mismatch(p, got, expected) & scored
         bad_rows = wrong.any(1)

@@ -58,7 +58,7 @@ def run_inputs(model, task, p, inputs: Sequence[np.ndarray], dtype: str = "float
 
     Args:
         model, task, p: compiled model, its task, resolved parameters.
-        inputs: arrays [b_i, n_i] of token values.
+        inputs: arrays [b_i, n_i] of token values (or :func:`verify.checks.label` batches).
         dtype: a key of :data:`DTYPES` (compute dtype).
         mantissa_bits: optional emulated mantissa width, on top of ``dtype``.
     Returns:
@@ -133,6 +133,7 @@ def study(name: str, given: Dict[str, Any], over: str = DEFAULT_OVER, dtypes: Se
     Raises:
         ParameterError: unknown construction, dtype or parameter, bad values.
     """
+    from verify.checks import label
     from verify.tasks import get_task
     from verify.verifier import resolve_params
 
@@ -149,7 +150,8 @@ def study(name: str, given: Dict[str, Any], over: str = DEFAULT_OVER, dtypes: Se
     for p in resolved:
         value = p[key]
         rng = np.random.default_rng(seed)
-        inputs = [task.sample(p, rng, samples)] + list(task.edge_cases(p)) if samples else list(task.edge_cases(p))
+        raw = [task.sample(p, rng, samples)] + list(task.edge_cases(p)) if samples else list(task.edge_cases(p))
+        inputs = label(task, p, raw)  # one reference for every dtype and bit width
         if progress:
             progress(f"{name}: compiling at {key}={value}")
         model = c.build(p)
@@ -302,7 +304,8 @@ def print_study(result: Dict[str, Any]) -> None:
               help="Random inputs per value (the task's edge cases are always added).")
 @click.option("--bits/--no-bits", default=True, show_default=True,
               help="Search the fewest mantissa bits that stay exact (emulated formats).")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for the random inputs.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seed for the random inputs.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write precision_<NAME>.json and .png into this directory.")
 def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> None:
@@ -310,8 +313,7 @@ def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> N
     import os
 
     from constructions.params import parse_assignments
-    from constructions.io import check_writable
-    from verify.outputs import write_json_atomic
+    from verify.outputs import check_outputs, write_json_atomic
     from verify.report import console
 
     json_path = png_path = None
@@ -322,8 +324,7 @@ def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> N
             raise ParameterError(f"--out {out_dir}: cannot create the directory ({e.strerror or e})") from None
         json_path = os.path.join(out_dir, f"precision_{name}.json")
         png_path = os.path.join(out_dir, f"precision_{name}.png")
-        check_writable(json_path)
-        check_writable(png_path)
+        check_outputs([json_path, png_path])
     dts = [d.strip() for d in dtypes.split(",") if d.strip()]
     with console.status(f"precision study of {name}") as status:
         result = study(name, parse_assignments(params), over=over, dtypes=dts, samples=samples, seed=seed,

@@ -160,9 +160,8 @@ class RetrievalTask(Task):
             raise ParameterError(f"exhaustive retrieval check: {math.perm(s, m)} symbol assignments x "
                                  f"{math.factorial(nf)} fact orders = {total} inputs is above the limit of "
                                  f"{EXHAUSTIVE_LIMIT}; use smaller d, distractors or symbols")
-        orders = np.asarray(list(itertools.permutations(range(nf))), np.int64)
-
-        def gen():
+        def gen():  # lazy: calling exhaustive() only to check the size costs nothing
+            orders = np.asarray(list(itertools.permutations(range(nf))), np.int64)
             chunk = max(1, batch // len(orders))
             assignments = itertools.permutations(range(s), m)
             while True:
