@@ -43,10 +43,10 @@ import numpy as np
 from tracr.craft import bases, vectorspace_fns
 from tracr.rasp import rasp
 
+from constructions.directions import ONE
 from constructions.errors import CompileError
 from constructions.primitives import HeadSpec, is_pointer
 
-ONE = bases.BasisDirection("one")
 POS_COS = bases.BasisDirection("position", "cos")
 POS_SIN = bases.BasisDirection("position", "sin")
 POS_LIN = bases.BasisDirection("position", "lin")

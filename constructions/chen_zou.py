@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, Optional
 
-import numpy as np
-
 from constructions.compiler import compile_program
 from constructions.params import ParamSpec
 from constructions.registry import Bound, Construction, register
 from rasp_programs import chen_zou as prog
-from rasp_programs.chen_zou_data import cls_token, label_token, sc_dataset, tm_templates
+from rasp_programs.chen_zou_data import label_token, sc_dataset, tm_templates, with_cls
 
 SOURCE = "Chen & Zou (ICML 2024), SPEC §4.2 (project formalisation)"
 _ATTENTION = ParamSpec("attention", str, "softmax", "attention kind the construction is built for",
@@ -33,15 +31,13 @@ def _heads(p: Mapping[str, Any]) -> Optional[int]:
 def sc_examples(p: Mapping[str, Any]):
     """SC inputs (the M sequences then CLS) and their label tokens."""
     x, labels = sc_dataset(p["sequences"], p["n"], p["vocab"], p["classes"], p["seed"])
-    rows = np.concatenate([x, np.full((len(x), 1), cls_token(p["vocab"]))], 1)
-    return rows.tolist(), label_token(p["vocab"], labels).tolist()
+    return with_cls(x, p["vocab"]).tolist(), label_token(p["vocab"], labels).tolist()
 
 
 def tm_examples(p: Mapping[str, Any]):
     """One TM instance per template (wildcard k -> token k, then CLS) and the label tokens."""
     pats, labels = tm_templates(p["n"], p["templates"], p["classes"], p["vocab"], p["held_out"], p["seed"])
-    rows = np.concatenate([pats, np.full((len(pats), 1), cls_token(p["vocab"]))], 1)
-    return rows.tolist(), label_token(p["vocab"], labels).tolist()
+    return with_cls(pats, p["vocab"]).tolist(), label_token(p["vocab"], labels).tolist()
 
 
 def _sc_program(p):

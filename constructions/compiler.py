@@ -38,7 +38,8 @@ from constructions import angles
 from constructions.errors import CompileError
 from constructions.heads import build_head
 from constructions.model import BOS, PAD, CompiledModel, from_tracr
-from constructions.primitives import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
+from constructions.primitives import (CAUSAL_KINDS, LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi,
+                                     is_pointer)
 
 
 @contextlib.contextmanager
@@ -225,7 +226,7 @@ def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal
         expr = graph.nodes[node_id][nodes.EXPR]
         block = None
         if isinstance(expr, HeadSpec):
-            if expr.kind in ("last_occurrence", "last_occurrence_upto", "match", "memory") and not causal:
+            if expr.kind in CAUSAL_KINDS and not causal:
                 raise CompileError(f"{expr.kind} needs a causal model (keys after the query must be masked)")
             if expr.kind == "fact_lookup" and causal:
                 raise CompileError("fact_lookup is bidirectional: compile with causal=False")

@@ -21,25 +21,10 @@ from tracr.rasp import rasp
 
 from constructions.errors import CompileError
 from constructions import angles
+from constructions.directions import ONE, index_dir, model_position, position_space
 from constructions.memory import build_memory
-from constructions.primitives import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi, is_pointer
-
-ONE = bases.BasisDirection("one")
-
-
-def _index_dir(t: int) -> bases.BasisDirection:
-    return bases.BasisDirection(rasp.indices.label, t)
-
-
-def position_space(max_seq_len: int, bos_dir: bases.BasisDirection) -> bases.VectorSpaceWithBasis:
-    """Key-side one-hot of the model position: ``indices:0..N-1`` plus the BOS direction."""
-    return bases.VectorSpaceWithBasis([_index_dir(t) for t in range(max_seq_len)] + [bos_dir])
-
-
-def model_position(direction: bases.BasisDirection, bos_dir: bases.BasisDirection) -> int:
-    """Model position encoded by a direction of :func:`position_space` (BOS = 0)."""
-    return 0 if direction == bos_dir else int(direction.value) + 1
-
+from constructions.primitives import (CAUSAL_KINDS, POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi,
+                                     is_pointer)
 
 def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWithBasis],
                outputs: List[Tuple[Read, bases.VectorSpaceWithBasis]], max_seq_len: int,
@@ -69,7 +54,7 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
         w_qk = _qk(head, space_of, max_seq_len, bos_dir)
     w_ov = _ov(space_of, outputs, max_seq_len, bos_dir, positions)
     return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov,
-                                      causal=head.kind in ("last_occurrence", "last_occurrence_upto", "match"))
+                                      causal=head.kind in CAUSAL_KINDS)
 
 
 def _qk(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
@@ -209,7 +194,7 @@ def _positions(n: int, bos_dir) -> List[bases.BasisDirection]:
 
 def _pos_dir(j: int, bos_dir) -> bases.BasisDirection:
     """Key-side direction of model position j (0 = BOS)."""
-    return bos_dir if j == 0 else _index_dir(j - 1)
+    return bos_dir if j == 0 else index_dir(j - 1)
 
 
 def _qk_position_map(head: HeadSpec, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
@@ -222,17 +207,17 @@ def _qk_position_map(head: HeadSpec, n: int, bos_dir) -> vectorspace_fns.ScalarB
         if t is not None and not 0 <= t <= i:
             raise CompileError(f"{head.label}: target({i}) = {t} is not a position 0..{i} (causal)")
         targets[i] = t
-    sc = _Scores([_index_dir(t) for t in range(n)] + ([bos_dir] if relu else [ONE]), _positions(n, bos_dir))
+    sc = _Scores([index_dir(t) for t in range(n)] + ([bos_dir] if relu else [ONE]), _positions(n, bos_dir))
     if relu:
         sc.add(bos_dir, bos_dir, 1.0)  # BOS attends to itself (its reads keep their BOS values)
         for i, t in targets.items():
             if t is not None:
-                sc.add(_index_dir(i - 1), _pos_dir(t, bos_dir), 1.0)
+                sc.add(index_dir(i - 1), _pos_dir(t, bos_dir), 1.0)
     else:
         sc.add(ONE, bos_dir, g)  # every query: BOS at g (the fallback, and target 0)
         for i, t in targets.items():
             if t:
-                sc.add(_index_dir(i - 1), _pos_dir(t, bos_dir), 2 * g)
+                sc.add(index_dir(i - 1), _pos_dir(t, bos_dir), 2 * g)
     return sc.bilinear()
 
 
@@ -242,9 +227,9 @@ def _qk_match(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.Scal
     pos = _positions(n, bos_dir)
     qdirs = [d for q, _ in spec.pairs for d in space_of(q).basis]
     kdirs = [d for _, k in spec.pairs for d in space_of(k).basis]
-    if set(kdirs) & set(pos) or set(qdirs) & ({bos_dir, ONE} | {_index_dir(t) for t in range(n)}):
+    if set(kdirs) & set(pos) or set(qdirs) & ({bos_dir, ONE} | {index_dir(t) for t in range(n)}):
         raise CompileError(f"{head.label}: the matched SOps must not be tokens:BOS, one or indices")
-    window = [_index_dir(t) for t in range(n)] if spec.where is not None else []
+    window = [index_dir(t) for t in range(n)] if spec.where is not None else []
     relu = head.attention == "relu"
     sc = _Scores(qdirs + [ONE] + window + ([bos_dir] if relu else []), kdirs + pos)
 
@@ -265,7 +250,7 @@ def _qk_match(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.Scal
         for i in range(1, n + 1):
             for j in range(1, i + 1):
                 if outside(i, j):
-                    sc.add(_index_dir(i - 1), _pos_dir(j, bos_dir), -big)
+                    sc.add(index_dir(i - 1), _pos_dir(j, bos_dir), -big)
         return sc.bilinear()
 
     # ReLU, select="all": score = 1 - sum_s d_s - [outside], d_s = 1 - [agree] or |Q Δ K|.
@@ -292,7 +277,7 @@ def _qk_match(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.Scal
     for i in range(1, n + 1):
         for j in range(1, i + 1):
             if outside(i, j):
-                sc.add(_index_dir(i - 1), _pos_dir(j, bos_dir), -1.0)
+                sc.add(index_dir(i - 1), _pos_dir(j, bos_dir), -1.0)
     # The BOS query attends to BOS only, with weight exactly 1 (so BOS keeps its reads' BOS values).
     for d in pos:
         sc.add(bos_dir, d, -1.0)

@@ -63,10 +63,6 @@ def _blocks(model: CompiledModel) -> List[Tuple[Optional[int], Optional[int]]]:
     return [(a, m) for a, m in blocks]
 
 
-def _rows(rows, d: int) -> np.ndarray:
-    return np.arange(d) if rows is None else np.asarray(rows, int)
-
-
 def hooked_transformer_weights(model: CompiledModel) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """The HookedTransformerConfig keyword arguments and the state dict (numpy float32) for ``model``.
 
@@ -110,8 +106,7 @@ def hooked_transformer_weights(model: CompiledModel) -> Tuple[Dict[str, Any], Di
         bo = np.zeros(d, f32)
         if ai is not None:
             spec, lp = specs[ai], layers[ai]
-            q_rows, k_rows, v_rows, o_rows = (_rows(r, d) for r in (spec.q_rows, spec.k_rows, spec.v_rows,
-                                                                      spec.out_rows))
+            q_rows, k_rows, v_rows, o_rows = (spec.rows(r, d) for r in ("q_rows", "k_rows", "v_rows", "out_rows"))
             h, _, dk = lp["w_q"].shape
             dv = lp["w_v"].shape[2]
             wq[:h, q_rows, :dk] = np.asarray(lp["w_q"]) * spec.qk_scale
@@ -131,7 +126,7 @@ def hooked_transformer_weights(model: CompiledModel) -> Tuple[Dict[str, Any], Di
             w_out, b_out = np.zeros((d_mlp, d), f32), np.zeros(d, f32)
             if mi is not None:
                 spec, lp = specs[mi], layers[mi]
-                in_rows, out_rows = _rows(spec.in_rows, d), _rows(spec.out_rows, d)
+                in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
                 hid = lp["w_1"].shape[1]
                 w_in[np.ix_(in_rows, np.arange(hid))] = np.asarray(lp["w_1"])
                 b_in[:hid] = np.asarray(lp["b_1"])

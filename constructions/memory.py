@@ -27,19 +27,15 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 from tracr.craft import bases, transformers, vectorspace_fns
-from tracr.rasp import rasp
 
+from constructions.directions import ONE, index_dir
 from constructions.errors import CompileError
-from constructions.primitives import HeadRead, HeadSpec, MemorySpec, memory_keys, memory_table
+from constructions.primitives import CAUSAL_KINDS, HeadRead, HeadSpec, MemorySpec, memory_keys, memory_table
 
 #: Largest |F W - Y| accepted for the least-squares solution (float64, before float32 weights).
 RESIDUAL_TOL = 1e-6
 #: Extra heads tried beyond the generic count before giving up.
 EXTRA_HEADS = 8
-
-
-def _index_dir(t: int) -> bases.BasisDirection:
-    return bases.BasisDirection(rasp.indices.label, t)
 
 
 def key_space(spec: MemorySpec, space_of, n: int, bos_dir) -> bases.VectorSpaceWithBasis:
@@ -49,7 +45,7 @@ def key_space(spec: MemorySpec, space_of, n: int, bos_dir) -> bases.VectorSpaceW
         for d in space_of(k).basis:
             dirs.setdefault(d, None)
     for t in range(n):
-        dirs.setdefault(_index_dir(t), None)
+        dirs.setdefault(index_dir(t), None)
     dirs.setdefault(bos_dir, None)
     return bases.VectorSpaceWithBasis(list(dirs))
 
@@ -68,7 +64,7 @@ def residuals(spec: MemorySpec, keys, space: bases.VectorSpaceWithBasis, bos_dir
     out = np.zeros((len(keys), r_len + 1, space.num_dims))
     out[:, 0, index[bos_dir]] = 1.0
     for t in range(r_len):
-        out[:, t + 1, index[_index_dir(t)]] = 1.0
+        out[:, t + 1, index[index_dir(t)]] = 1.0
     for e, key in enumerate(keys):
         for k, vals in zip(spec.keys, key):
             dirs = by_label.get(k.label, {})
@@ -168,10 +164,10 @@ def build_memory(head: HeadSpec, space_of, outputs, max_seq_len: int, bos_dir) -
     for e, lab in enumerate(distinct.labels):
         targets[e, col[lab]] = 1.0
     u, w = solve(distinct, head.attention, res, targets)
-    one_space = bases.VectorSpaceWithBasis([bases.BasisDirection("one")])
+    one_space = bases.VectorSpaceWithBasis([ONE])
     heads: List[transformers.AttentionHead] = []
     for h in range(len(u)):
         qk = vectorspace_fns.ScalarBilinear(one_space, space, u[h][None, :])
         ov = vectorspace_fns.Linear(space, out_space, w[h])
-        heads.append(transformers.AttentionHead(w_qk=qk, w_ov=ov, causal=True))
+        heads.append(transformers.AttentionHead(w_qk=qk, w_ov=ov, causal=head.kind in CAUSAL_KINDS))
     return transformers.MultiAttentionHead(heads)

@@ -132,6 +132,8 @@ def parse_values(key: str, text: str) -> List[str]:
             a, b = int(lo), int(hi)
             if a > b:
                 raise ParameterError(f"{key}={item!r}: the range must go up (a..b with a <= b)")
+            if b - a + 1 > MAX_POINTS:  # refuse before expanding (1..10**12 would never finish)
+                raise ParameterError(f"{key}={item!r}: {b - a + 1} values, more than {MAX_POINTS} in one range")
             out += [str(v) for v in range(a, b + 1)]
         elif sep == ".." :
             raise ParameterError(f"{key}={item!r}: a range must look like 1..16")

@@ -51,6 +51,9 @@ DEFAULT_HARDNESS = 24.0
 #: Head kinds (see the factories below).
 KINDS = ("prev_token", "last_occurrence", "pointer_lookup", "position_map", "match", "memory",
          "last_occurrence_upto", "fact_lookup")
+#: Head kinds whose keys must not lie after the query (they search earlier positions): compiled into
+#: causal heads and refused in a bidirectional model.
+CAUSAL_KINDS = ("last_occurrence", "last_occurrence_upto", "match", "memory")
 #: Attention kinds a hand-built head can be designed for.
 HEAD_ATTENTION = ("softmax", "relu")
 

@@ -66,6 +66,11 @@ class SublayerSpec:
     out_rows: Optional[Tuple[int, ...]] = None
     qk_scale: float = 1.0
 
+    def rows(self, name: str, d_model: int) -> np.ndarray:
+        """The residual rows of ``name`` (``"q_rows"``, ..., ``"out_rows"``) as an int array; None = all d_model."""
+        rows = getattr(self, name)
+        return np.arange(d_model) if rows is None else np.asarray(rows, int)
+
 
 @dataclasses.dataclass(frozen=True)
 class Arch:

@@ -21,6 +21,12 @@ def cls_token(vocab: int) -> int:
     return vocab
 
 
+def with_cls(x, vocab: int):
+    """[b, n] content tokens -> [b, n+1] int64 inputs ending with the CLS token of SC and TM."""
+    x = np.asarray(x, np.int64)
+    return np.concatenate([x, np.full((len(x), 1), cls_token(vocab), np.int64)], 1)
+
+
 def label_token(vocab: int, c):
     """Token of label c in SC and TM (V + 1 + c, after CLS); vectorised over c."""
     return vocab + 1 + np.asarray(c)

@@ -93,7 +93,7 @@ def test_summary_uses_the_best_seed_and_reports_controls():
 
 @pytest.mark.parametrize("args, message", [
     (["train", "nosuchtask"], "no preset 'cpu' for task 'nosuchtask'"),
-    (["train", "khop", "--depths", "3-1"], "depths '3-1'"),
+    (["train", "khop", "--depths", "3-1"], "depths='3-1': the range must go up"),
     (["train", "khop", "-p", "k=zero"], "k='zero' is not a valid int"),
     (["train", "khop", "--width", "30", "--heads", "4"], "width=30 must be divisible by heads=4"),
     (["train", "khop", "--preset", "gpu"], "'gpu' is not one of"),
@@ -160,3 +160,8 @@ def test_paper_presets_build_their_sweep(task):
     if task == "khop":  # SPEC §7: N = 100, |Σ| = 4, k in 0..16 in one model, depths 2-6, 4 heads, width 128, 1e5 steps
         assert [c["k"] for c in cfg.conditions] == list(range(17)) and cfg.conditions[0]["n"] == 100
         assert (cfg.depths, cfg.model.heads, cfg.model.width, cfg.train.steps) == ((2, 3, 4, 5, 6), 4, 128, 100_000)
+
+
+def test_train_takes_the_verify_sweep_syntax():
+    cfg = sweep.make_config(get_preset("khop", "cpu"), {"k": "1..3"}, depths=sweep.parse_depths("1..2,4"), seeds=1)
+    assert [c["k"] for c in cfg.conditions] == [1, 2, 3] and cfg.depths == (1, 2, 4)

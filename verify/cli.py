@@ -87,7 +87,8 @@ def list_cmd(name: Optional[str], as_json: bool) -> None:
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n (small n and vocab only).")
 @click.option("--hypothesis", "hyp", type=click.IntRange(0, MAX_SAMPLES), default=100, show_default=True,
               help="Hypothesis examples (failures are shrunk).")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for random inputs and hypothesis.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seed for random inputs and hypothesis.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON report here.")
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), default=None,

@@ -45,7 +45,8 @@ def save_cmd(name, params, out) -> None:
 @click.option("--exhaustive", is_flag=True, help="Also check every input of length n.")
 @click.option("--hypothesis", "hyp", type=click.IntRange(0, MAX_SAMPLES), default=100, show_default=True,
               help="Hypothesis examples.")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="Seed for random inputs and hypothesis.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seed for random inputs and hypothesis.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     """Load a saved model and verify it (bound recorded in the file, task reference)."""

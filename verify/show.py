@@ -30,6 +30,7 @@ from tracr.rasp import rasp
 
 from constructions.errors import InputError
 from constructions.model import CompiledModel
+from verify.structure import live_mlp_units
 
 #: Attention weight below which a query's attention counts as split (the second key is shown).
 SPLIT = 0.99
@@ -118,10 +119,6 @@ def _names(labels: Sequence[str], rows: Sequence[int]) -> List[str]:
     return out
 
 
-def _rows(spec_rows, d: int) -> np.ndarray:
-    return np.arange(d) if spec_rows is None else np.asarray(spec_rows, int)
-
-
 def _live(w: np.ndarray, axis: int) -> np.ndarray:
     """Indices along ``axis`` of w where any weight is non-zero."""
     other = tuple(i for i in range(w.ndim) if i != axis)
@@ -147,8 +144,7 @@ def describe_sublayers(model: CompiledModel, attention: Sequence[np.ndarray]) ->
         if spec.kind == "attn":
             layer += 1
             att = next(maps)
-            q_rows, k_rows, v_rows = (_rows(r, d) for r in (spec.q_rows, spec.k_rows, spec.v_rows))
-            out_rows = _rows(spec.out_rows, d)
+            q_rows, k_rows, v_rows, out_rows = (spec.rows(r, d) for r in ("q_rows", "k_rows", "v_rows", "out_rows"))
             for h in range(p["w_q"].shape[0]):
                 wq, wk, wv, wo = (np.asarray(p[n][h]) for n in ("w_q", "w_k", "w_v", "w_o"))
                 written = out_rows[_live(wo, 1)]
@@ -162,11 +158,11 @@ def describe_sublayers(model: CompiledModel, attention: Sequence[np.ndarray]) ->
         else:
             mlp += 1
             w1, w2 = np.asarray(p["w_1"]), np.asarray(p["w_2"])
-            in_rows, out_rows = _rows(spec.in_rows, d), _rows(spec.out_rows, d)
+            in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
             written = out_rows[_live(w2, 1)] if w2.size else np.zeros(0, int)
             for r in written:
                 writer.setdefault(int(r), f"MLP {mlp}")
-            hidden = int(((np.abs(w1).max(0) > 0) & (np.abs(w2).max(1) > 0)).sum()) if w1.size and w2.size else 0
+            hidden = live_mlp_units(w1, w2)
             views.append(MLPView(mlp, layer, _names(labels, in_rows[_live(w1, 0)] if w1.size else []),
                                  _names(labels, written), hidden))
     return views, writer

@@ -24,6 +24,13 @@ def _nonzero(a) -> bool:
     return bool(np.any(np.asarray(a) != 0))
 
 
+def live_mlp_units(w1: np.ndarray, w2: np.ndarray) -> int:
+    """Hidden units of an MLP ([d_in, h] and [h, d_out] weights) that both read and write something."""
+    if not (w1.size and w2.size):
+        return 0
+    return int(((np.abs(w1).max(0) > 0) & (np.abs(w2).max(1) > 0)).sum())
+
+
 def measure(model: CompiledModel) -> Dict[str, Any]:
     """Structure of ``model`` measured from its weights.
 
@@ -52,7 +59,7 @@ def measure(model: CompiledModel) -> Dict[str, Any]:
                 per_layer.append({"kind": "attn", "heads": live})
         else:
             w1, w2 = np.asarray(p["w_1"]), np.asarray(p["w_2"])
-            units = int(((np.abs(w1).max(0) > 0) & (np.abs(w2).max(1) > 0)).sum()) if w1.size and w2.size else 0
+            units = live_mlp_units(w1, w2)
             if units or _nonzero(p["b_2"]):
                 mlp_layers += 1
                 d_mlp = max(d_mlp, units)

@@ -22,7 +22,7 @@ import numpy as np
 
 from constructions import registry
 from constructions.errors import DepthcraftError, ParameterError
-from constructions.params import MAX_DEPTH
+from constructions.params import MAX_DEPTH, parse_values
 from constructions.runtime import forward
 from verify.crosscheck.alignment import best_heads, head_alignments
 from verify.crosscheck.checkpoint import read_meta
@@ -101,22 +101,18 @@ def _expand(params: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def parse_depths(text: str) -> tuple:
-    """``"1-6"`` or ``"1,2,4"`` (or a mix, ``"1-3,6"``) -> sorted depths.
+    """``"1-6"``, ``"1..6"`` or ``"1,2,4"`` (or a mix, ``"1-3,6"``) -> sorted depths (the ``-p`` sweep syntax).
 
     Raises:
         ParameterError: not of that form, a depth < 1, or a depth above MAX_DEPTH.
     """
     out = set()
-    for part in str(text).split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not m:
-            raise ParameterError(f"depths {text!r} must look like 1-6 or 1,2,4")
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if lo < 1 or hi < lo:
-            raise ParameterError(f"depths {text!r}: each range must go up from a depth >= 1")
-        if hi > MAX_DEPTH:
-            raise ParameterError(f"depths {text!r}: depth {hi} is above the limit {MAX_DEPTH}")
-        out.update(range(lo, hi + 1))
+    for item in parse_values("depths", text):
+        if not item.isdigit() or int(item) < 1:
+            raise ParameterError(f"depths {text!r} must look like 1-6 or 1,2,4 (depths >= 1)")
+        if int(item) > MAX_DEPTH:
+            raise ParameterError(f"depths {text!r}: depth {item} is above the limit {MAX_DEPTH}")
+        out.add(int(item))
     return tuple(sorted(out))
 
 
@@ -138,8 +134,9 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     task = get_task(p.task)
     merged = dict(p.params)
     for k, v in (params or {}).items():
-        if isinstance(v, str) and "," in v:
-            v = tuple(x.strip() for x in v.split(",") if x.strip())
+        if isinstance(v, str):  # the -p sweep syntax of depthcraft verify: 1,2,4 or 1..4 or 1-4
+            values = parse_values(k, v)
+            v = tuple(values) if len(values) > 1 else values[0]
         merged[k] = v
     known = {s.name for s in task.params}
     unknown = sorted(set(merged) - known)

@@ -101,7 +101,7 @@ class Task(abc.ABC):
         if total > EXHAUSTIVE_LIMIT:
             raise ParameterError(f"exhaustive check of {len(vocab)}^{n} = {total} inputs is above the "
                                  f"limit of {EXHAUSTIVE_LIMIT}; use smaller n or vocab")
-        return total, _enumerate(vocab, n, batch)
+        return total, enumerate_sequences(vocab, n, batch)
 
     @abc.abstractmethod
     def strategy(self, p: Dict[str, Any]):
@@ -141,7 +141,8 @@ class Task(abc.ABC):
         return out
 
 
-def _enumerate(vocab: np.ndarray, n: int, batch: int) -> Iterator[np.ndarray]:
+def enumerate_sequences(vocab: np.ndarray, n: int, batch: int) -> Iterator[np.ndarray]:
+    """Every sequence in vocab^n, in lexicographic order, as [<= batch, n] arrays of ``vocab``'s values."""
     v = len(vocab)
     total = v ** n
     powers = v ** np.arange(n - 1, -1, -1, dtype=np.int64)

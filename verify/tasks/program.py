@@ -28,7 +28,7 @@ import numpy as np
 
 from constructions.errors import ParameterError
 from verify.strategies import _vocab_list, edge_sequences, token_sequences
-from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
+from verify.tasks.base import EXHAUSTIVE_LIMIT, Task, enumerate_sequences
 
 
 class _Any:
@@ -212,14 +212,10 @@ class ProgramTask(Task):
         return total, self._enumerate(batch)
 
     def _enumerate(self, batch: int) -> Iterator[np.ndarray]:
-        v = len(self._vocab)
         values = np.asarray(self._vocab, dtype=object)
         for length in range(1, self._n + 1):
-            powers = v ** np.arange(length - 1, -1, -1, dtype=np.int64)
-            for start in range(0, v ** length, batch):
-                codes = np.arange(start, min(start + batch, v ** length), dtype=np.int64)
-                digits = (codes[:, None] // powers[None, :]) % v
-                yield token_array(values[digits].tolist())
+            for rows in enumerate_sequences(values, length, batch):
+                yield token_array(rows.tolist())
 
     def strategy(self, p: Dict[str, Any]):
         if self._strategy is None:

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy as np
 
 from constructions.errors import InputError, ParameterError
-from rasp_programs.chen_zou_data import cls_token, label_token
+from rasp_programs.chen_zou_data import cls_token, label_token, with_cls
 from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 #: Target value at unscored positions, and what a model output with no value decodes to.
@@ -82,7 +82,7 @@ class ClsTask(ReadoutTask):
 
     def with_cls(self, p, x: np.ndarray) -> np.ndarray:
         """[b, n] content -> [b, n+1] inputs ending with CLS."""
-        return np.concatenate([x, np.full((len(x), 1), self.cls(p), np.int64)], 1)
+        return with_cls(x, p["vocab"])
 
     def vocab(self, p):
         return list(range(p["vocab"] + 1))
