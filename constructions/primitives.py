@@ -38,6 +38,7 @@ to itself, so these values are well defined by induction.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from tracr.rasp import rasp
@@ -771,13 +772,16 @@ class Evaluator(rasp.DefaultRASPEvaluator):
         spec: MemorySpec = head.spec
         out = [None] * len(xs)
         if len(xs) == spec.length:
-            table = self._cache.get("__memory__" + head.label)
-            if table is None:
-                table = memory_table(spec)
-                self._cache["__memory__" + head.label] = table
+            table = _MEMORY_TABLES.get(head)
+            if table is None:  # once per head, not once per evaluated input
+                table = _MEMORY_TABLES[head] = memory_table(spec)
             key = tuple(tuple(self.evaluate(k, xs)) for k in spec.keys)
             out[-1] = table.get(key)
         return out
+
+
+#: memory_table of each memorise head, kept as long as the head exists (a reference evaluates many inputs).
+_MEMORY_TABLES: "weakref.WeakKeyDictionary[HeadSpec, Dict[Any, Any]]" = weakref.WeakKeyDictionary()
 
 
 def memory_keys(spec: MemorySpec) -> List[Tuple[Tuple[Any, ...], ...]]:

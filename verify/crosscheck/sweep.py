@@ -284,7 +284,10 @@ class Progress:
     def message(self, text: str) -> None: ...
 
 
-def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, infos: List[ConstructionInfo]):
+def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, infos: List[ConstructionInfo],
+               cache: Dict[Any, Any]):
+    """Each condition's trained-vs-construction head alignment (SPEC §7). The construction's maps on a
+    condition's fixed alignment inputs are the same for every run: ``cache`` keeps them across runs."""
     task = data.task
     out = []
     for local, c in enumerate(run.conditions):
@@ -299,8 +302,11 @@ def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, inf
         batch = data.condition_batch(local, tokens)
         ids = batch.ids
         trained = [np.asarray(a) for a in forward(params, jnp.asarray(ids), arch, collect_attention=True).attention]
-        c_ids = info.model.encode(tokens, length=ids.shape[1])
-        cons = [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
+        key = (c, ids.shape[1])
+        if key not in cache:
+            c_ids = info.model.encode(tokens, length=ids.shape[1])
+            cache[key] = c_ids, [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
+        c_ids, cons = cache[key]
         rows = (c_ids != info.model.pad_id)
         rows[:, 0] = False
         scored = batch.loss_mask > 0
@@ -353,6 +359,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
     runs = plan(cfg, [i.bound for i in infos])
     progress.begin(runs)
     records: List[Dict[str, Any]] = []
+    construction_maps: Dict[Any, Any] = {}
     for idx, run in enumerate(runs):
         ckpt = os.path.join(out_dir, "checkpoints", run.run_id)
         if fresh and os.path.isdir(ckpt):
@@ -368,7 +375,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
         ev_train = None if eval_conds is None else \
             evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
-        align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos)
+        align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos, construction_maps)
         record = {
             "run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
             "seed": run.train.seed, "control": run.control, "conditions": [cfg.names[c] for c in run.conditions],
