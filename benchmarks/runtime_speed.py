@@ -17,9 +17,9 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from constructions.compiler import assemble_program
-from constructions.model import BOS, from_tracr
-from rasp_programs.khop import khop_doubling
+from depthcraft.constructions.compiler import assemble_program
+from depthcraft.constructions.model import BOS, from_tracr
+from depthcraft.rasp_programs.khop import khop_doubling
 
 DEFAULT_SIZES = ("1:16", "2:16", "4:32", "8:64", "16:100")
 

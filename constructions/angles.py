@@ -43,9 +43,9 @@ import numpy as np
 from tracr.craft import bases, vectorspace_fns
 from tracr.rasp import rasp
 
-from constructions.directions import ONE
-from constructions.errors import CompileError
-from constructions.primitives import HeadSpec, is_pointer
+from depthcraft.constructions.directions import ONE
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.primitives import HeadSpec, is_pointer
 
 POS_COS = bases.BasisDirection("position", "cos")
 POS_SIN = bases.BasisDirection("position", "sin")

@@ -34,11 +34,11 @@ from tracr.rasp import rasp
 from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
-from constructions import angles
-from constructions.errors import CompileError
-from constructions.heads import build_head
-from constructions.model import BOS, PAD, CompiledModel, from_tracr
-from constructions.primitives import (CAUSAL_KINDS, LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi,
+from depthcraft.constructions import angles
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.heads import build_head
+from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_tracr
+from depthcraft.constructions.primitives import (CAUSAL_KINDS, LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi,
                                      is_pointer)
 
 

@@ -19,11 +19,11 @@ import numpy as np
 from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
 
-from constructions.errors import CompileError
-from constructions import angles
-from constructions.directions import ONE, index_dir, model_position, position_space
-from constructions.memory import build_memory
-from constructions.primitives import (CAUSAL_KINDS, POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi,
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions import angles
+from depthcraft.constructions.directions import ONE, index_dir, model_position, position_space
+from depthcraft.constructions.memory import build_memory
+from depthcraft.constructions.primitives import (CAUSAL_KINDS, POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi,
                                      is_pointer)
 
 def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWithBasis],

@@ -30,9 +30,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from constructions.errors import InputError, ParameterError
-from constructions.model import CompiledModel
-from constructions.runtime import Arch, SublayerSpec
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.constructions.runtime import Arch, SublayerSpec
+from depthcraft.constructions.version import package_version
 
 FORMAT = "depthcraft-model"
 FORMAT_VERSION = 2  # 2: the SHA-256 covers the metadata too (1: the weights only)
@@ -214,16 +215,6 @@ def _jsonable_meta(meta: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def package_version() -> str:
-    """The installed depthcraft version ("unknown" when not installed)."""
-    try:
-        from importlib.metadata import version
-
-        return version("depthcraft")
-    except Exception:  # pragma: no cover - not installed
-        return "unknown"
-
-
 # ---------------------------------------------------------------------------------------------
 # Save / load
 # ---------------------------------------------------------------------------------------------
@@ -232,22 +223,16 @@ def package_version() -> str:
 def metadata(model: CompiledModel, bound: Optional[Mapping[str, Optional[int]]] = None) -> Dict[str, Any]:
     """The JSON metadata that :func:`save` writes for ``model`` (without the skeleton and checksum).
 
-    ``bound`` defaults to the registered construction's bound at the model's
-    parameters (None when the model is not from the registry); ``bound_kinds``
-    records which of those are lower bounds (a given ``bound`` is read as upper
-    bounds: measured <= bound).
+    ``bound`` defaults to the bound recorded in ``model.meta`` (a model built from the
+    catalogue records its construction's bound values and kinds there; None
+    otherwise); ``bound_kinds`` records which of those are lower bounds (a given
+    ``bound`` is read as upper bounds: measured <= bound).
     """
     meta = model.meta
     kinds: Dict[str, str] = {}
-    if bound is None and meta.get("construction"):
-        from constructions import registry
-
-        try:
-            c = registry.get(meta["construction"])
-            bound = c.bound_values(meta.get("params") or {})
-            kinds = c.bound_kinds()
-        except (ParameterError, KeyError):
-            bound = None
+    if bound is None and meta.get("bound") is not None:
+        bound = meta["bound"]
+        kinds = dict(meta.get("bound_kinds") or {})
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

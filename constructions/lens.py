@@ -30,8 +30,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from constructions.errors import ParameterError
-from constructions.model import CompiledModel
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.model import CompiledModel
 
 
 def _require():

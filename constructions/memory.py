@@ -28,9 +28,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 from tracr.craft import bases, transformers, vectorspace_fns
 
-from constructions.directions import ONE, index_dir
-from constructions.errors import CompileError
-from constructions.primitives import CAUSAL_KINDS, HeadRead, HeadSpec, MemorySpec, memory_keys, memory_table
+from depthcraft.constructions.directions import ONE, index_dir
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.primitives import CAUSAL_KINDS, HeadRead, HeadSpec, MemorySpec, memory_keys, memory_table
 
 #: Largest |F W - Y| accepted for the least-squares solution (float64, before float32 weights).
 RESIDUAL_TOL = 1e-6

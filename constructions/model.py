@@ -19,8 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from constructions.errors import InputError
-from constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward
+from depthcraft.constructions.errors import InputError
+from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward
 
 BOS = "BOS"
 PAD = "PAD"

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from constructions.errors import ParameterError
+from depthcraft.constructions.errors import ParameterError
 
 
 @dataclasses.dataclass(frozen=True)

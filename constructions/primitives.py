@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from tracr.rasp import rasp
 
-from constructions.errors import CompileError
+from depthcraft.constructions.errors import CompileError
 
 #: Default logit gap (in nats) between the intended key and any other key of a
 #: hand-built head. With gap g and at most T keys the softmax weight on the

@@ -163,7 +163,7 @@ def _top_mass(scores, w, mask, query_ok, kind):
     return jnp.where(counted, mass, 1.0).min(-1)  # [b, h]
 
 
-def _rounder(mantissa_bits):
+def mantissa_rounder(mantissa_bits):
     """Round to ``mantissa_bits`` explicit mantissa bits (round half to even), or the identity for None.
 
     ``mantissa_bits`` may be a traced integer, so every width shares one compiled
@@ -224,7 +224,7 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
     Returns:
         :class:`ForwardOutput`.
     """
-    rnd = _rounder(mantissa_bits)
+    rnd = mantissa_rounder(mantissa_bits)
     params = jax.tree_util.tree_map(lambda a: rnd(a.astype(dtype)), params)
     _, t = ids.shape
     x = rnd(params["embed"]["token"][ids] + params["embed"]["pos"][:t][None])

@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from tracr.rasp import rasp
 
-from constructions.errors import ParameterError
-from constructions.primitives import POSITION, Read, last_occurrence, match, memorise, position_map, prev_token
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.primitives import POSITION, Read, last_occurrence, match, memorise, position_map, prev_token
 
 ATTENTION = ("softmax", "relu")
 

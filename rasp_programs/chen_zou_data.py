@@ -13,8 +13,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from constructions.errors import ParameterError
-from rasp_programs import templates as tpl
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs import templates as tpl
 
 def cls_token(vocab: int) -> int:
     """The CLS token of SC and TM: content tokens are 0..V-1, CLS is V."""

@@ -23,9 +23,9 @@ import math
 
 from tracr.rasp import rasp
 
-from constructions.errors import ParameterError
-from rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
-from constructions.primitives import (POSITION, Read, last_occurrence, last_occurrence_upto, pointer_lookup,
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
+from depthcraft.constructions.primitives import (POSITION, Read, last_occurrence, last_occurrence_upto, pointer_lookup,
                                       prev_token)
 
 #: The ⊥ output value (no k-th hop). Integer so that it sorts with integer tokens.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from tracr.rasp import rasp
 
-from constructions.errors import ParameterError
-from constructions.params import ParamSpec
-from constructions.primitives import Read, fact_lookup, prev_token
-from rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.constructions.primitives import Read, fact_lookup, prev_token
+from depthcraft.rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
 
 #: The "no value" output (no fact with that key).
 BOT = -1

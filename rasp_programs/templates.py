@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from constructions.errors import InputError, ParameterError
+from depthcraft.constructions.errors import InputError, ParameterError
 
 __all__ = ["GREEK", "MAX_TEMPLATE_LEN", "canonical_pattern", "first_occurrence", "pattern_codes", "num_wildcards",
            "enumerate_patterns", "count_patterns", "substitute", "random_injective", "injective_maps",

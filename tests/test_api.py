@@ -7,10 +7,10 @@ import pytest
 from hypothesis import strategies as st
 from tracr.rasp import rasp
 
-from constructions.compiler import compile_program
-from constructions.errors import CompileError, ParameterError
-from verify import ANY, check_program
-from verify.tasks.khop import hop_k
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import CompileError, ParameterError
+from depthcraft import ANY, check_program
+from depthcraft.verify.tasks.khop import hop_k
 
 FAST = dict(samples=64, hypothesis_examples=15)
 

@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from constructions import io, registry
-from constructions.errors import InputError, ParameterError
-from verify import cli, show
-from verify.verifier import resolve_params
+from depthcraft.constructions import io
+from depthcraft.verify import lookup
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.verify import cli, show
 
 
 def run_cli(capsys, *args):
@@ -103,7 +103,7 @@ def test_outputs_that_are_inputs_or_twice_the_same_or_special_files(capsys, tmp_
 
 
 def test_symlink_loops_are_refused(tmp_path):
-    from verify.outputs import write_text_atomic
+    from depthcraft.verify.outputs import write_text_atomic
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.symlink_to(b)
@@ -114,17 +114,17 @@ def test_symlink_loops_are_refused(tmp_path):
 
 
 def test_interrupted_train_says_what_is_on_disk(tmp_path):
-    from verify.crosscheck.command import _interrupted
+    from depthcraft.verify.crosscheck.command import interrupted_message
 
-    assert "nothing was written" in _interrupted(str(tmp_path))
+    assert "nothing was written" in interrupted_message(str(tmp_path))
     (tmp_path / "checkpoints" / "L1").mkdir(parents=True)
-    assert _interrupted(str(tmp_path)).startswith("interrupted; checkpoints are in")
+    assert interrupted_message(str(tmp_path)).startswith("interrupted; checkpoints are in")
     (tmp_path / "results.json").write_text("{}")
-    assert "results.json of the finished runs (complete: false) and checkpoints" in _interrupted(str(tmp_path))
+    assert "results.json of the finished runs (complete: false) and checkpoints" in interrupted_message(str(tmp_path))
 
 
 def test_a_symlinked_output_is_written_through(tmp_path):
-    from verify.outputs import write_text_atomic
+    from depthcraft.verify.outputs import write_text_atomic
 
     target = tmp_path / "target.txt"
     target.write_text("old")
@@ -175,7 +175,7 @@ def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
 
 def test_sigint_in_a_real_process(tmp_path):
     out = tmp_path / "big.safetensors"
-    proc = subprocess.Popen([sys.executable, "-m", "verify.cli", "save", "khop_doubling", "-p", "k=16", "-p", "n=600",
+    proc = subprocess.Popen([sys.executable, "-m", "depthcraft", "save", "khop_doubling", "-p", "k=16", "-p", "n=600",
                              "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stderr.readline()  # printed once the command runs (imports done)
     assert first.startswith("compiling khop_doubling"), first
@@ -189,7 +189,7 @@ def test_sigint_in_a_real_process(tmp_path):
 
 
 def test_api_bad_inputs(tmp_path):
-    model = registry.get("khop_doubling").build({"k": 2, "n": 8, "vocab": 3})
+    model = lookup.resolve("khop_doubling", {"k": 2, "n": 8, "vocab": 3}).build()
     cases = [
         (lambda: model.run([[0, 5]]), InputError, "token 5 at position 2 is not in the vocabulary [0, 1, 2]"),
         (lambda: model.run(np.array([[0.0, 1.0]])), InputError, "tokens have dtype float64"),
@@ -199,7 +199,7 @@ def test_api_bad_inputs(tmp_path):
         (lambda: model.run([[]]), InputError, "empty input"),
         (lambda: model.run([]), InputError, "no input sequences"),
         (lambda: model.run([[0] * 9]), InputError, "input of length 9 is longer than max_seq_len=8"),
-        (lambda: resolve_params(registry.get("khop_doubling"), {"k": -2}), ParameterError, "k must be >= 1, got -2"),
+        (lambda: lookup.resolve("khop_doubling", {"k": -2}), ParameterError, "k must be >= 1, got -2"),
         (lambda: io.save(model, str(tmp_path / "no" / "m.safetensors")), ParameterError, "does not exist"),
         (lambda: io.save(model, "/proc/m.safetensors"), ParameterError, "cannot write /proc/m.safetensors"),
         (lambda: show.for_construction("khop_doubling", {"k": 2, "n": 8, "vocab": 3}, "a q"), InputError,
@@ -216,8 +216,8 @@ def test_numerical_aggregate_of_non_binary_values_is_refused():
     """tracr's numerical Aggregate is exact only for 0/1 values; 0.5 must not slip through (int(0.5) == 0)."""
     from tracr.rasp import rasp
 
-    from constructions.compiler import compile_program
-    from constructions.errors import CompileError
+    from depthcraft.constructions.compiler import compile_program
+    from depthcraft.constructions.errors import CompileError
 
     half = rasp.numerical(rasp.Map(lambda t: 0.5 if t == 1 else 0, rasp.tokens))
     mean = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), half,

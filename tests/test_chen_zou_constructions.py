@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from constructions import registry
-from constructions.errors import CompileError
-from rasp_programs import templates as tpl
-from verify.ablation import ablate, without_layer
-from verify.cli import main
-from verify.tasks import get_task
-from verify.verifier import resolve_params, verify, verify_model
+from depthcraft.verify import lookup
+from depthcraft.constructions.errors import CompileError
+from depthcraft.rasp_programs import templates as tpl
+from depthcraft.verify.ablation import ablate, without_layer
+from depthcraft.verify.cli import main
+from depthcraft.verify.tasks import get_task
+from depthcraft.verify.verifier import verify, verify_model
 
 # (construction, small parameters, attention layers, run the task's exhaustive check)
 CASES = [
@@ -37,7 +37,7 @@ def test_construction_is_exact_attention_only_at_its_depth_and_needs_every_layer
     assert all(a["exact_fraction"] < 1 for a in r["ablation"]) and r["ablation_ok"]
     if exhaustive:
         task = get_task(r["task"])
-        total, _ = task.exhaustive(resolve_params(registry.get(name), r["params"]))
+        total, _ = task.exhaustive(lookup.resolve(name, r["params"]).params)
         assert r["checks"]["exhaustive"]["inputs"] == total and r["checks"]["exhaustive"]["exact"]
     else:
         assert r["checks"]["exhaustive"] is None
@@ -77,8 +77,8 @@ def test_tm_exact_on_held_out_tokens_only():
 
 
 def _icqa_model():
-    c = registry.get("icqa_copy_match")
-    p = resolve_params(c, dict(CASES[1][1], attention="softmax"))
+    c = lookup.get("icqa_copy_match")
+    p = lookup.resolve(c, dict(CASES[1][1], attention="softmax")).params
     return c, p, c.build(p)
 
 
@@ -130,10 +130,10 @@ def test_cli_verify_writes_the_report_with_ablation(tmp_path):
                                          ("ictm_parse_copy_match", 3)])
 def test_defaults_through_the_cli(tmp_path, name, depth):
     """The issue's 'must show': every default of the four passes with the right depth and ablation."""
-    for given in registry.get(name).defaults:
+    for given in lookup.get(name).defaults:
         out = tmp_path / f"{name}.json"
         args = ["verify", name, "--json", str(out)] + [f"-p{k}={v}" for k, v in given.items()]
-        if registry.get(name).exhaustive_in_all:
+        if lookup.get(name).exhaustive_in_all:
             args.append("--exhaustive")
         with pytest.raises(SystemExit) as e:
             main(args)
@@ -144,9 +144,9 @@ def test_defaults_through_the_cli(tmp_path, name, depth):
 
 
 def test_tm_examples_cover_every_template():
-    from constructions.chen_zou import tm_examples
+    from depthcraft.constructions.catalogue.chen_zou import tm_examples
 
-    p = resolve_params(registry.get("tm_parse_map"), CASES[2][1])
+    p = lookup.resolve("tm_parse_map", CASES[2][1]).params
     rows, labels = tm_examples(p)
     pats, _ = get_task("tm").templates(p)
     assert (tpl.canonical_pattern(np.asarray(rows)[:, :-1]) == pats).all()

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tracr.rasp import rasp
 
-from constructions.compiler import compile_program
-from constructions.errors import CompileError
-from rasp_programs.chen_zou_data import sc_dataset
-from constructions.primitives import POSITION, HeadSpec, Read, evaluate, match, memorise, position_map, prev_token
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import CompileError
+from depthcraft.rasp_programs.chen_zou_data import sc_dataset
+from depthcraft.constructions.primitives import POSITION, HeadSpec, Read, evaluate, match, memorise, position_map, prev_token
 
 NONE = -1
 RNG = np.random.default_rng(7)
@@ -94,7 +94,7 @@ def test_relu_match_reading_repeated_values_is_caught_by_the_verifier():
     """A ReLU select="all" read adds the matched keys' one-hot reads: with repeated read values it is a
     count vector, not the set the RASP semantics describe, and a later set-equality match goes wrong.
     The verifier must report that (against the program's own semantics), never pass it."""
-    from verify import check_program
+    from depthcraft import check_program
 
     prev = prev_token(rasp.tokens, attention="relu", name="prev")
     W = match([(rasp.tokens, rasp.tokens)], [prev], select="all", attention="relu", name="W")[0]

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.errors import InputError, ParameterError
-from verify.tasks import get_task
-from rasp_programs import templates as tpl
-from verify.tasks.chen_zou.common import NONE
-from rasp_programs.chen_zou_data import sc_dataset
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.verify.tasks import get_task
+from depthcraft.rasp_programs import templates as tpl
+from depthcraft.verify.tasks.chen_zou.common import NONE
+from depthcraft.rasp_programs.chen_zou_data import sc_dataset
 
 SC, ICQA, TM, ICTM = (get_task(n) for n in ("sc", "icqa", "tm", "ictm"))
 
@@ -310,7 +310,7 @@ def test_strategies_generate_valid_inputs(task):
 
 def test_cached_datasets_are_read_only():
     """sc_dataset / tm_templates are cached and shared by the task and the construction: no caller may mutate them."""
-    from rasp_programs.chen_zou_data import sc_dataset, tm_templates
+    from depthcraft.rasp_programs.chen_zou_data import sc_dataset, tm_templates
 
     arrays = list(sc_dataset(5, 3, 3, 2, 0)) + [a for a in tm_templates(3, 4, 2, 4, 1, 0) if isinstance(a, np.ndarray)]
     assert arrays and all(not a.flags.writeable for a in arrays)

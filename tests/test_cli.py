@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from verify.cli import main
+from depthcraft.verify.cli import main
 
 
 def run_cli(args, capsys):
@@ -97,7 +97,7 @@ def test_run_prints_worked_example(capsys):
 
 
 def test_console_script_subprocess_exit_2_no_traceback():
-    proc = subprocess.run([sys.executable, "-c", "from verify.cli import main; main()", "verify", "khop_doubling",
+    proc = subprocess.run([sys.executable, "-c", "from depthcraft.verify.cli import main; main()", "verify", "khop_doubling",
                            "-p", "k=-1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from tracr.rasp import rasp
 
-from constructions import compiler
+from depthcraft.constructions import compiler
 
 
 def test_zero_init_gives_identical_weights(monkeypatch):

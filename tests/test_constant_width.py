@@ -6,27 +6,27 @@ import numpy as np
 import pytest
 from tracr.rasp import rasp
 
-from constructions import registry
-from constructions.angles import angle_step, position_features
-from constructions.compiler import compile_program
-from constructions.errors import CompileError
-from constructions.primitives import (POSITION, Read, fact_lookup, last_occurrence, last_occurrence_upto,
+from depthcraft.verify import lookup
+from depthcraft.constructions.angles import angle_step, position_features
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.primitives import (POSITION, Read, fact_lookup, last_occurrence, last_occurrence_upto,
                                       pointer_lookup, prev_token)
-from rasp_programs.khop import khop_doubling
-from verify.structure import measure
-from verify.tasks import get_task
-from verify.tasks.khop import find_k
-from verify.verifier import run_checks, verify
+from depthcraft.rasp_programs.khop import khop_doubling
+from depthcraft.verify.structure import measure
+from depthcraft.verify.tasks import get_task
+from depthcraft.verify.tasks.khop import find_k
+from depthcraft.verify.verifier import run_checks, verify
 
 
 def _build(k, n):
-    return registry.get("khop_constant_width").build({"k": k, "n": n, "vocab": 4})
+    return lookup.resolve("khop_constant_width", {"k": k, "n": n, "vocab": 4}).build()
 
 
 def test_same_width_at_every_length():
     widths = {n: measure(_build(4, n))["d_model"] for n in (16, 128, 1024)}
     assert len(set(widths.values())) == 1, widths
-    c = registry.get("khop_constant_width")
+    c = lookup.get("khop_constant_width")
     bound = c.bound_values({"k": 4, "n": 1024, "vocab": 4})["d_model"]
     assert bound == 3 * 4 + 9 + 2 * (4 + 5) == c.bound_values({"k": 4, "n": 16, "vocab": 4})["d_model"]
     assert widths[16] <= bound

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from constructions.errors import ParameterError
-from verify.crosscheck.alignment import alignment, best_heads, head_alignments, uniform_map
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.crosscheck.alignment import alignment, best_heads, head_alignments, uniform_map
 
 
 def test_identical_maps_align_to_one():

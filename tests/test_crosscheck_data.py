@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from constructions.errors import ParameterError
-from verify.crosscheck.data import TaskData, condition_names
-from verify.tasks import get_task
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.crosscheck.data import TaskData, condition_names
+from depthcraft.verify.tasks import get_task
 
 KHOP = get_task("khop")
 

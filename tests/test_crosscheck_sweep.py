@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from constructions.errors import ParameterError
-from verify.cli import main
-from verify.crosscheck import sweep
-from verify.crosscheck.presets import get_preset
-from verify.crosscheck.report import _verdict, summarise
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.cli import main
+from depthcraft.verify.crosscheck import sweep
+from depthcraft.verify.crosscheck.presets import get_preset
+from depthcraft.verify.crosscheck.report import depth_verdict, summarise
 
 
 def test_parse_depths():
@@ -57,7 +57,7 @@ def test_plan_mixed_separate_and_controls():
     (2, None, [1, 2], "inconclusive"),
 ])
 def test_verdicts(smallest, bound, depths, verdict):
-    assert _verdict(smallest, bound, depths)["verdict"] == verdict
+    assert depth_verdict(smallest, bound, depths)["verdict"] == verdict
 
 
 @pytest.mark.parametrize("smallest, verdict", [
@@ -67,7 +67,7 @@ def test_verdicts(smallest, bound, depths, verdict):
     (None, "inconclusive"),  # nothing learnt: says nothing about the lower bound
 ])
 def test_verdicts_for_a_lower_bound(smallest, verdict):
-    out = _verdict(smallest, 2, [1, 2, 3], kind="lower", construction_depth=3)
+    out = depth_verdict(smallest, 2, [1, 2, 3], kind="lower", construction_depth=3)
     assert out["verdict"] == verdict
     if smallest is None:
         assert "lower bound 2" in out["note"] and "construction uses 3" in out["note"]
@@ -151,7 +151,7 @@ def test_summary_reports_the_training_distribution_when_evaluation_differs():
 @pytest.mark.parametrize("task", ["khop", "icqa", "tm", "ictm", "retrieval"])
 def test_paper_presets_build_their_sweep(task):
     """The GPU presets were not run here; at least their configuration and run plan must be valid."""
-    from verify.crosscheck.presets import get_preset
+    from depthcraft.verify.crosscheck.presets import get_preset
 
     cfg = sweep.make_config(get_preset(task, "paper"))
     infos = [sweep.construction_info(cfg.construction, c, compile_model=False) for c in cfg.conditions]

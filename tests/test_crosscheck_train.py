@@ -6,12 +6,12 @@ import jax
 import numpy as np
 import pytest
 
-from constructions.errors import InputError, ParameterError
-from verify.crosscheck.checkpoint import read_meta
-from verify.crosscheck.data import TaskData
-from verify.crosscheck.model import ModelConfig, init_params
-from verify.crosscheck.train import TrainConfig, evaluate, train
-from verify.tasks import get_task
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.verify.crosscheck.checkpoint import read_meta
+from depthcraft.verify.crosscheck.data import TaskData
+from depthcraft.verify.crosscheck.model import ModelConfig, init_params
+from depthcraft.verify.crosscheck.train import TrainConfig, evaluate, train
+from depthcraft.verify.tasks import get_task
 
 KHOP = get_task("khop")
 #: Steps of the tiny 1-hop run (about 15 s of CPU time).

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from verify import doctools
+from depthcraft.verify import doctools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -33,7 +33,7 @@ def test_every_construction_tutorial_is_found():
     assert {"khop_doubling", "khop_rasp"} <= names
 
 
-@pytest.mark.parametrize("module", ["verify.api", "verify.doctools"])
+@pytest.mark.parametrize("module", ["depthcraft.verify.api", "depthcraft.verify.doctools"])
 def test_module_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctools.OPTIONS)
     assert result.attempted > 0 and result.failed == 0

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from tracr.rasp import rasp
 
-from constructions.compiler import compile_program
-from constructions.errors import CompileError
-from constructions.primitives import POSITION, Read, evaluate, last_occurrence, pointer_lookup, prev_token
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.primitives import POSITION, Read, evaluate, last_occurrence, pointer_lookup, prev_token
 
 BOT = -1
 N, V = 9, 3

@@ -7,17 +7,18 @@ import struct
 import numpy as np
 import pytest
 
-from constructions import io, registry
-from constructions.errors import InputError, ParameterError
-from verify import cli
-from verify.tasks.khop import hop_k, sample_no_adjacent_repeat
+from depthcraft.constructions import io
+from depthcraft.verify import lookup
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.verify import cli
+from depthcraft.verify.tasks.khop import hop_k, sample_no_adjacent_repeat
 
 P = {"k": 2, "n": 12, "vocab": 4}
 
 
 @pytest.fixture(scope="module")
 def doubling():
-    return registry.get("khop_doubling").build(P)
+    return lookup.resolve("khop_doubling", P).build()
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_metadata_records_what_the_model_is(saved, doubling):
     meta = io.read_metadata(str(saved))
     assert meta["format"] == "depthcraft-model" and meta["format_version"] == io.FORMAT_VERSION
     assert meta["construction"] == "khop_doubling" and meta["task"] == "khop"
-    assert meta["params"] == P
+    assert meta["params"] == {**P, "distribution": "paper"}  # the task's sampling parameter, resolved
     assert meta["bound"] == {"attn_layers": 3, "heads": 1, "d_model": None}
     assert meta["vocab"] == [0, 1, 2, 3] and meta["output_values"] == [-1, 0, 1, 2, 3]
     assert meta["attention"] == "softmax" and meta["causal"] is True
@@ -221,8 +222,8 @@ def test_cli_save_then_verify_and_show(tmp_path, capsys):
 def test_user_program_round_trip(tmp_path, capsys):
     from tracr.rasp import rasp
 
-    from constructions.compiler import compile_program
-    from verify import check_program
+    from depthcraft.constructions.compiler import compile_program
+    from depthcraft import check_program
 
     hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)).named("hist")
     model = compile_program(hist, vocab=["x", "y"], max_seq_len=5, causal=False)
@@ -241,12 +242,9 @@ def test_user_program_round_trip(tmp_path, capsys):
 
 def test_a_lower_bound_survives_save_and_load(tmp_path):
     """retrieval_doubling's bound is Mușat's lower bound: a reloaded file must still check measured >= bound."""
-    from verify import check_program
+    from depthcraft import check_program
 
-    from verify.verifier import resolve_params
-
-    c = registry.get("retrieval_doubling")
-    model = c.build(resolve_params(c, {"d": 1, "distractors": 1}))
+    model = lookup.build("retrieval_doubling", d=1, distractors=1)
     path = str(tmp_path / "r1.safetensors")
     meta = io.save(model, path)
     assert meta["bound_kinds"] == {"attn_layers": "lower"}
@@ -258,7 +256,7 @@ def test_a_lower_bound_survives_save_and_load(tmp_path):
 
 
 def test_a_users_bound_on_a_construction_is_an_upper_bound():
-    from verify import check_program
+    from depthcraft import check_program
 
     report = check_program("retrieval_doubling", params={"d": 1, "distractors": 1}, bound={"attn_layers": 5},
                            samples=50, hypothesis_examples=5)

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from constructions import registry
-from constructions.errors import ParameterError
-from rasp_programs.khop import BOT, doubling_layers
-from verify.checks import predict
-from verify.tasks.khop import hop_k
-from verify.verifier import resolve_params, verify
+from depthcraft.verify import lookup
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.khop import BOT, doubling_layers
+from depthcraft.verify.checks import predict
+from depthcraft.verify.tasks.khop import hop_k
+from depthcraft.verify.verifier import verify
 
 
 def test_bound_formula_is_ceil_log2_plus_2():
@@ -49,8 +49,8 @@ _models = {}
 @given(k=st.integers(1, 6), n=st.integers(1, 10), vocab=st.integers(1, 4), data=st.data())
 def test_khop_doubling_property(k, n, vocab, data):
     """For any (k, n, vocab) and any input of any length <= n, the compiled model computes hop_k."""
-    c = registry.get("khop_doubling")
-    model = c.build(resolve_params(c, {"k": k, "n": n, "vocab": vocab}))
+    c = lookup.get("khop_doubling")
+    model = lookup.resolve(c, {"k": k, "n": n, "vocab": vocab, "distribution": "uniform"}).build()
     seqs = data.draw(st.lists(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=n), min_size=1, max_size=4))
     for s in seqs:
         x = np.asarray([s])
@@ -60,8 +60,8 @@ def test_khop_doubling_property(k, n, vocab, data):
 
 def test_khop_doubling_every_alphabet_size_and_length_prefix():
     # causal: the output on a prefix equals the prefix of the output (so exact at n covers every length)
-    c = registry.get("khop_doubling")
-    model = c.build(resolve_params(c, {"k": 3, "n": 20, "vocab": 7}))
+    c = lookup.get("khop_doubling")
+    model = lookup.resolve(c, {"k": 3, "n": 20, "vocab": 7}).build()
     x = np.random.default_rng(0).integers(0, 7, size=(64, 20))
     full = predict(model, x, BOT)[0]
     for length in (1, 5, 13):
@@ -83,7 +83,7 @@ def test_khop_rasp_baseline_exact_small_and_fails_where_tracr_breaks():
 
 
 def test_k_zero_and_negative_are_rejected():
-    c = registry.get("khop_doubling")
+    c = lookup.get("khop_doubling")
     for k in (0, -1):
         with pytest.raises(ParameterError, match="k must be >= 1"):
-            resolve_params(c, {"k": k})
+            lookup.resolve(c, {"k": k})

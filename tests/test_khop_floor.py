@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from tracr.rasp import rasp
 
-from constructions import registry
-from constructions.compiler import compile_program
-from constructions.errors import CompileError
-from constructions.primitives import POSITION, Read, evaluate, last_occurrence, last_occurrence_upto, prev_token
-from rasp_programs.khop import floor_layers, khop_floor
-from verify.structure import measure
-from verify.tasks import get_task
-from verify.tasks.khop import find_k, hop_k
-from verify.verifier import run_checks, verify
+from depthcraft.verify import lookup
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.primitives import POSITION, Read, evaluate, last_occurrence, last_occurrence_upto, prev_token
+from depthcraft.rasp_programs.khop import floor_layers, khop_floor
+from depthcraft.verify.structure import measure
+from depthcraft.verify.tasks import get_task
+from depthcraft.verify.tasks.khop import find_k, hop_k
+from depthcraft.verify.verifier import run_checks, verify
 
 
 def _find2_program():
@@ -64,7 +64,7 @@ def test_floor_program_semantics_match_reference():
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 7, 8, 15, 16])
 def test_floor_structure_at_n64(k):
-    model = registry.get("khop_floor").build({"k": k, "n": 64, "vocab": 4})
+    model = lookup.resolve("khop_floor", {"k": k, "n": 64, "vocab": 4}).build()
     s = measure(model)
     assert s["attn_layers"] == math.floor(math.log2(k)) + 2
     assert s["heads"] == 1
@@ -82,7 +82,7 @@ def test_floor_verified_k1_to_16_n64(k):
 
 @pytest.mark.parametrize("k", [3, 6, 7])
 def test_floor_exhaustive_small(k):
-    c = registry.get("khop_floor")
+    c = lookup.get("khop_floor")
     p = {"k": k, "n": 7, "vocab": 3, "distribution": "uniform"}
     checks = run_checks(c.build(p), get_task("khop"), p, samples=0, exhaustive=True, hypothesis_examples=0)
     assert checks["exhaustive"].inputs == 3 ** 7
@@ -98,7 +98,7 @@ def test_floor_random_at_n100():
 
 
 def test_search_head_arguments_checked():
-    from constructions.primitives import HeadSpec, fact_lookup
+    from depthcraft.constructions.primitives import HeadSpec, fact_lookup
 
     prev = prev_token(rasp.tokens)
     with pytest.raises(CompileError, match="key_positions"):
@@ -114,7 +114,7 @@ def test_odd_doubling_schedule_reaches_every_hop_count():
     """Layer l searches from R with the stored P = F^p: R -> F^(r+p+1), P -> F^(2p+1); m is reached exactly."""
     import math
 
-    from rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
+    from depthcraft.rasp_programs.doubling import odd_doubling_layers, odd_doubling_steps
 
     for m in range(1, 300):
         assert odd_doubling_layers(m) == math.floor(math.log2(m)) + 2

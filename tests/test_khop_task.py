@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from constructions.errors import ParameterError
-from rasp_programs.khop import BOT
-from verify.tasks import get_task
-from verify.tasks.khop import WORKED_EXAMPLE, find_k, find_table, hop_k, sample_no_adjacent_repeat
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.khop import BOT
+from depthcraft.verify.tasks import get_task
+from depthcraft.verify.tasks.khop import WORKED_EXAMPLE, find_k, find_table, hop_k, sample_no_adjacent_repeat
 
 
 def find_def(x, i):

@@ -6,8 +6,8 @@ Skipped unless the optional extra is installed (pip install 'depthcraft[lens]': 
 import numpy as np
 import pytest
 
-from constructions import registry
-from constructions.errors import ParameterError
+from depthcraft.verify import lookup
+from depthcraft.constructions.errors import ParameterError
 
 tl = pytest.importorskip("transformer_lens")
 torch = pytest.importorskip("torch")
@@ -16,8 +16,8 @@ try:
 except ImportError:  # TransformerLens 4.x
     pytest.skip("TransformerLens without HookedTransformer (4.x)", allow_module_level=True)
 
-from constructions.lens import to_hooked_transformer  # noqa: E402
-from verify.tasks.khop import hop_k  # noqa: E402
+from depthcraft.constructions.lens import to_hooked_transformer  # noqa: E402
+from depthcraft.verify.tasks.khop import hop_k  # noqa: E402
 
 
 def _inputs(rng, n, vocab, batch=256):
@@ -29,7 +29,7 @@ def _inputs(rng, n, vocab, batch=256):
     ("khop_rasp", {"k": 1, "n": 8, "vocab": 3}),  # tracr's heads and MLPs (two MLPs in a row)
 ])
 def test_hooked_transformer_matches(name, params):
-    model = registry.get(name).build(params)
+    model = lookup.resolve(name, params).build()
     ht = to_hooked_transformer(model)
     rng = np.random.default_rng(0)
     for n in (params["n"], 5):  # full length, and shorter inputs (no padding in TransformerLens)
@@ -55,7 +55,7 @@ def test_hooked_transformer_matches(name, params):
 def test_refuses_what_transformer_lens_cannot_express():
     import dataclasses
 
-    model = registry.get("khop_doubling").build({"k": 2, "n": 6, "vocab": 3})
+    model = lookup.resolve("khop_doubling", {"k": 2, "n": 6, "vocab": 3}).build()
     hard = dataclasses.replace(model, arch=dataclasses.replace(model.arch, attention="hardmax"))
     with pytest.raises(ParameterError, match="softmax attention only; this model uses 'hardmax'"):
         to_hooked_transformer(hard)

@@ -7,11 +7,11 @@ semantics), never from the compiled model.
 import numpy as np
 import pytest
 
-from constructions.compiler import compile_program, compile_with_tracr
-from constructions.errors import CompileError
-from rasp_programs import pitfalls
-from verify import check_program
-from verify.tasks.khop import hop_k
+from depthcraft.constructions.compiler import compile_program, compile_with_tracr
+from depthcraft.constructions.errors import CompileError
+from depthcraft.rasp_programs import pitfalls
+from depthcraft import check_program
+from depthcraft.verify.tasks.khop import hop_k
 
 FAST = dict(samples=200, hypothesis_examples=30)
 

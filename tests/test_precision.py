@@ -7,18 +7,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from constructions import registry
-from constructions.runtime import forward
-from verify.cli import main
-from verify.precision import bits_needed, run_inputs, study
-from verify.tasks import get_task
+from depthcraft.verify import lookup
+from depthcraft.constructions.runtime import forward
+from depthcraft.verify.cli import main
+from depthcraft.verify.precision import bits_needed, run_inputs, study
+from depthcraft.verify.tasks import get_task
 
 P16 = {"k": 2, "n": 16, "vocab": 4, "distribution": "paper"}
 
 
 @pytest.fixture(scope="module")
 def model16():
-    return registry.get("khop_constant_width").build({"k": 2, "n": 16, "vocab": 4})
+    return lookup.resolve("khop_constant_width", {"k": 2, "n": 16, "vocab": 4}).build()
 
 
 def _inputs(p, n=64):
@@ -37,10 +37,10 @@ def test_mantissa_rounding_of_every_operation(model16):
     mant = nz / 2.0 ** np.floor(np.log2(np.abs(nz)))
     np.testing.assert_array_equal(mant * 8, np.round(mant * 8))
     # 7 mantissa bits round exactly like a cast to bfloat16 (round to nearest, ties to even)
-    from constructions.runtime import _rounder
+    from depthcraft.constructions.runtime import mantissa_rounder
 
     x = jnp.asarray([1 + 2 ** -9 + 2 ** -12, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -3.14159, 1e-3], jnp.float32)
-    np.testing.assert_array_equal(np.asarray(_rounder(7)(x)), np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32)))
+    np.testing.assert_array_equal(np.asarray(mantissa_rounder(7)(x)), np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32)))
 
 
 def test_run_inputs_detects_failures(model16):
@@ -59,7 +59,7 @@ def test_bits_needed_grows_with_n():
     needed = {}
     for n in (8, 128):
         p = {**P16, "n": n}
-        m = registry.get("khop_constant_width").build({"k": 2, "n": n, "vocab": 4})
+        m = lookup.resolve("khop_constant_width", {"k": 2, "n": n, "vocab": 4}).build()
         needed[n] = bits_needed(m, task, p, _inputs(p, 32))
         assert needed[n] is not None
         # exact with the width found, not exact with one bit less

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from tracr.rasp import rasp
 
-from constructions import registry
-from constructions.compiler import compile_program
-from constructions.errors import CompileError, ParameterError
-from constructions.primitives import Read, evaluate, fact_lookup, prev_token
-from rasp_programs.retrieval import lower_bound_layers, retrieval_doubling, retrieval_layers, value_slot
-from verify.cli import main
-from verify.structure import measure
-from verify.tasks import get_task
-from verify.tasks.retrieval import BOT, follow, layout, num_symbols
-from verify.verifier import run_checks
+from depthcraft.verify import lookup
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import CompileError, ParameterError
+from depthcraft.constructions.primitives import Read, evaluate, fact_lookup, prev_token
+from depthcraft.rasp_programs.retrieval import lower_bound_layers, retrieval_doubling, retrieval_layers, value_slot
+from depthcraft.verify.cli import main
+from depthcraft.verify.structure import measure
+from depthcraft.verify.tasks import get_task
+from depthcraft.verify.tasks.retrieval import BOT, follow, layout, num_symbols
+from depthcraft.verify.verifier import run_checks
 
 TASK = get_task("retrieval")
 # Symbols a..f = 0..5, '?' = 6 (d=2, distractors=1: S = (1+1)(2+1) = 6).
@@ -121,7 +121,7 @@ def test_program_semantics_match_reference():
 
 @pytest.mark.parametrize("d", [1, 2, 5, 16])
 def test_structure_against_lower_bound(d):
-    model = registry.get("retrieval_doubling").build({"d": d, "distractors": 2, "symbols": 0})
+    model = lookup.resolve("retrieval_doubling", {"d": d, "distractors": 2, "symbols": 0}).build()
     s = measure(model)
     assert s["attn_layers"] == math.floor(math.log2(d)) + 2
     assert s["attn_layers"] >= lower_bound_layers(d)
@@ -129,7 +129,7 @@ def test_structure_against_lower_bound(d):
 
 
 def test_exhaustive_d2():
-    c = registry.get("retrieval_doubling")
+    c = lookup.get("retrieval_doubling")
     p = {"d": 2, "distractors": 1, "symbols": 0}
     checks = run_checks(c.build(p), TASK, p, samples=0, exhaustive=True, hypothesis_examples=30)
     assert checks["exhaustive"].inputs == math.perm(6, 6) * math.factorial(4)
@@ -152,7 +152,7 @@ def test_cli_verify_json(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("d", range(1, 17))
 def test_verified_d1_to_16(d):
-    from verify.verifier import verify
+    from depthcraft.verify.verifier import verify
 
     r = verify("retrieval_doubling", {"d": d}, samples=500, hypothesis_examples=50)
     assert r["passed"] and r["structure"]["attn_layers"] >= lower_bound_layers(d)
@@ -164,15 +164,15 @@ def test_hops_parameter_asks_for_intermediate_values():
     assert TASK.reference(_p(hops=2), x)[0][0, -1] == C == TASK.reference(_p(hops=0), x)[0][0, -1]
     with pytest.raises(ParameterError, match="hops=3 is more than"):
         _p(hops=3)
-    from verify.verifier import verify
+    from depthcraft.verify.verifier import verify
 
     with pytest.raises(ParameterError, match="full chain only"):
         verify("retrieval_doubling", {"d": 3, "hops": 2})
 
 
 def test_curriculum_sweep_config():
-    from verify.crosscheck.presets import get_preset
-    from verify.crosscheck.sweep import construction_info, make_config
+    from depthcraft.verify.crosscheck.presets import get_preset
+    from depthcraft.verify.crosscheck.sweep import construction_info, make_config
 
     cfg = make_config(get_preset("retrieval", "cpu"), {"d": 3, "hops": "1,2,3"}, mixed=True)
     assert [c["hops"] for c in cfg.conditions] == [1, 2, 3] and cfg.mixed and not cfg.model.causal

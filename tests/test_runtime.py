@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from tracr.compiler import compiling
 
-from constructions.compiler import compile_program, compile_with_tracr
-from constructions.model import BOS, PAD
-from constructions.runtime import attention_weights
-from rasp_programs.khop import BOT, khop_doubling, khop_rasp
+from depthcraft.constructions.compiler import compile_program, compile_with_tracr
+from depthcraft.constructions.model import BOS, PAD
+from depthcraft.constructions.runtime import attention_weights
+from depthcraft.rasp_programs.khop import BOT, khop_doubling, khop_rasp
 
 
 
@@ -33,8 +33,8 @@ def test_runtime_equals_tracr_apply_on_tracr_compiled_program():
 
 def test_runtime_equals_tracr_apply_on_hand_built_heads():
     """Our compile path assembles through tracr too: its AssembledTransformerModel.apply is the reference."""
-    from constructions.compiler import assemble_program
-    from constructions.model import from_tracr
+    from depthcraft.constructions.compiler import assemble_program
+    from depthcraft.constructions.model import from_tracr
 
     tracr_model, labels, _ = assemble_program(khop_doubling(5), vocab=range(4), max_seq_len=16)
     ours = from_tracr(tracr_model, output_labels=labels, max_seq_len=16, causal=True)
@@ -80,12 +80,12 @@ def test_attention_kinds_on_hand_made_scores():
     np.testing.assert_allclose(soft[:3], e / e.sum(), rtol=1e-6)
     assert soft[3] == 0.0
     with pytest.raises(ValueError, match="attention must be one of"):
-        from constructions.runtime import Arch
+        from depthcraft.constructions.runtime import Arch
         Arch(sublayers=(), attention="sigmoid")
 
 
 def test_encode_errors_name_the_bad_value():
-    from constructions.errors import InputError
+    from depthcraft.constructions.errors import InputError
 
     model = compile_program(khop_doubling(1), vocab=range(3), max_seq_len=5)
     with pytest.raises(InputError, match="token 7 at position 2"):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from tracr.rasp import rasp
 
-from constructions.errors import InputError
-from verify import cli, show
-from verify.tasks.khop import find_table, hop_k
+from depthcraft.constructions.errors import InputError
+from depthcraft.verify import cli, show
+from depthcraft.verify.tasks.khop import find_table, hop_k
 
 INPUT = "a b a c b a"
 TOKENS = [0, 1, 0, 2, 1, 0]

@@ -5,12 +5,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from tracr.rasp import rasp
 
-from constructions.compiler import compile_program
-from constructions.errors import ParameterError
-from verify.checks import Counterexample
-from verify.shrink import shrink
-from verify.strategies import construction_inputs, edge_sequences, task_inputs, token_sequences
-from verify.tasks.program import ProgramTask
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.checks import Counterexample
+from depthcraft.verify.shrink import shrink
+from depthcraft.verify.strategies import construction_inputs, edge_sequences, task_inputs, token_sequences
+from depthcraft.verify.tasks.program import ProgramTask
 
 VOCAB = ["a", "b", "c"]
 SEEN = []

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from constructions.errors import ParameterError
-from constructions.registry import Bound
-from verify.cli import main
-from constructions.params import expand_sweeps, parse_assignments, parse_values
-from verify.report import markdown_table
-from verify.verifier import bound_check
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.catalogue import Bound
+from depthcraft.verify.cli import main
+from depthcraft.constructions.params import expand_sweeps, parse_assignments, parse_values
+from depthcraft.verify.report import markdown_table
+from depthcraft.verify.verifier import bound_check
 
 
 def test_parse_values():

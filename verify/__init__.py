@@ -1,13 +1,8 @@
-"""The verifier: tasks, structure measurement, bound and exactness checks, reports, the CLI.
+"""The verifier layer: tasks, structure measurement, bound and exactness checks, reports,
+the Python API, teaching views, the trained-model cross-check and the command line.
 
-Public API for your own programs: :func:`verify.check_program` (see :mod:`verify.api`)
-and the hypothesis strategies in :mod:`verify.strategies`.
+It sits on top of :mod:`depthcraft.constructions` (and its catalogue) and
+:mod:`depthcraft.rasp_programs`; nothing below imports it. The public API is
+re-exported from :mod:`depthcraft` itself (``depthcraft.check_program``,
+``depthcraft.strategies``, ...).
 """
-
-
-def __getattr__(name):  # lazy: importing verify does not import JAX/tracr
-    if name in ("check_program", "ANY"):
-        from verify import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'verify' has no attribute {name!r}")

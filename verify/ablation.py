@@ -15,9 +15,9 @@ from typing import Any, Dict, Iterable, List
 
 import numpy as np
 
-from constructions.model import CompiledModel
-from verify.checks import check_batches, label
-from verify.tasks.base import Task
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.verify.checks import check_batches, label
+from depthcraft.verify.tasks.base import Task
 
 
 def without_layer(model: CompiledModel, attn_index: int) -> CompiledModel:

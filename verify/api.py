@@ -1,7 +1,7 @@
 """Python API: verify your own RASP program (or a registered construction) in one call.
 
 >>> from tracr.rasp import rasp
->>> from verify import check_program
+>>> from depthcraft import check_program
 >>> hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ))
 >>> report = check_program(hist, vocab=["a", "b"], max_seq_len=6, samples=50, hypothesis_examples=10,
 ...                        reference=lambda xs: [xs.count(x) for x in xs], bound={"attn_layers": 1})
@@ -26,16 +26,17 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 from tracr.rasp import rasp
 
-from constructions import registry
-from constructions.compiler import compile_program, compile_with_tracr
-from constructions.errors import CompileError, DepthcraftError, ParameterError
-from constructions.model import CompiledModel
-from constructions.params import MAX_SAMPLES, MAX_SEED
-from verify.tasks.program import ANY, ProgramTask, RaisedError, token_array
+from depthcraft.constructions.catalogue import BOUND_KEYS, Construction
+from depthcraft.constructions.compiler import compile_program, compile_with_tracr
+from depthcraft.constructions.errors import CompileError, DepthcraftError, ParameterError
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED
+from depthcraft.verify import lookup
+from depthcraft.verify.strategies import vocab_list
+from depthcraft.verify.tasks.program import ANY, ProgramTask, RaisedError, token_array
 
 #: Longest max_seq_len the API compiles (compile time and width grow with it).
 MAX_SEQ_LEN_LIMIT = 2048
-BOUND_KEYS = registry.BOUND_KEYS
 COMPILERS = ("depthcraft", "tracr")
 
 Reference = Callable[[List[Any]], Sequence[Any]]
@@ -51,7 +52,7 @@ def rasp_reference(program: rasp.SOp, causal: bool = False) -> Reference:
     Returns:
         ``reference(tokens) -> outputs`` (one per token; None = no value).
     """
-    from constructions.primitives import evaluate
+    from depthcraft.constructions.primitives import evaluate
 
     if not causal:
         return lambda xs: evaluate(program, xs)
@@ -206,9 +207,9 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
     return to_json(report)
 
 
-def _construction_task(c: registry.Construction, p: Dict[str, Any], reference, strategy):
+def _construction_task(c: Construction, p: Dict[str, Any], reference, strategy):
     """The construction's task, or a ProgramTask wrapping it when the user overrides reference/strategy."""
-    from verify.tasks import get_task
+    from depthcraft.verify.tasks import get_task
 
     base = get_task(c.task)
     if reference is None and strategy is None:
@@ -223,11 +224,11 @@ def _construction_task(c: registry.Construction, p: Dict[str, Any], reference, s
 
 
 def _check_construction(name, params, reference, strategy, bound, run) -> Dict[str, Any]:
-    from verify.verifier import resolve_params, verify
+    from depthcraft.verify.verifier import verify
 
-    c = registry.get(name)
-    p = resolve_params(c, params)
-    return verify(name, p, task=_construction_task(c, p, reference, strategy), bound=bound, **run)
+    r = lookup.resolve(name, params)
+    return verify(name, r.params, task=_construction_task(r.construction, r.params, reference, strategy),
+                  bound=bound, **run)
 
 
 def _flatten(groups: Sequence[np.ndarray]) -> List[List[Any]]:
@@ -245,9 +246,7 @@ def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, pa
                              f"(compile time and d_model grow with it)")
     if compiler not in COMPILERS:
         raise ParameterError(f"compiler={compiler!r} must be one of {list(COMPILERS)}")
-    from verify.strategies import _vocab_list
-
-    vocab = _vocab_list(vocab)
+    vocab = vocab_list(vocab)
     if compiler != "depthcraft" and attention != "softmax":
         raise ParameterError(f"attention={attention!r} needs compiler='depthcraft' (tracr's own pipeline is softmax)")
     try:
@@ -272,12 +271,12 @@ def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, pa
 
 
 def _check_model(model, reference, strategy, bound, run, params, name, numerical, atol, t0) -> Dict[str, Any]:
-    from verify.verifier import resolve_params, verify_model
+    from depthcraft.verify.verifier import verify_model
 
     cname = model.meta.get("construction")
     if cname and (reference is None or model.meta.get("params")):
-        c = registry.get(cname)
-        p = resolve_params(c, model.meta.get("params") or {})
+        r = lookup.resolve_model(model)
+        c, p = r.construction, r.params
         kinds = None  # a user's bound values are upper bounds
         if bound is None and model.meta.get("saved_bound") is not None:  # a loaded file: the bound it records
             bound, kinds = model.meta["saved_bound"], model.meta.get("saved_bound_kinds") or c.bound_kinds()
@@ -295,7 +294,7 @@ def _check_model(model, reference, strategy, bound, run, params, name, numerical
 
 
 def _verify(model, label, vocab, n, reference, strategy, bound, run, params, causal, numerical, atol, t0, extra):
-    from verify.verifier import verify_model
+    from depthcraft.verify.verifier import verify_model
 
     task = ProgramTask(vocab=vocab, max_seq_len=n, reference=reference, strategy=strategy, causal=causal,
                        numerical=numerical, atol=atol)

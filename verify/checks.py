@@ -21,8 +21,8 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 import numpy as np
 
-from constructions.model import BATCH, CompiledModel
-from verify.tasks.base import Task
+from depthcraft.constructions.model import BATCH, CompiledModel
+from depthcraft.verify.tasks.base import Task
 
 #: Smallest padded batch: single inputs (hypothesis) and small edge-case groups share one compiled shape.
 MIN_BUCKET = 64

@@ -15,11 +15,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from constructions import registry
-from constructions.errors import DepthcraftError
-from constructions.params import MAX_SAMPLES, MAX_SEED, expand_sweeps, parse_assignments
-from verify.outputs import check_outputs, write_json_atomic, write_text_atomic
-from verify.report import console, markdown_table, print_reports
+from depthcraft.constructions.errors import DepthcraftError
+from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED, expand_sweeps, parse_assignments
+from depthcraft.verify.outputs import check_outputs, write_json_atomic, write_text_atomic
+from depthcraft.verify.report import console, markdown_table, print_reports
 
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
@@ -34,9 +33,9 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_cmd(name: Optional[str], as_json: bool) -> None:
     """List every construction with its task, source and bound formulas; with NAME, its parameters."""
-    from verify.verifier import param_specs
+    from depthcraft.verify.lookup import all_constructions, get, param_specs
 
-    chosen = [registry.get(name)] if name else registry.all_constructions()
+    chosen = [get(name)] if name else all_constructions()
     rows = []
     for c in chosen:
         rows.append({"name": c.name, "task": c.task, "source": c.source, "attention": c.attention,
@@ -95,7 +94,8 @@ def list_cmd(name: Optional[str], as_json: bool) -> None:
               help="Write the measured-vs-bound table here (Markdown, one row per report).")
 def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path, md_path) -> None:
     """Compile a construction, measure it, check its bound and its exactness."""
-    from verify.verifier import resolve_params, verify, verify_all
+    from depthcraft.verify.lookup import resolve
+    from depthcraft.verify.verifier import verify, verify_all
 
     if bool(name) == bool(run_all):
         raise click.UsageError("give a construction NAME or --all (not both)")
@@ -118,7 +118,7 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
     else:
         varying, sweep = expand_sweeps(given)
         for p in sweep:  # fail fast on a bad value anywhere in the sweep, before any compile
-            resolve_params(registry.get(name), p)
+            resolve(name, p)
         reports = []
         with console.status(f"verifying {name}") as status:
             for p in sweep:
@@ -142,15 +142,13 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
 @click.option("--input", "text", required=True, help='Input tokens, e.g. "b a e b c" or "baebc".')
 def run_cmd(name, params, text) -> None:
     """Run a construction on one input and compare with the reference."""
-    from verify.checks import predict
-    from verify.tasks import get_task
-    from verify.verifier import resolve_params
+    from depthcraft.verify.checks import predict
+    from depthcraft.verify.lookup import resolve
 
-    c = registry.get(name)
-    p = resolve_params(c, parse_assignments(params))
-    task = get_task(c.task)
+    r = resolve(name, parse_assignments(params))
+    p, task = r.params, r.task
     tokens = task.parse_tokens(p, text)
-    model = c.build(p)
+    model = r.build()
     import numpy as np
 
     x = np.asarray([tokens])
@@ -164,9 +162,9 @@ def run_cmd(name, params, text) -> None:
     sys.exit(0 if ok else 1)
 
 
-from verify.commands import register_commands  # noqa: E402  (show, save, verify-saved: issue 5)
-from verify.crosscheck.command import train_cmd  # noqa: E402
-from verify.precision import precision_cmd  # noqa: E402
+from depthcraft.verify.commands import register_commands  # noqa: E402  (show, save, verify-saved: issue 5)
+from depthcraft.verify.crosscheck.command import train_cmd  # noqa: E402
+from depthcraft.verify.precision import precision_cmd  # noqa: E402
 
 register_commands(cli)
 cli.add_command(train_cmd)

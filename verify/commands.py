@@ -7,8 +7,8 @@ import click
 
 def register_commands(group: click.Group) -> None:
     """Add ``show``, ``save`` and ``verify-saved`` to the ``depthcraft`` command group."""
-    from verify.saved import save_cmd, verify_saved_cmd
-    from verify.show import show_cmd
+    from depthcraft.verify.saved import save_cmd, verify_saved_cmd
+    from depthcraft.verify.show import show_cmd
 
     for cmd in (show_cmd, save_cmd, verify_saved_cmd):
         group.add_command(cmd)

@@ -5,7 +5,7 @@ The tutorials (``docs/tutorials/*.md``) and the pitfalls page are markdown whose
 order in one namespace and reports mismatches, and ``tests/test_docs.py`` runs
 every such file, so the docs cannot drift from the code.
 
->>> from verify.doctools import depthcraft
+>>> from depthcraft.verify.doctools import depthcraft
 >>> depthcraft("depthcraft verify nope")  # doctest: +ELLIPSIS
 depthcraft: error: unknown construction 'nope'; known: ...
 [exit status 2]
@@ -32,7 +32,7 @@ def depthcraft(line: str) -> None:
     Prints what the command prints (stdout, then stderr) and, when the exit status is
     not 0, a last line ``[exit status N]``.
     """
-    from verify.cli import main
+    from depthcraft.verify.cli import main
 
     args = shlex.split(line)
     if args and args[0] == "depthcraft":
@@ -70,7 +70,7 @@ def run_markdown(path: str, verbose: bool = False) -> Tuple[int, int, str]:
     return result.failed, result.attempted, out.getvalue()
 
 
-if __name__ == "__main__":  # python -m verify.doctools FILE.md ...: run docs, exit 1 on a mismatch
+if __name__ == "__main__":  # python -m depthcraft.verify.doctools FILE.md ...: run docs, exit 1 on a mismatch
     bad = 0
     for p in sys.argv[1:]:
         failed, attempted, report = run_markdown(p)

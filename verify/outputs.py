@@ -12,8 +12,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from constructions.errors import ParameterError
-from constructions.io import atomic_write, check_writable
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.io import atomic_write, check_writable
 
 
 def check_outputs(outputs: Sequence[Optional[str]], inputs: Sequence[str] = ()) -> None:

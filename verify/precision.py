@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from constructions import registry
-from constructions.errors import ParameterError
-from constructions.params import MAX_SAMPLES, MAX_SEED
+
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED
 
 #: dtype name -> (jax dtype, mantissa bits).
 DTYPES: Dict[str, Tuple[Any, int]] = {
@@ -66,8 +66,8 @@ def run_inputs(model, task, p, inputs: Sequence[np.ndarray], dtype: str = "float
     Raises:
         ParameterError: unknown dtype.
     """
-    from verify.checks import check_batches
-    from verify.verifier import margins
+    from depthcraft.verify.checks import check_batches
+    from depthcraft.verify.verifier import margins
 
     if dtype not in DTYPES:
         raise ParameterError(f"unknown dtype {dtype!r}; expected one of {list(DTYPES)}")
@@ -104,7 +104,7 @@ def bits_needed(model, task, p, inputs, lo: int = MANTISSA_RANGE[0], hi: int = M
 
 def parse_over(text: str) -> Tuple[str, List[str]]:
     """``"n=16,32"`` -> ("n", ["16", "32"]) (ranges allowed, see :func:`constructions.params.parse_values`)."""
-    from constructions.params import parse_values
+    from depthcraft.constructions.params import parse_values
 
     key, sep, values = text.partition("=")
     if not sep or not key.strip():
@@ -133,28 +133,28 @@ def study(name: str, given: Dict[str, Any], over: str = DEFAULT_OVER, dtypes: Se
     Raises:
         ParameterError: unknown construction, dtype or parameter, bad values.
     """
-    from verify.checks import label
-    from verify.tasks import get_task
-    from verify.verifier import resolve_params
+    from depthcraft.verify.checks import label
+    from depthcraft.verify import lookup
 
-    c = registry.get(name)
+    c = lookup.get(name)
     key, raw_values = parse_over(over)
     if key in given:
         raise ParameterError(f"parameter {key!r} is both fixed (-p) and varied (--over)")
     bad = [d for d in dtypes if d not in DTYPES]
     if bad or not dtypes:
         raise ParameterError(f"unknown dtype {bad[0] if bad else '(none)'}; expected some of {list(DTYPES)}")
-    task = get_task(c.task)
-    resolved = [resolve_params(c, {**given, key: v}) for v in raw_values]  # all errors before any work
+    resolved = [lookup.resolve(c, {**given, key: v}) for v in raw_values]  # all errors before any work
+    task = resolved[0].task  # parse_over gives at least one value
     points, bits_rows = [], []
-    for p in resolved:
+    for r in resolved:
+        p = r.params
         value = p[key]
         rng = np.random.default_rng(seed)
         raw = [task.sample(p, rng, samples)] + list(task.edge_cases(p)) if samples else list(task.edge_cases(p))
         inputs = label(task, p, raw)  # one reference for every dtype and bit width
         if progress:
             progress(f"{name}: compiling at {key}={value}")
-        model = c.build(p)
+        model = r.build()
         for d in dtypes:
             if progress:
                 progress(f"{name}: {key}={value} in {d}")
@@ -166,8 +166,8 @@ def study(name: str, given: Dict[str, Any], over: str = DEFAULT_OVER, dtypes: Se
                 progress(f"{name}: {key}={value}: searching the mantissa bits needed")
             bits_rows.append({"value": value, "exponent_bits": EXPONENT_BITS,
                               "mantissa_bits": bits_needed(model, task, p, inputs)})
-    values = [p[key] for p in resolved]
-    return {"construction": name, "params": {k: v for k, v in resolved[0].items() if k != key}, "over": key,
+    values = [r.params[key] for r in resolved]
+    return {"construction": name, "params": {k: v for k, v in resolved[0].params.items() if k != key}, "over": key,
             "values": values, "dtypes": list(dtypes), "samples": samples, "seed": seed, "points": points,
             "bits_needed": bits_rows, "bits_fit": _fit(bits_rows), "summary": _summary(points, values, dtypes)}
 
@@ -209,7 +209,7 @@ def plot(result: Dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.outputs import save_figure_atomic
+    from depthcraft.verify.outputs import save_figure_atomic
 
     key, values = result["over"], result["values"]
     fig, axes = plt.subplots(1, 2 if result["bits_needed"] else 1, figsize=(11 if result["bits_needed"] else 6, 4),
@@ -258,7 +258,7 @@ def print_study(result: Dict[str, Any]) -> None:
     """Table: one row per value, one column per dtype (exact, min attention, read-out gap), bits needed."""
     from rich.table import Table
 
-    from verify.report import console
+    from depthcraft.verify.report import console
 
     t = Table(title=f"depthcraft precision {result['construction']}")
     t.add_column(result["over"])
@@ -312,9 +312,9 @@ def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> N
     """Run construction NAME in float64/float32/bfloat16/float16 over a range of n; report exactness and margins."""
     import os
 
-    from constructions.params import parse_assignments
-    from verify.outputs import check_outputs, write_json_atomic
-    from verify.report import console
+    from depthcraft.constructions.params import parse_assignments
+    from depthcraft.verify.outputs import check_outputs, write_json_atomic
+    from depthcraft.verify.report import console
 
     json_path = png_path = None
     if out_dir:

@@ -13,9 +13,9 @@ import sys
 
 import click
 
-from constructions import io, registry
-from constructions.errors import ParameterError
-from constructions.params import MAX_SAMPLES, MAX_SEED, parse_assignments
+from depthcraft.constructions import io
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED, parse_assignments
 
 
 @click.command("save")
@@ -25,14 +25,14 @@ from constructions.params import MAX_SAMPLES, MAX_SEED, parse_assignments
               help="Output file (.safetensors); written atomically.")
 def save_cmd(name, params, out) -> None:
     """Compile a construction and save its weights + metadata (safetensors)."""
-    from verify.report import console
-    from verify.verifier import resolve_params
+    from depthcraft.verify.report import console
+    from depthcraft.verify import lookup
 
     io.check_writable(out)
-    c = registry.get(name)
-    p = resolve_params(c, parse_assignments(params))
+    r = lookup.resolve(name, parse_assignments(params))
+    p = r.params
     click.echo(f"compiling {name} {' '.join(f'{k}={v}' for k, v in p.items())} ...", err=True)
-    model = c.build(p)
+    model = r.build()
     meta = io.save(model, out)
     console.print(f"saved {name} ({' '.join(f'{k}={v}' for k, v in p.items())}) to {out}: "
                   f"{len(meta['arch']['sublayers'])} sublayers, d_model={len(meta['residual_labels'])}, "
@@ -50,15 +50,15 @@ def save_cmd(name, params, out) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     """Load a saved model and verify it (bound recorded in the file, task reference)."""
-    from verify.api import check_program
-    from verify.outputs import check_outputs, write_json_atomic
-    from verify.report import console, print_reports
+    from depthcraft.verify.api import check_program
+    from depthcraft.verify.outputs import check_outputs, write_json_atomic
+    from depthcraft.verify.report import console, print_reports
 
     check_outputs([json_path], inputs=[path])
     model = io.load(path)
     if not model.meta.get("construction"):
         raise ParameterError(f"{path} holds no registered construction; verify it in Python with "
-                             f"verify.check_program(constructions.io.load(path), reference=...)")
+                             f"depthcraft.check_program(depthcraft.load(path), reference=...)")
     report = check_program(model, samples=samples, exhaustive=exhaustive, seed=seed,
                            hypothesis_examples=hyp)
     report["loaded_from"] = path

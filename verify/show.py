@@ -28,9 +28,9 @@ import click
 import numpy as np
 from tracr.rasp import rasp
 
-from constructions.errors import InputError
-from constructions.model import CompiledModel
-from verify.structure import live_mlp_units
+from depthcraft.constructions.errors import InputError
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.verify.structure import live_mlp_units
 
 #: Attention weight below which a query's attention counts as split (the second key is shown).
 SPLIT = 0.99
@@ -227,7 +227,7 @@ def _n(expr: Any) -> str:
 
 def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
     """One line ``name = operation(arguments)`` for an SOp (None for selectors and heads)."""
-    from constructions.primitives import POSITION, HeadRead
+    from depthcraft.constructions.primitives import POSITION, HeadRead
 
     enc = "" if isinstance(expr, HeadRead) or not isinstance(expr, rasp.SOp) else \
         (" [numerical]" if rasp.is_numerical(expr) else "")
@@ -324,22 +324,19 @@ def for_construction(name: str, params: Dict[str, Any], text: str) -> Tuple[Show
         ParameterError: unknown construction or bad parameters.
         InputError: bad input text.
     """
-    from constructions import registry
-    from verify.tasks import get_task
-    from verify.verifier import resolve_params
+    from depthcraft.verify import lookup
 
-    c = registry.get(name)
-    p = resolve_params(c, params)
-    task = get_task(c.task)
+    r = lookup.resolve(name, params)
+    c, p, task = r.construction, r.params, r.task
     tokens = task.parse_tokens(p, text)
     if len(tokens) > task.max_seq_len(p):  # refuse before compiling
         raise InputError(f"input of length {len(tokens)} is longer than max_seq_len={task.max_seq_len(p)}")
-    model = c.build(p)
+    model = r.build()
     return _for_registered(c, p, task, model, tokens), model
 
 
 def _for_registered(c, p, task, model, tokens) -> ShowData:
-    from verify.tasks.program import token_array
+    from depthcraft.verify.tasks.program import token_array
 
     x = token_array([tokens])
     expected, _ = task.reference(p, x)
@@ -364,9 +361,9 @@ def for_program(program: rasp.SOp, tokens: Sequence[Any], *, vocab: Sequence[Any
     Raises:
         CompileError: the program cannot be compiled; InputError: bad tokens.
     """
-    from constructions.compiler import compile_program, compile_with_tracr
-    from verify.api import rasp_reference
-    from verify.tasks.program import ProgramTask
+    from depthcraft.constructions.compiler import compile_program, compile_with_tracr
+    from depthcraft.verify.api import rasp_reference
+    from depthcraft.verify.tasks.program import ProgramTask
 
     build_fn = compile_with_tracr if compiler == "tracr" else compile_program
     model = build_fn(program, vocab=vocab, max_seq_len=max_seq_len, causal=causal)
@@ -381,18 +378,14 @@ def for_program(program: rasp.SOp, tokens: Sequence[Any], *, vocab: Sequence[Any
 
 def for_saved(path: str, text: str) -> Tuple[ShowData, CompiledModel]:
     """Views of a model saved with :func:`constructions.io.save` on the input ``text``."""
-    from constructions import io, registry
-    from verify.tasks import get_task
-    from verify.tasks.program import ProgramTask
+    from depthcraft.constructions import io
+    from depthcraft.verify import lookup
+    from depthcraft.verify.tasks.program import ProgramTask
 
     model = io.load(path)
-    cname = model.meta.get("construction")
-    if cname:
-        c = registry.get(cname)
-        from verify.verifier import resolve_params
-
-        p = resolve_params(c, model.meta.get("params") or {})
-        task = get_task(c.task)
+    r = lookup.resolve_model(model)
+    if r is not None:
+        c, p, task = r.construction, r.params, r.task
         return _for_registered(c, p, task, model, task.parse_tokens(p, text)), model
     generic = ProgramTask(vocab=model.vocab, max_seq_len=model.max_seq_len, reference=lambda xs: xs)
     tokens = generic.parse_tokens({}, text)
@@ -478,8 +471,8 @@ def attention_figure(data: ShowData, path: str) -> None:
     """
     from matplotlib.figure import Figure
 
-    from constructions.io import check_writable
-    from verify.outputs import save_figure_atomic
+    from depthcraft.constructions.io import check_writable
+    from depthcraft.verify.outputs import save_figure_atomic
 
     check_writable(path)
     heads = [v for v in data.sublayers if isinstance(v, HeadView)]
@@ -533,12 +526,12 @@ def show_cmd(name, params, text, png) -> None:
     Prints the RASP program, where each head attends, every MLP, and the
     residual-stream layout; --png writes the attention maps.
     """
-    from constructions import registry
-    from constructions.errors import ParameterError
-    from constructions.params import parse_assignments
-    from verify.outputs import check_outputs
+    from depthcraft.constructions.errors import ParameterError
+    from depthcraft.constructions.params import parse_assignments
+    from depthcraft.verify import lookup
+    from depthcraft.verify.outputs import check_outputs
 
-    registered = name in {c.name for c in registry.all_constructions()}  # a construction name wins over a file
+    registered = name in {c.name for c in lookup.all_constructions()}  # a construction name wins over a file
     saved = not registered and (name.endswith(".safetensors") or os.path.isfile(name))
     check_outputs([png], inputs=[name] if saved else [])
     if saved:

@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from constructions.model import CompiledModel
-from verify.checks import Counterexample, predict
-from verify.tasks.base import Task
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.verify.checks import Counterexample, predict
+from depthcraft.verify.tasks.base import Task
 
 #: Most rounds of shrinking (each round removes a chunk or lowers a token).
 MAX_ROUNDS = 100
@@ -28,7 +28,7 @@ MAX_ROUNDS = 100
 
 def _failing(model: CompiledModel, task: Task, p: Dict[str, Any], cands: List[List[Any]]):
     """Per candidate: (fails, expected, got, wrong positions) — grouped by length, one batch each."""
-    from verify.tasks.program import token_array
+    from depthcraft.verify.tasks.program import token_array
 
     out: List[Any] = [None] * len(cands)
     by_len: Dict[int, List[int]] = {}

@@ -3,7 +3,7 @@
 Use these in your own pytest suite (see ``docs/examples/test_my_program.py``)::
 
     from hypothesis import given
-    from verify.strategies import token_sequences
+    from depthcraft.verify.strategies import token_sequences
 
     @given(token_sequences(["a", "b", "c"], max_len=8))
     def test_my_program(xs): ...
@@ -24,14 +24,19 @@ Sequences are Python lists of token values (no BOS); lengths are in tokens.
 from __future__ import annotations
 
 import collections.abc
-from typing import Any, Dict, Iterable, List, Sequence
+from typing import Any, Iterable, List, Sequence
 
 from hypothesis import strategies as st
 
-from constructions.errors import ParameterError
+from depthcraft.constructions.errors import ParameterError
 
 
-def _vocab_list(vocab: Iterable[Any]) -> List[Any]:
+def vocab_list(vocab: Iterable[Any]) -> List[Any]:
+    """The distinct token values of ``vocab``, sorted when they are comparable (else in the given order).
+
+    Raises:
+        ParameterError: ``vocab`` is not iterable, is empty, or holds an unhashable value.
+    """
     try:
         values = list(vocab)
     except TypeError:
@@ -77,7 +82,7 @@ def token_sequences(vocab: Iterable[Any], max_len: int, min_len: int = 1) -> st.
         ParameterError: empty vocab, or lengths that are not integers with
             1 <= min_len <= max_len.
     """
-    values = _vocab_list(vocab)
+    values = vocab_list(vocab)
     _check_lengths(min_len, max_len)
     tok = st.sampled_from(values)
     lengths = st.integers(min_len, max_len)
@@ -112,7 +117,7 @@ def edge_sequences(vocab: Iterable[Any], max_len: int, min_len: int = 1) -> List
     Raises:
         ParameterError: as :func:`token_sequences`.
     """
-    values = _vocab_list(vocab)
+    values = vocab_list(vocab)
     _check_lengths(min_len, max_len)
     v, n = len(values), max_len
     first, last = values[0], values[-1]
@@ -141,7 +146,7 @@ def task_inputs(task: str, **params: Any) -> st.SearchStrategy:
     Raises:
         ParameterError: unknown task, unknown parameter or invalid value.
     """
-    from verify.tasks import get_task
+    from depthcraft.verify.tasks import get_task
 
     t = get_task(task)
     return t.strategy(t.resolve(params))
@@ -155,13 +160,10 @@ def construction_inputs(name: str, **params: Any) -> st.SearchStrategy:
     Raises:
         ParameterError: unknown construction, unknown parameter or invalid value.
     """
-    from constructions import registry
-    from verify.tasks import get_task
-    from verify.verifier import resolve_params
+    from depthcraft.verify import lookup
 
-    c = registry.get(name)
-    p: Dict[str, Any] = resolve_params(c, params)
-    return get_task(c.task).strategy(p)
+    r = lookup.resolve(name, params)
+    return r.task.strategy(r.params)
 
 
-__all__: Sequence[str] = ("token_sequences", "edge_sequences", "task_inputs", "construction_inputs")
+__all__: Sequence[str] = ("vocab_list", "token_sequences", "edge_sequences", "task_inputs", "construction_inputs")

@@ -17,7 +17,7 @@ from typing import Any, Dict
 import jax
 import numpy as np
 
-from constructions.model import CompiledModel
+from depthcraft.constructions.model import CompiledModel
 
 
 def _nonzero(a) -> bool:

@@ -18,16 +18,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from constructions import registry
-from constructions.errors import ParameterError
-from constructions.model import CompiledModel
-from constructions.params import ParamSpec, resolve
-from verify.ablation import ablate, ablation_inputs
-from verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
-from verify.shrink import shrink as shrink_counterexample
-from verify.structure import measure
-from verify.tasks import get_task
-from verify.tasks.base import Task
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.verify.ablation import ablate, ablation_inputs
+from depthcraft.verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
+from depthcraft.verify.shrink import shrink as shrink_counterexample
+from depthcraft.verify.structure import measure
+from depthcraft.verify import lookup
+from depthcraft.verify.tasks.base import Task
 
 #: Default number of random inputs per verification.
 DEFAULT_SAMPLES = 1000
@@ -35,25 +32,6 @@ DEFAULT_SAMPLES = 1000
 DEFAULT_HYPOTHESIS = 100
 #: Most random inputs the layer ablation runs (each attention layer once).
 ABLATION_SAMPLES = 500
-
-
-def resolve_params(construction: registry.Construction, given: Mapping[str, Any]) -> Dict[str, Any]:
-    """Construction parameters plus the task's sampling parameters, defaults filled in and checked.
-
-    Raises:
-        ParameterError: unknown key or invalid value (message names both).
-    """
-    p = resolve(param_specs(construction), given, f"construction {construction.name}")
-    if construction.check is not None:
-        construction.check(p)
-    get_task(construction.task).check(p)
-    return p
-
-
-def param_specs(construction: registry.Construction) -> Tuple[ParamSpec, ...]:
-    """Every parameter of a construction: its own, then its task's (a construction's spec wins)."""
-    own = {s.name for s in construction.params}
-    return tuple(construction.params) + tuple(s for s in get_task(construction.task).params if s.name not in own)
 
 
 def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],
@@ -226,14 +204,14 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
         ParameterError: unknown construction, bad parameters, exhaustive space too large.
     """
     t0 = time.perf_counter()
-    c = registry.get(name)
-    p = resolve_params(c, params or {})
-    task = get_task(c.task) if task is None else task
+    r = lookup.resolve(name, params)
+    c, p = r.construction, r.params
+    task = r.task if task is None else task
     if exhaustive:
         task.exhaustive(p)  # refuse a too-large input space before compiling
-    model = c.build(p)
+    model = r.build()
     kinds = c.bound_kinds() if bound is None else None  # a user's bound values are upper bounds
-    bound = c.bound_values(p) if bound is None else bound
+    bound = r.bound() if bound is None else bound
     return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
                         bound_kinds=kinds,
@@ -247,7 +225,7 @@ def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed
 
     Constructions marked ``exhaustive_in_all`` also run their task's exhaustive check.
     """
-    for c in registry.all_constructions():
+    for c in lookup.all_constructions():
         for given in c.defaults:
             if progress is not None:
                 progress(c.name, given)
@@ -255,4 +233,4 @@ def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed
                          hypothesis_examples=hypothesis_examples)
 
 
-__all__ = ["verify", "verify_all", "verify_model", "run_checks", "resolve_params", "ParameterError"]
+__all__ = ["verify", "verify_all", "verify_model", "run_checks", "bound_check", "margins"]

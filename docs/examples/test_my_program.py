@@ -16,11 +16,11 @@ import numpy as np
 from hypothesis import given, settings
 from tracr.rasp import rasp
 
-from constructions import registry
-from constructions.compiler import compile_program
-from verify import check_program
-from verify.strategies import construction_inputs, token_sequences
-from verify.tasks.khop import hop_k
+from depthcraft.verify import lookup
+from depthcraft.constructions.compiler import compile_program
+from depthcraft import check_program
+from depthcraft.verify.strategies import construction_inputs, token_sequences
+from depthcraft.verify.tasks.khop import hop_k
 
 VOCAB = ["a", "b", "c"]
 MAX_LEN = 8  # at 10 or more tracr's SelectorWidth breaks on all-equal inputs (docs/pitfalls.md)
@@ -52,6 +52,6 @@ def test_hist_report_within_bound():
 @settings(max_examples=30, deadline=None)
 @given(construction_inputs("khop_doubling", k=3, n=10, vocab=3))
 def test_registered_construction_with_its_task_strategy(xs):
-    model = registry.get("khop_doubling").build({"k": 3, "n": 10, "vocab": 3})
+    model = lookup.resolve("khop_doubling", {"k": 3, "n": 10, "vocab": 3}).build()
     got = model.run([xs], none_value=-1)[0]
     assert got.tolist() == hop_k(np.asarray([xs]), 3)[0].tolist()  # the definition (Sanford et al., Def. 4.1)

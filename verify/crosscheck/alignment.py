@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from constructions.errors import ParameterError
+from depthcraft.constructions.errors import ParameterError
 
 
 def alignment(a: np.ndarray, b: np.ndarray, query_mask: np.ndarray = None) -> np.ndarray:

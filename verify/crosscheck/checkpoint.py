@@ -24,8 +24,8 @@ import jax
 import numpy as np
 from safetensors.numpy import load_file, save
 
-from constructions.errors import InputError
-from verify.outputs import write_bytes_atomic
+from depthcraft.constructions.errors import InputError
+from depthcraft.verify.outputs import write_bytes_atomic
 
 META_FILE = "checkpoint.json"
 FORMAT = "depthcraft-checkpoint-1"

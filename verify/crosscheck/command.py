@@ -14,12 +14,12 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from constructions.errors import ParameterError
-from constructions.params import (MAX_ALIGNMENT, MAX_BATCH, MAX_EVAL, MAX_HEADS, MAX_SEEDS, MAX_STEPS,
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.params import (MAX_ALIGNMENT, MAX_BATCH, MAX_EVAL, MAX_HEADS, MAX_SEEDS, MAX_STEPS,
                                   MAX_WIDTH, parse_assignments)
-from verify.crosscheck import sweep as sweep_mod
-from verify.crosscheck.presets import PRESET_NAMES, get_preset
-from verify.report import console
+from depthcraft.verify.crosscheck import sweep as sweep_mod
+from depthcraft.verify.crosscheck.presets import PRESET_NAMES, get_preset
+from depthcraft.verify.report import console
 
 
 class _RichProgress(sweep_mod.Progress):
@@ -125,9 +125,9 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
 
     p = get_preset(task, preset)
     if construction is not None:
-        from constructions import registry
+        from depthcraft.verify import lookup
 
-        registry.get(construction)  # an unknown name is a usage error, not a note in the results
+        lookup.get(construction)  # an unknown name is a usage error, not a note in the results
     cfg = sweep_mod.make_config(
         p, parse_assignments(params),
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
@@ -144,13 +144,13 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         try:
             results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command)
         except KeyboardInterrupt:  # finished runs and checkpoints stay: they are what resuming needs
-            raise ParameterError(_interrupted(out_dir)) from None
+            raise ParameterError(interrupted_message(out_dir)) from None
     print_summary(results)
     console.print(f"results written to {os.path.join(out_dir, 'results.json')} and "
                   f"{os.path.join(out_dir, 'error_by_depth.png')} ({results['seconds']:.0f} s)")
 
 
-def _interrupted(out_dir: str) -> str:
+def interrupted_message(out_dir: str) -> str:
     """The one-line message of an interrupted sweep, saying what is on disk."""
     left = []
     if os.path.isfile(os.path.join(out_dir, "results.json")):

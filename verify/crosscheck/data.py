@@ -26,8 +26,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from constructions.errors import ParameterError
-from verify.tasks.base import Task
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.tasks.base import Task
 
 
 class Batch(NamedTuple):

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from constructions.errors import ParameterError
-from constructions.runtime import ATTENTION_KINDS, Arch, SublayerSpec
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.runtime import ATTENTION_KINDS, Arch, SublayerSpec
 
 #: Standard deviation of the normal initialisation (GPT-2).
 INIT_STD = 0.02

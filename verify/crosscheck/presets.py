@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from constructions.errors import ParameterError
+from depthcraft.constructions.errors import ParameterError
 
 PRESET_NAMES = ("cpu", "paper")
 

@@ -36,8 +36,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 
-def _verdict(smallest: Optional[int], bound: Optional[int], depths: Sequence[int], kind: str = "upper",
-             construction_depth: Optional[int] = None) -> Dict[str, str]:
+def depth_verdict(smallest: Optional[int], bound: Optional[int], depths: Sequence[int], kind: str = "upper",
+                  construction_depth: Optional[int] = None) -> Dict[str, str]:
     """Compare the smallest trained depth under the threshold with the bound.
 
     An ``upper`` bound (a construction's depth, or a paper's claimed depth) predicts a
@@ -116,7 +116,7 @@ def summarise(cfg, infos, records: List[Dict[str, Any]]) -> List[Dict[str, Any]]
             ok_train = [d for d, v in sorted(train_dist.items()) if min(v) < cfg.threshold]
             entry["errors_training_distribution"] = _by_depth(train_dist)
             entry["smallest_depth_training_distribution"] = ok_train[0] if ok_train else None
-        entry.update(_verdict(smallest, info.bound, trained, info.bound_kind, info.depth) if trained else
+        entry.update(depth_verdict(smallest, info.bound, trained, info.bound_kind, info.depth) if trained else
                      {"verdict": "inconclusive", "note": "no finished run covers this condition"})
         if control and info.bound is not None:
             best = min(x["error"] for x in control if x["depth"] == info.bound - 1) \
@@ -150,7 +150,7 @@ def build_results(cfg, infos, records, runs, command: Optional[str], seconds: fl
 
 def write_results(out_dir: str, results: Dict[str, Any]) -> str:
     """Write ``out_dir/results.json`` atomically; returns its path."""
-    from verify.outputs import write_json_atomic
+    from depthcraft.verify.outputs import write_json_atomic
 
     path = os.path.join(out_dir, "results.json")
     write_json_atomic(path, results)
@@ -172,7 +172,7 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.outputs import save_figure_atomic
+    from depthcraft.verify.outputs import save_figure_atomic
 
     summary = results["summary"]
     names = [s["condition"] for s in summary]

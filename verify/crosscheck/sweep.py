@@ -20,17 +20,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from constructions import registry
-from constructions.errors import DepthcraftError, ParameterError
-from constructions.params import MAX_DEPTH, parse_values
-from constructions.runtime import forward
-from verify.crosscheck.alignment import best_heads, head_alignments
-from verify.crosscheck.checkpoint import read_meta
-from verify.crosscheck.data import TaskData, condition_names
-from verify.crosscheck.model import ModelConfig
-from verify.crosscheck.presets import Preset
-from verify.crosscheck.train import TrainConfig, evaluate, train
-from verify.tasks import get_task
+from depthcraft.constructions.errors import DepthcraftError, ParameterError
+from depthcraft.constructions.params import MAX_DEPTH, parse_values
+from depthcraft.constructions.runtime import forward
+from depthcraft.verify.crosscheck.alignment import best_heads, head_alignments
+from depthcraft.verify.crosscheck.checkpoint import read_meta
+from depthcraft.verify.crosscheck.data import TaskData, condition_names
+from depthcraft.verify.crosscheck.model import ModelConfig
+from depthcraft.verify.crosscheck.presets import Preset
+from depthcraft.verify.crosscheck.train import TrainConfig, evaluate, train
+from depthcraft.verify.tasks import get_task
 
 #: Seed of the evaluation and alignment inputs (independent of the training seeds).
 EVAL_SEED = 1
@@ -199,18 +198,19 @@ def construction_info(name: Optional[str], condition: Dict[str, Any], compile_mo
     Never raises for a condition the construction does not cover (e.g. k = 0): the
     returned info carries the reason in ``note``.
     """
-    from verify.structure import measure
-    from verify.verifier import param_specs, resolve_params
+    from depthcraft.verify.structure import measure
+    from depthcraft.verify import lookup
 
     if name is None:
         return ConstructionInfo(None, note="no construction given")
     try:
-        c = registry.get(name)
+        c = lookup.get(name)
     except ParameterError as e:
         return ConstructionInfo(name, note=str(e))
     try:
-        own = {s.name for s in param_specs(c)}
-        p = resolve_params(c, {k: v for k, v in condition.items() if k in own})
+        own = {s.name for s in lookup.param_specs(c)}
+        r = lookup.resolve(c, {k: v for k, v in condition.items() if k in own})
+        p = r.params
     except DepthcraftError as e:
         return ConstructionInfo(name, note=f"not defined here: {e}")
     info = ConstructionInfo(name, bound=c.bound_values(p).get("attn_layers"),
@@ -218,7 +218,7 @@ def construction_info(name: Optional[str], condition: Dict[str, Any], compile_mo
                             bound_source="construction", params=p,
                             bound_kind=c.bounds["attn_layers"].kind if "attn_layers" in c.bounds else "upper")
     if compile_model:
-        info.model = c.build(p)
+        info.model = r.build()
         info.depth = measure(info.model)["attn_layers"]
     return info
 
@@ -345,7 +345,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         ParameterError: the output directory cannot be written, or a checkpoint was made with
             other settings.
     """
-    from verify.crosscheck import report
+    from depthcraft.verify.crosscheck import report
 
     progress = progress or Progress()
     try:

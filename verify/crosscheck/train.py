@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from constructions.errors import ParameterError
-from constructions.runtime import Arch, forward
-from verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
-from verify.crosscheck.data import Batch, TaskData
-from verify.crosscheck.model import ModelConfig, count_params, init_params
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.runtime import Arch, forward
+from depthcraft.verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
+from depthcraft.verify.crosscheck.data import Batch, TaskData
+from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
 
 
 @dataclasses.dataclass(frozen=True)

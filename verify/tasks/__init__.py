@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Dict
 
-from constructions.errors import ParameterError
-from verify.tasks.base import Task
-from verify.tasks.chen_zou import CHEN_ZOU_TASKS
-from verify.tasks.khop import KHopTask
-from verify.tasks.retrieval import RetrievalTask
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.tasks.base import Task
+from depthcraft.verify.tasks.chen_zou import CHEN_ZOU_TASKS
+from depthcraft.verify.tasks.khop import KHopTask
+from depthcraft.verify.tasks.retrieval import RetrievalTask
 
 TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(), *CHEN_ZOU_TASKS, RetrievalTask())}
 

@@ -8,8 +8,8 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from constructions.errors import InputError, ParameterError
-from constructions.params import ParamSpec, resolve
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec, resolve
 
 #: Largest input space ``exhaustive`` will enumerate.
 EXHAUSTIVE_LIMIT = 1 << 24

@@ -17,10 +17,10 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.errors import ParameterError
-from constructions.params import ParamSpec
-from rasp_programs.khop import BOT
-from verify.tasks.base import Task
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.rasp_programs.khop import BOT
+from depthcraft.verify.tasks.base import Task
 
 #: The paper's worked example (SPEC §4.1) over a..e: hop_1 at the last position is b, hop_2 is c.
 WORKED_EXAMPLE = "baebcabebdea"

@@ -26,9 +26,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from constructions.errors import ParameterError
-from verify.strategies import _vocab_list, edge_sequences, token_sequences
-from verify.tasks.base import EXHAUSTIVE_LIMIT, Task, enumerate_sequences
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.verify.strategies import vocab_list, edge_sequences, token_sequences
+from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task, enumerate_sequences
 
 
 class _Any:
@@ -110,7 +110,7 @@ class ProgramTask(Task):
                  strategy=None, sampler: Optional[Callable[[np.random.Generator, int], np.ndarray]] = None,
                  edges: Optional[Sequence[Sequence[Any]]] = None, none_value: Any = None, numerical: bool = False,
                  atol: float = 1e-3, causal: bool = False, name: str = "program", free_sequences: bool = True):
-        self._vocab = _vocab_list(vocab)
+        self._vocab = vocab_list(vocab)
         if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
             raise ParameterError(f"max_seq_len must be an integer >= 1, got {max_seq_len!r}")
         if not callable(reference):

@@ -34,9 +34,9 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.errors import ParameterError
-from rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
-from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
+from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 
 def layout(chains: np.ndarray, order: np.ndarray, marker: int) -> np.ndarray:

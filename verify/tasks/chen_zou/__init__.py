@@ -11,11 +11,11 @@ The template machinery (canonical patterns, injective substitutions) is in
 formats are the project's formalisation of its description.
 """
 
-from verify.tasks.chen_zou.common import NONE
-from verify.tasks.chen_zou.icqa import ICQATask
-from verify.tasks.chen_zou.ictm import ICTMTask
-from verify.tasks.chen_zou.sc import SCTask
-from verify.tasks.chen_zou.tm import TMTask
+from depthcraft.verify.tasks.chen_zou.common import NONE
+from depthcraft.verify.tasks.chen_zou.icqa import ICQATask
+from depthcraft.verify.tasks.chen_zou.ictm import ICTMTask
+from depthcraft.verify.tasks.chen_zou.sc import SCTask
+from depthcraft.verify.tasks.chen_zou.tm import TMTask
 
 CHEN_ZOU_TASKS = (SCTask(), ICQATask(), TMTask(), ICTMTask())
 

@@ -13,9 +13,9 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
-from constructions.errors import InputError, ParameterError
-from rasp_programs.chen_zou_data import cls_token, label_token, with_cls
-from verify.tasks.base import EXHAUSTIVE_LIMIT, Task
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.rasp_programs.chen_zou_data import cls_token, label_token, with_cls
+from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 #: Target value at unscored positions, and what a model output with no value decodes to.
 NONE = -1

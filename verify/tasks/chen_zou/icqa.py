@@ -19,10 +19,10 @@ from typing import List
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.errors import InputError, ParameterError
-from constructions.params import ParamSpec
-from verify.tasks.chen_zou.common import ReadoutTask, checked_count, check_range
-from rasp_programs.templates import random_injective
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.verify.tasks.chen_zou.common import ReadoutTask, checked_count, check_range
+from depthcraft.rasp_programs.templates import random_injective
 
 
 class ICQATask(ReadoutTask):

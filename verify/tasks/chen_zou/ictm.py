@@ -23,10 +23,10 @@ from typing import List, Tuple
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.errors import InputError, ParameterError
-from constructions.params import ParamSpec
-from rasp_programs import templates as tpl
-from verify.tasks.chen_zou.common import ReadoutTask, check_range, letters
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.rasp_programs import templates as tpl
+from depthcraft.verify.tasks.chen_zou.common import ReadoutTask, check_range, letters
 
 
 class ICTMTask(ReadoutTask):

@@ -18,10 +18,10 @@ from typing import Dict, Tuple
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.errors import InputError, ParameterError
-from constructions.params import ParamSpec
-from rasp_programs.chen_zou_data import sc_dataset
-from verify.tasks.chen_zou.common import ClsTask, batches_of
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.rasp_programs.chen_zou_data import sc_dataset
+from depthcraft.verify.tasks.chen_zou.common import ClsTask, batches_of
 
 @functools.lru_cache(maxsize=16)
 def _row_index(*key) -> Dict[bytes, int]:

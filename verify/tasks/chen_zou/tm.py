@@ -23,11 +23,11 @@ from typing import Tuple
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.errors import InputError, ParameterError
-from constructions.params import ParamSpec
-from rasp_programs import templates as tpl
-from rasp_programs.chen_zou_data import tm_templates
-from verify.tasks.chen_zou.common import ClsTask, batches_of, checked_count
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.rasp_programs import templates as tpl
+from depthcraft.rasp_programs.chen_zou_data import tm_templates
+from depthcraft.verify.tasks.chen_zou.common import ClsTask, batches_of, checked_count
 
 
 class TMTask(ClsTask):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from constructions.compiler import compile_program
-from constructions.registry import Bound, Construction, register
-from constructions.errors import ParameterError
-from rasp_programs.retrieval import (PARAMS, check_params, lower_bound_layers, num_symbols, retrieval_doubling,
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.catalogue.registry import Bound, Construction, register
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.retrieval import (PARAMS, check_params, lower_bound_layers, num_symbols, retrieval_doubling,
                                      seq_len)
 
 

@@ -7,10 +7,10 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from tracr.rasp import rasp
 
-from constructions.compiler import compile_program, compile_with_tracr
-from constructions.params import ParamSpec
-from constructions.registry import Bound, Construction, register
-from rasp_programs.khop import check_k, doubling_layers, floor_layers, khop_doubling, khop_floor, khop_rasp
+from depthcraft.constructions.compiler import compile_program, compile_with_tracr
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.constructions.catalogue.registry import Bound, Construction, register
+from depthcraft.rasp_programs.khop import check_k, doubling_layers, floor_layers, khop_doubling, khop_floor, khop_rasp
 
 _K = ParamSpec("k", int, 2, "number of hops (>= 1)", maximum=1024)
 _VOCAB = ParamSpec("vocab", int, 4, "alphabet size |Σ|", minimum=1, maximum=256)

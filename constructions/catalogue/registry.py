@@ -1,24 +1,23 @@
 """The registry of named constructions: task, source, bound formulas, builder, defaults.
 
-Catalogue modules (:data:`CATALOGUE`) call :func:`register` at import time;
-:func:`get` and :func:`all_constructions` import them on first use.
+The family modules of :mod:`depthcraft.constructions.catalogue` call :func:`register`
+at import time; importing the catalogue package imports every family, so
+:func:`get` and :func:`all_constructions` see them all. Parameter resolution (a
+construction's parameters plus its task's) lives one layer up, in
+:mod:`depthcraft.verify.lookup`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from tracr.rasp import rasp
 
-from constructions.errors import ParameterError
-from constructions.model import CompiledModel
-from constructions.params import ParamSpec, freeze
-
-#: Modules that register constructions.
-CATALOGUE = ("constructions.khop", "constructions.chen_zou", "constructions.retrieval")
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.model import CompiledModel
+from depthcraft.constructions.params import ParamSpec, freeze
 
 BOUND_KEYS = ("attn_layers", "heads", "d_model")
 
@@ -89,9 +88,11 @@ class Construction:
     def build(self, p: Mapping[str, Any]) -> CompiledModel:
         """Compile at resolved parameters ``p`` (cached per parameter set).
 
-        ``p`` must come from :func:`verify.verifier.resolve_params` (defaults filled
+        ``p`` must come from :func:`depthcraft.verify.lookup.resolve` (defaults filled
         in and checked, the task's parameters included); raw user input is not
-        checked here.
+        checked here. The model's ``meta`` records the construction, task, params,
+        bound values and bound kinds (what :func:`depthcraft.constructions.io.save`
+        writes).
         """
         return _build_cached(self.name, freeze(p))
 
@@ -110,21 +111,13 @@ def register(c: Construction) -> Construction:
     return c
 
 
-@functools.lru_cache(maxsize=None)
-def _load() -> None:
-    for mod in CATALOGUE:
-        importlib.import_module(mod)
-
-
 def all_constructions() -> List[Construction]:
     """Every registered construction, in registration order."""
-    _load()
     return list(_REGISTRY.values())
 
 
 def get(name: str) -> Construction:
     """The construction called ``name``; raises ParameterError listing the known names."""
-    _load()
     if name not in _REGISTRY:
         raise ParameterError(f"unknown construction {name!r}; known: {', '.join(_REGISTRY)}")
     return _REGISTRY[name]
@@ -135,5 +128,5 @@ def _build_cached(name: str, frozen: Tuple[Tuple[str, Any], ...]) -> CompiledMod
     c = _REGISTRY[name]
     p = dict(frozen)
     model = c.builder(p)
-    model.meta.update(construction=name, params=p, task=c.task)
+    model.meta.update(construction=name, params=p, task=c.task, bound=c.bound_values(p), bound_kinds=c.bound_kinds())
     return model

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from constructions.compiler import compile_program
-from constructions.params import ParamSpec
-from constructions.registry import Bound, Construction, register
-from rasp_programs import chen_zou as prog
-from rasp_programs.chen_zou_data import label_token, sc_dataset, tm_templates, with_cls
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.params import ParamSpec
+from depthcraft.constructions.catalogue.registry import Bound, Construction, register
+from depthcraft.rasp_programs import chen_zou as prog
+from depthcraft.rasp_programs.chen_zou_data import label_token, sc_dataset, tm_templates, with_cls
 
 SOURCE = "Chen & Zou (ICML 2024), SPEC §4.2 (project formalisation)"
 _ATTENTION = ParamSpec("attention", str, "softmax", "attention kind the construction is built for",
