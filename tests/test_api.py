@@ -194,7 +194,7 @@ def test_bad_program_and_construction():
         check_program(3.14, vocab=[0], max_seq_len=2)
     with pytest.raises(ParameterError, match="unknown construction 'nope'"):
         check_program("nope")
-    with pytest.raises(ParameterError, match="k must be >= 1, got 0"):
+    with pytest.raises(ParameterError, match="k=0 is below the minimum 1"):
         check_program("khop_doubling", params={"k": 0})
     with pytest.raises(ParameterError, match="unknown parameter 'depth'"):
         check_program("khop_doubling", params={"depth": 3})

@@ -1,5 +1,6 @@
 """Bad-input sweep (CLI and API): one-line errors, exit status 2, no traceback, no partial files."""
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 from depthcraft.constructions import io
 from depthcraft.verify import lookup
 from depthcraft.constructions.errors import InputError, ParameterError
-from depthcraft.verify import cli, show
+from depthcraft.verify import cli, views
 
 
 def run_cli(capsys, *args):
@@ -40,7 +41,7 @@ K2 = ("-p", "k=2", "-p", "n=8", "-p", "vocab=3")
     (("show", "khop_doubling", *K2, "--input", "   "), ["empty input"]),
     (("verify", "khop_doubling", "-p", "k=two"), ["k='two' is not a valid int"]),
     (("verify", "khop_doubling", "-p", "k=2.5"), ["k='2.5' is not a valid int"]),
-    (("verify", "khop_doubling", "-p", "k=-1"), ["k must be >= 1, got -1"]),
+    (("verify", "khop_doubling", "-p", "k=-1"), ["k=-1 is below the minimum 1"]),
     (("verify", "khop_doubling", "-p", "n=-3"), ["n=-3 is below the minimum 1"]),
     (("verify", "khop_doubling", "-p", "k=100000"), ["k=100000 is above the maximum 1024"]),
     (("verify", "khop_doubling", "-p", "n=1000000"), ["n=1000000 is above the maximum"]),
@@ -50,7 +51,7 @@ K2 = ("-p", "k=2", "-p", "n=8", "-p", "vocab=3")
     (("verify", "khop_doubling", "--samples", "many"), ["--samples"]),
     (("verify", "nope"), ["unknown construction 'nope'"]),
     (("show", "nope", "--input", "a"), ["unknown construction 'nope'"]),
-    (("save", "khop_doubling", "-p", "k=0", "-o", "x.safetensors"), ["k must be >= 1, got 0"]),
+    (("save", "khop_doubling", "-p", "k=0", "-o", "x.safetensors"), ["k=0 is below the minimum 1"]),
     (("verify-saved", "/nonexistent/m.safetensors"), ["cannot read /nonexistent/m.safetensors: no such file"]),
     (("verify", "khop_doubling", "--seed", "-1"), ["--seed", "-1"]),
     (("verify", "khop_doubling", "--samples", "99999999999999999999"), ["--samples"]),
@@ -114,7 +115,7 @@ def test_symlink_loops_are_refused(tmp_path):
 
 
 def test_interrupted_train_says_what_is_on_disk(tmp_path):
-    from depthcraft.verify.crosscheck.command import interrupted_message
+    from depthcraft.verify.cli.train import interrupted_message
 
     assert "nothing was written" in interrupted_message(str(tmp_path))
     (tmp_path / "checkpoints" / "L1").mkdir(parents=True)
@@ -162,14 +163,15 @@ def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _interrupt)
     code, _, err = run_cli(capsys, "show", "khop_doubling", *K2, "--input", "a b", "--png", str(tmp_path / "a.png"))
-    assert code == 2 and err.strip() == "depthcraft: error: interrupted; nothing was written"  # click adds a newline after ^C
+    assert code == 2 and err == "depthcraft: error: interrupted; nothing was written\n"  # one line, no blank line
     monkeypatch.setattr(safetensors.numpy, "save", _interrupt)
     code, _, err = run_cli(capsys, "save", "khop_doubling", *K2, "-o", str(tmp_path / "m.safetensors"))
-    assert code == 2 and err.strip().endswith("depthcraft: error: interrupted; nothing was written") and "Traceback" not in err
-    monkeypatch.setattr(cli.json, "dump", _interrupt)
+    assert code == 2 and err.splitlines() == ["compiling khop_doubling k=2 n=8 vocab=3 distribution=paper ...",
+                                              "depthcraft: error: interrupted; nothing was written"]
+    monkeypatch.setattr(json, "dump", _interrupt)
     code, _, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--samples", "5", "--hypothesis", "0",
                            "--json", str(tmp_path / "r.json"))
-    assert code == 2 and err.strip() == "depthcraft: error: interrupted; nothing was written"
+    assert code == 2 and err == "depthcraft: error: interrupted; nothing was written\n"
     assert os.listdir(tmp_path) == []
 
 
@@ -184,7 +186,8 @@ def test_sigint_in_a_real_process(tmp_path):
     _, err = proc.communicate(timeout=120)
     if proc.returncode == 0:
         pytest.fail("the compile finished before the interrupt; use a larger n")
-    assert proc.returncode == 2 and err.strip() == "depthcraft: error: interrupted; nothing was written" and "Traceback" not in err
+    # Exactly one line on stderr: no blank line before it (click's answer to ^C), no traceback.
+    assert proc.returncode == 2 and err == "depthcraft: error: interrupted; nothing was written\n", repr(err)
     assert os.listdir(tmp_path) == []
 
 
@@ -199,10 +202,10 @@ def test_api_bad_inputs(tmp_path):
         (lambda: model.run([[]]), InputError, "empty input"),
         (lambda: model.run([]), InputError, "no input sequences"),
         (lambda: model.run([[0] * 9]), InputError, "input of length 9 is longer than max_seq_len=8"),
-        (lambda: lookup.resolve("khop_doubling", {"k": -2}), ParameterError, "k must be >= 1, got -2"),
+        (lambda: lookup.resolve("khop_doubling", {"k": -2}), ParameterError, "k=-2 is below the minimum 1"),
         (lambda: io.save(model, str(tmp_path / "no" / "m.safetensors")), ParameterError, "does not exist"),
         (lambda: io.save(model, "/proc/m.safetensors"), ParameterError, "cannot write /proc/m.safetensors"),
-        (lambda: show.for_construction("khop_doubling", {"k": 2, "n": 8, "vocab": 3}, "a q"), InputError,
+        (lambda: views.for_construction("khop_doubling", {"k": 2, "n": 8, "vocab": 3}, "a q"), InputError,
          "token 'q' at position 2"),
     ]
     for call, error, message in cases:

@@ -65,7 +65,7 @@ def test_verify_failure_exits_1_with_counterexample(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["verify", "khop_doubling", "-p", "k=-1"], "k must be >= 1"),
+    (["verify", "khop_doubling", "-p", "k=-1"], "k=-1 is below the minimum 1"),
     (["verify", "khop_doubling", "-p", "k=two"], "not a valid int"),
     (["verify", "khop_doubling", "-p", "n=100000"], "above the maximum"),
     (["verify", "khop_doubling", "-p", "q=1"], "unknown parameter 'q'"),
@@ -92,8 +92,12 @@ def test_run_prints_worked_example(capsys):
     code, out, _ = run_cli(["run", "khop_doubling", "-p", "k=2", "-p", "n=12", "-p", "vocab=5",
                             "--input", "baebcabebdea"], capsys)
     assert code == 0
-    model_line = next(l for l in out.splitlines() if l.startswith("model"))
-    assert model_line.split()[-1] == "c" and "exact" in out
+    # hop_2 of the paper's example (Sanford et al., Def. 4.1): ⊥⊥⊥⊥⊥⊥⊥ab⊥ec, every position scored
+    assert out.splitlines() == ["position   1 2 3 4 5 6 7 8 9 10 11 12",
+                                "input      b a e b c a b e b  d  e  a",
+                                "output     ⊥ ⊥ ⊥ ⊥ ⊥ ⊥ ⊥ a b  ⊥  e  c",
+                                "reference  ⊥ ⊥ ⊥ ⊥ ⊥ ⊥ ⊥ a b  ⊥  e  c",
+                                "exact"]
 
 
 def test_console_script_subprocess_exit_2_no_traceback():

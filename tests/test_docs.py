@@ -1,7 +1,7 @@
 """Executable docs: tutorials, the pitfalls page, the README snippet, module examples, the example test file.
 
 Every ``docs/tutorials/*.md`` is picked up automatically: its ``pycon`` blocks run as one doctest
-session (verify.doctools.run_markdown) and must reproduce the outputs shown.
+session (verify.cli.doctools.run_markdown) and must reproduce the outputs shown.
 """
 
 import contextlib
@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from depthcraft.verify import doctools
+from depthcraft.verify.cli import doctools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -33,7 +33,7 @@ def test_every_construction_tutorial_is_found():
     assert {"khop_doubling", "khop_rasp"} <= names
 
 
-@pytest.mark.parametrize("module", ["depthcraft.verify.api", "depthcraft.verify.doctools"])
+@pytest.mark.parametrize("module", ["depthcraft.verify.api", "depthcraft.verify.cli.doctools"])
 def test_module_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctools.OPTIONS)
     assert result.attempted > 0 and result.failed == 0

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from depthcraft.verify import lookup
 from depthcraft.constructions.errors import ParameterError
-from depthcraft.rasp_programs.khop import BOT, doubling_layers
+from depthcraft.rasp_programs.khop import BOT, check_k, doubling_layers
 from depthcraft.verify.checks import predict
 from depthcraft.verify.tasks.khop import hop_k
 from depthcraft.verify.verifier import verify
@@ -85,5 +85,7 @@ def test_khop_rasp_baseline_exact_small_and_fails_where_tracr_breaks():
 def test_k_zero_and_negative_are_rejected():
     c = lookup.get("khop_doubling")
     for k in (0, -1):
-        with pytest.raises(ParameterError, match="k must be >= 1"):
+        with pytest.raises(ParameterError, match=f"k={k} is below the minimum 1"):
             lookup.resolve(c, {"k": k})
+        with pytest.raises(ParameterError, match="k must be >= 1"):  # the program's own check, below the CLI
+            check_k(k)

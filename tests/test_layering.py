@@ -52,8 +52,6 @@ def layer(module: str) -> int:
         return 5
     if module == "depthcraft.verify.cli" or module.startswith("depthcraft.verify.cli."):
         return 4
-    if module == "depthcraft.verify.doctools":  # runs the docs' examples, `depthcraft ...` commands included
-        return 4
     if module.startswith("depthcraft.verify"):
         return 3
     if module.startswith("depthcraft.constructions.catalogue"):

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from tracr.rasp import rasp
 
 from depthcraft.verify import lookup
 from depthcraft.constructions.compiler import compile_program
-from depthcraft.constructions.errors import CompileError, ParameterError
+from depthcraft.constructions.errors import CompileError, InputError, ParameterError
 from depthcraft.constructions.primitives import Read, evaluate, fact_lookup, prev_token
 from depthcraft.rasp_programs.retrieval import lower_bound_layers, retrieval_doubling, retrieval_layers, value_slot
 from depthcraft.verify.cli import main
@@ -146,7 +147,62 @@ def test_cli_verify_json(tmp_path, capsys):
     assert r["passed"] and r["structure"]["attn_layers"] == 4
     assert r["bound"]["attn_layers"] == 3
     assert r["bound_checks"]["attn_layers"] == {"measured": 4, "bound": 3, "kind": "lower", "gap": 1, "ok": True}
-    assert "4 / ≥3" in capsys.readouterr().out
+    assert "4/≥3" in capsys.readouterr().out
+
+
+D1 = ("-p", "d=1", "-p", "distractors=0")  # facts "k v", then "? x": length 4, symbols a b (S = 2), ? = 2
+D1C1 = ("-p", "d=1", "-p", "distractors=1")  # up to two facts: length 6, symbols a..d, ? = 4
+
+
+@pytest.mark.parametrize("params, text, fragment", [
+    (D1, "? ? ? ?", "input 0 has ? at position 1; ? belongs only at position 3"),  # was scored as a model failure
+    (D1, "a b", "input 0 has no ? at position 1 (it holds 'a')"),  # no marker: was scored "exact"
+    (D1C1, "a b ? c ? a", "input 0 has ? at position 3; ? belongs only at position 5"),  # marker in the middle
+    (D1C1, "a b a c ? a", "two facts with the key 'a' (positions 1 and 3); fact keys must be distinct"),
+    (D1C1, "a b ? a c", "an even length 2..6, got length 5"),
+    (D1C1, "a b c d a d ? a", "input of length 8 is longer than max_seq_len=6"),
+])
+@pytest.mark.parametrize("command", ["run", "show"])
+def test_malformed_inputs_are_refused_with_one_line(command, params, text, fragment, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "retrieval_doubling", *params, "--input", text])
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("depthcraft: error: ") and fragment in err, err
+    assert "Traceback" not in err
+
+
+def test_reference_checks_the_layout():
+    p = _p()  # d=2, distractors=1: symbols a..f = 0..5, ? = 6, n <= 10
+    ok = [EXAMPLE, EXAMPLE[4:],  # fewer facts (one chain only)
+          [A, B, Q, C],  # a broken chain: no fact has key b; the answer is ⊥
+          [A, B, B, A, Q, A],  # a cycle: a -> b -> a
+          [Q, A]]  # no facts at all: ⊥
+    for x in ok:
+        out, scored = TASK.reference(p, np.array([x]))
+        assert scored[0].tolist() == [False] * (len(x) - 1) + [True]
+        assert out[0, -1] == follow(np.array([x]), 2, num_symbols(p))[0, -1]
+    assert [TASK.reference(p, np.array([x]))[0][0, -1] for x in ok[2:]] == [BOT, A, BOT]
+    bad = [([Q, Q, Q, Q], "has ? at position 1"), ([A, B], "no ? at position 1"),
+           ([A, B, A, C, Q, A], "two facts with the key 'a'"), ([A, B, Q], "even length"),
+           ([A, 9, Q, A], "holds token 9 at position 2"), ([A, B, Q, Q], "has ? at position 4")]
+    for x, fragment in bad:
+        with pytest.raises(InputError, match=re.escape(fragment)):
+            TASK.reference(p, np.array([x]))
+    # A batch: the first malformed row is named.
+    with pytest.raises(InputError, match="input 1 has two facts with the key 'b'"):
+        TASK.reference(p, np.array([EXAMPLE, [B, A, B, C, Y, X, Z, Y, Q, B]]))
+
+
+@pytest.mark.parametrize("command", ["run", "show"])
+def test_unscored_positions_are_marked(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "retrieval_doubling", *D1C1, "--input", "c d a b ? a"])
+    out = capsys.readouterr().out.splitlines()
+    assert e.value.code == 0
+    (ref,) = [line for line in out if line.startswith("reference")]
+    assert ref.split() == ["reference", "·", "·", "·", "·", "·", "b"]  # only the last is scored: d = 1 hop, a = b
+    assert "exact (· = not scored)" in out
 
 
 @pytest.mark.slow

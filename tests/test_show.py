@@ -8,7 +8,7 @@ import pytest
 from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import InputError
-from depthcraft.verify import cli, show
+from depthcraft.verify import cli, views
 from depthcraft.verify.tasks.khop import find_table, hop_k
 
 INPUT = "a b a c b a"
@@ -24,7 +24,7 @@ def run_cli(capsys, *args):
 
 @pytest.fixture(scope="module")
 def doubling():
-    data, model = show.for_construction("khop_doubling", {"k": 2, "n": 12, "vocab": 4}, INPUT)
+    data, model = views.for_construction("khop_doubling", {"k": 2, "n": 12, "vocab": 4}, INPUT)
     return data, model
 
 
@@ -47,7 +47,7 @@ def test_show_cli_writes_figure_and_summary(tmp_path, capsys):
 def test_where_each_head_attends_follows_the_definition(doubling):
     data, _ = doubling
     names = ["BOS"] + ["abcd"[t] for t in TOKENS]
-    heads = [v for v in data.sublayers if isinstance(v, show.HeadView)]
+    heads = [v for v in data.sublayers if isinstance(v, views.HeadView)]
     assert len(heads) == 3
     find = find_table(np.asarray([TOKENS]))[0]  # find(i) for model positions 0..6
     want = {
@@ -59,10 +59,11 @@ def test_where_each_head_attends_follows_the_definition(doubling):
         got = [int(np.argmax(hv.weights[q])) for q in range(1, 7)]
         assert got == want[hv.layer], hv.title
         assert all(hv.weights[q, k] > 0.99 for q, k in zip(range(1, 7), want[hv.layer]))
-    lines = show.attention_summary(data)
+    lines = views.attention_summary(data)
+    start = lines.index(next(ln for ln in lines if ln.startswith("layer 2")))
+    assert lines[start + 1].startswith("  QK: query") and lines[start + 2].startswith("  OV: ")
     for q, k in zip(range(1, 7), want[2]):
-        assert f"{q}:{names[q]}→{k}:{names[k]}" in lines[lines.index(next(ln for ln in lines
-                                                                            if ln.startswith("layer 2"))) + 2]
+        assert f"{q}:{names[q]}→{k}:{names[k]}" in lines[start + 3]
 
 
 def test_output_and_reference_rows(doubling):
@@ -94,12 +95,12 @@ def test_program_listing_names_match_the_residual_stream(doubling):
 
 def test_user_program_view():
     hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)).named("hist")
-    data, _ = show.for_program(hist, list("abca"), vocab="abc", max_seq_len=6)
+    data, _ = views.for_program(hist, list("abca"), vocab="abc", max_seq_len=6)
     assert data.output_text == ["2", "1", "1", "2"] and data.exact is True
-    heads = [v for v in data.sublayers if isinstance(v, show.HeadView)]
+    heads = [v for v in data.sublayers if isinstance(v, views.HeadView)]
     # SelectorWidth's head attends uniformly to BOS and every selected key: row 1 (a) -> BOS, 1, 4.
     np.testing.assert_allclose(heads[0].weights[1], [1 / 3, 1 / 3, 0, 0, 1 / 3], atol=1e-5)
-    text = show.render_text(data)
+    text = views.render_text(data)
     assert "hist = SelectorWidth(Select(tokens, tokens, EQ))" in text
     with pytest.raises(InputError, match="token 'z' at position 2"):
-        show.for_program(hist, ["a", "z"], vocab="abc", max_seq_len=6)
+        views.for_program(hist, ["a", "z"], vocab="abc", max_seq_len=6)

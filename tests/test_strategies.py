@@ -67,7 +67,7 @@ def test_task_and_construction_strategies():
     (lambda: token_sequences([0], "4"), "max_len must be an integer, got '4'"),
     (lambda: task_inputs("nope"), "unknown task 'nope'"),
     (lambda: task_inputs("khop", n=-1), "n=-1 is below the minimum"),
-    (lambda: construction_inputs("khop_doubling", k=0), "k must be >= 1"),
+    (lambda: construction_inputs("khop_doubling", k=0), "k=0 is below the minimum 1"),
 ])
 def test_strategy_errors(call, message):
     with pytest.raises(ParameterError, match=message):

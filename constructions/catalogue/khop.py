@@ -12,7 +12,7 @@ from depthcraft.constructions.params import ParamSpec
 from depthcraft.constructions.catalogue.registry import Bound, Construction, register
 from depthcraft.rasp_programs.khop import check_k, doubling_layers, floor_layers, khop_doubling, khop_floor, khop_rasp
 
-_K = ParamSpec("k", int, 2, "number of hops (>= 1)", maximum=1024)
+_K = ParamSpec("k", int, 2, "number of hops", minimum=1, maximum=1024)  # check_k's minimum: hop_0 needs no layer
 _VOCAB = ParamSpec("vocab", int, 4, "alphabet size |Σ|", minimum=1, maximum=256)
 _ONE_HEAD = Bound("1", lambda p: 1)
 _DOUBLING_LAYERS = Bound("ceil(log2 k)+2", lambda p: doubling_layers(p["k"]))

@@ -16,5 +16,5 @@ Modules, one responsibility each:
 * :mod:`~verify.crosscheck.presets`: the ``cpu`` and ``paper`` sweeps per task.
 * :mod:`~verify.crosscheck.sweep`: one run per (condition, depth, seed), the summary.
 * :mod:`~verify.crosscheck.report`: ``results.json`` and the plot.
-* :mod:`~verify.crosscheck.command`: the ``depthcraft train`` command.
+* the ``depthcraft train`` command is :mod:`depthcraft.verify.cli.train`.
 """

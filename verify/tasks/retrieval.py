@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy as np
 from hypothesis import strategies as st
 
-from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
@@ -115,8 +115,73 @@ class RetrievalTask(Task):
     def max_seq_len(self, p):
         return seq_len(p["d"], p["distractors"])
 
+    def check_inputs(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
+        """Check [batch, n] inputs against the layout (module docstring); return them as int64.
+
+        An input is F facts ``k_1 v_1 ... k_F v_F`` (symbols; keys distinct), the marker
+        ``?`` and the queried symbol: an even length 2F + 2 <= max_seq_len, with ``?``
+        at position n - 1 (1-based) and nowhere else. Chains may be short or broken (the
+        answer is then ⊥); the construction is exact on every such input.
+
+        Raises:
+            InputError: the first malformed input, naming the position and what was expected.
+        """
+        x = np.asarray(tokens)
+        if x.ndim != 2 or not np.issubdtype(x.dtype, np.integer):
+            raise InputError(f"retrieval: expected a [batch, n] integer array, got shape {x.shape}, dtype {x.dtype}")
+        x = x.astype(np.int64)
+        b, n = x.shape
+        limit = self.max_seq_len(p)
+        if n > limit:
+            raise InputError(f"input of length {n} is longer than max_seq_len={limit}")
+        if n % 2 or n < 2:
+            raise InputError(f"retrieval: an input is facts (key value pairs), then ? and the queried symbol: "
+                             f"an even length 2..{limit}, got length {n}")
+        names = self.token_names(p)
+        marker = query_token(p)  # symbols are 0..S-1, the marker is S
+        bad = (x < 0) | (x > marker)
+        if bad.any():
+            r, c = (int(i) for i in np.argwhere(bad)[0])
+            raise InputError(f"retrieval: input {r} holds token {int(x[r, c])} at position {c + 1}, "
+                             f"not in the vocabulary 0..{marker}")
+        if (x[:, -2] != marker).any():
+            r = int(np.flatnonzero(x[:, -2] != marker)[0])
+            raise InputError(f"retrieval: input {r} has no ? at position {n - 1} (it holds {names[int(x[r, -2])]!r}); "
+                             f"an input is facts (key value pairs), then ? and the queried symbol")
+        stray = x == marker
+        stray[:, -2] = False
+        if stray.any():
+            r, c = (int(i) for i in np.argwhere(stray)[0])
+            raise InputError(f"retrieval: input {r} has ? at position {c + 1}; ? belongs only at position {n - 1}, "
+                             f"just before the queried symbol (facts and the query are symbols)")
+        keys = x[:, 0:-2:2]
+        order = np.argsort(keys, axis=1, kind="stable")
+        ordered = np.take_along_axis(keys, order, axis=1)
+        dup = ordered[:, 1:] == ordered[:, :-1]
+        if dup.any():
+            r, j = (int(i) for i in np.argwhere(dup)[0])
+            first, second = sorted((int(order[r, j]), int(order[r, j + 1])))
+            raise InputError(f"retrieval: input {r} has two facts with the key {names[int(keys[r, first])]!r} "
+                             f"(positions {2 * first + 1} and {2 * second + 1}); fact keys must be distinct")
+        return x
+
+    def parse_tokens(self, p: Dict[str, Any], text: str) -> List[int]:
+        """Display string -> token values, checked against the layout (see :meth:`check_inputs`).
+
+        Raises:
+            InputError: an unknown token, or an input that is not facts, ``?``, a symbol.
+        """
+        tokens = super().parse_tokens(p, text)
+        self.check_inputs(p, np.asarray([tokens], np.int64))
+        return tokens
+
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
-        x = np.asarray(tokens, np.int64)
+        """x_{D-h} at the last position (h = ``hops``, D by default), ⊥ when a chain breaks; nothing else scored.
+
+        Raises:
+            InputError: a malformed input (see :meth:`check_inputs`).
+        """
+        x = self.check_inputs(p, tokens)
         out = np.full(x.shape, BOT, np.int64)
         out[:, -1] = follow(x, asked_hops(p), num_symbols(p))[:, -1]
         scored = np.zeros(x.shape, bool)

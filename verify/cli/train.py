@@ -1,6 +1,6 @@
 """``depthcraft train TASK``: the trained-model cross-check sweep (SPEC §7).
 
-Registered in :mod:`verify.cli` with one line. Bad usage or input exits 2 with
+Registered in :mod:`depthcraft.verify.cli` (``COMMANDS``). Bad usage or input exits 2 with
 one line (the CLI's handler of :class:`~constructions.errors.DepthcraftError`).
 """
 
@@ -17,9 +17,10 @@ from rich.table import Table
 from depthcraft.constructions.errors import ParameterError
 from depthcraft.constructions.params import (MAX_ALIGNMENT, MAX_BATCH, MAX_EVAL, MAX_HEADS, MAX_SEEDS, MAX_STEPS,
                                   MAX_WIDTH, parse_assignments)
+from depthcraft.verify.cli import options
+from depthcraft.verify.cli.render import console
 from depthcraft.verify.crosscheck import sweep as sweep_mod
 from depthcraft.verify.crosscheck.presets import PRESET_NAMES, get_preset
-from depthcraft.verify.report import console
 
 
 class _RichProgress(sweep_mod.Progress):
@@ -83,8 +84,7 @@ def print_summary(results: Dict[str, Any]) -> None:
 
 @click.command("train")
 @click.argument("task")
-@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="Task parameter; a comma list is swept, e.g. -p k=1,2,4 -p n=32.")
+@options.params_option("Task parameter; a comma list is swept, e.g. -p k=1,2,4 -p n=32.")
 @click.option("--preset", type=click.Choice(PRESET_NAMES), default="cpu", show_default=True,
               help="cpu: minutes on 2 cores; paper: the paper's setting (GPU).")
 @click.option("--depths", default=None, metavar="RANGE", help="Attention depths, e.g. 1-6 or 1,2,4.")

@@ -5,7 +5,7 @@ The tutorials (``docs/tutorials/*.md``) and the pitfalls page are markdown whose
 order in one namespace and reports mismatches, and ``tests/test_docs.py`` runs
 every such file, so the docs cannot drift from the code.
 
->>> from depthcraft.verify.doctools import depthcraft
+>>> from depthcraft.verify.cli.doctools import depthcraft
 >>> depthcraft("depthcraft verify nope")  # doctest: +ELLIPSIS
 depthcraft: error: unknown construction 'nope'; known: ...
 [exit status 2]
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import doctest
 import io
+import os
 import re
 import shlex
 import sys
@@ -26,11 +27,15 @@ OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 _BLOCK = re.compile(r"^```pycon[^\n]*\n(.*?)^```", re.M | re.S)
 
 
+#: The terminal width the examples are printed at (``COLUMNS``), so that they read the same everywhere.
+COLUMNS = 80
+
+
 def depthcraft(line: str) -> None:
     """Run one command line (``"depthcraft show ..."``; the leading ``depthcraft`` is optional).
 
-    Prints what the command prints (stdout, then stderr) and, when the exit status is
-    not 0, a last line ``[exit status N]``.
+    Prints what the command prints at :data:`COLUMNS` columns (stdout, then stderr) and,
+    when the exit status is not 0, a last line ``[exit status N]``.
     """
     from depthcraft.verify.cli import main
 
@@ -39,11 +44,19 @@ def depthcraft(line: str) -> None:
         args = args[1:]
     err = io.StringIO()
     code = 0
-    with contextlib.redirect_stderr(err):
-        try:
-            main(args)
-        except SystemExit as e:
-            code = e.code or 0
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(COLUMNS)
+    try:
+        with contextlib.redirect_stderr(err):
+            try:
+                main(args)
+            except SystemExit as e:
+                code = e.code or 0
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
     sys.stdout.write(err.getvalue())
     if code:
         print(f"[exit status {code}]")
@@ -70,7 +83,7 @@ def run_markdown(path: str, verbose: bool = False) -> Tuple[int, int, str]:
     return result.failed, result.attempted, out.getvalue()
 
 
-if __name__ == "__main__":  # python -m depthcraft.verify.doctools FILE.md ...: run docs, exit 1 on a mismatch
+if __name__ == "__main__":  # python -m depthcraft.verify.cli.doctools FILE.md ...: run docs, exit 1 on a mismatch
     bad = 0
     for p in sys.argv[1:]:
         failed, attempted, report = run_markdown(p)

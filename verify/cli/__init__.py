@@ -1,0 +1,89 @@
+"""The ``depthcraft`` command line (click).
+
+One module per command or group of commands, each parsing its options, calling the
+library and printing: :mod:`~depthcraft.verify.cli.catalogue` (``list``),
+:mod:`~depthcraft.verify.cli.verify` (``verify``), :mod:`~depthcraft.verify.cli.run`
+(``run``, ``show``), :mod:`~depthcraft.verify.cli.saved` (``save``, ``verify-saved``),
+:mod:`~depthcraft.verify.cli.precision` (``precision``) and
+:mod:`~depthcraft.verify.cli.train` (``train``). Shared options live in
+:mod:`~depthcraft.verify.cli.options`, output in :mod:`~depthcraft.verify.cli.render`.
+Every command is registered here, in :data:`COMMANDS`.
+
+Exit status: 0 when every check passed, 1 when a check failed, 2 on bad usage or
+bad input or an interrupted run (one line on stderr, no traceback, no partial files:
+every file is written to a temporary name and renamed when complete).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import click
+
+from depthcraft.constructions.errors import DepthcraftError
+from depthcraft.verify.cli import catalogue, precision, run, saved, train, verify
+from depthcraft.verify.cli.render import err_console
+
+#: The one line printed (on stderr) when a run is interrupted.
+INTERRUPTED = "depthcraft: error: interrupted; nothing was written"
+
+
+class Interrupted(Exception):
+    """Ctrl-C inside a command (raised instead of KeyboardInterrupt, which click answers with a blank line)."""
+
+
+class Group(click.Group):
+    """The ``depthcraft`` group: an interrupt in a command becomes :class:`Interrupted` for :func:`main`."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """depthcraft: executable depth bounds for transformers (RASP -> tracr -> verified weights)."""
+
+
+#: Every command of the group.
+COMMANDS = (catalogue.list_cmd, verify.verify_cmd, run.run_cmd, run.show_cmd, saved.save_cmd,
+            saved.verify_saved_cmd, precision.precision_cmd, train.train_cmd)
+for _command in COMMANDS:
+    cli.add_command(_command)
+
+
+def _error(message: str) -> None:
+    err_console.print(message, markup=False, highlight=False, emoji=False)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Console-script entry point: runs the CLI with one-line errors for bad usage or input.
+
+    Args:
+        argv: the arguments after ``depthcraft`` (default: ``sys.argv[1:]``).
+    Raises:
+        SystemExit: always; 0, 1 (a check failed) or 2 (bad usage or input, or interrupted).
+    """
+    try:
+        cli.main(args=argv, prog_name="depthcraft", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except (Interrupted, KeyboardInterrupt, click.Abort):
+        # On a terminal, return to the start of the line and clear it: the "^C" echo goes, one line stays.
+        prefix = "\r\x1b[K" if sys.stderr.isatty() else ""
+        sys.stderr.write(prefix)
+        _error(INTERRUPTED)
+        sys.exit(2)
+    except click.ClickException as e:  # usage errors, bad option values, unreadable files
+        _error(f"depthcraft: error: {e.format_message()}")
+        sys.exit(2)
+    except DepthcraftError as e:
+        _error(f"depthcraft: error: {e}")
+        sys.exit(2)
+    sys.exit(0)
+
+
+__all__ = ["COMMANDS", "INTERRUPTED", "cli", "main"]

@@ -1,0 +1,255 @@
+"""What the ``depthcraft`` commands print: the consoles, the progress bar, verification reports.
+
+Width: rich measures the terminal (stdin, stdout or stderr, whichever is one); the
+``COLUMNS`` environment variable overrides it; in a pipe or CI log with neither, the
+width is 80. Colours and the progress bar appear only on a terminal.
+
+A verification report prints as ONE line (:class:`ReportLines`)::
+
+    construction                  L/bound H/bound d_model    checks pass   time
+    khop_doubling
+      k=1                             2/2     1/1     116     622 ✓  yes   4.5s
+
+under a heading line per construction: the parameters that tell the rows apart,
+measured/bound attention layers L and heads H (``≥b``: a lower bound; ``✗``: the
+bound is not met), d_model (measured, or measured/bound), the inputs checked
+(``622 ✓``: all exact; ``3/622 ✗``: 3 wrong), whether the report passed, and the
+time it took. The wide table goes to ``--markdown`` / ``--json``. Failures and
+warnings follow (:func:`details`: the counterexample as aligned rows of input,
+expected and got), then one summary line (:func:`summary`: ``23/23 passed in 2m31s``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.text import Text
+
+from depthcraft.verify.views.text import aligned_rows, wrap
+
+#: Standard output (reports, tables). No fixed width: see the module docstring.
+console = Console(highlight=False)
+#: Standard error: one-line errors, never wrapped.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+#: The fixed columns of a report line: (header, width).
+COLUMNS = (("L/bound", 7), ("H/bound", 7), ("d_model", 7), ("checks", 9), ("pass", 4), ("time", 6))
+_FIXED = sum(w + 1 for _, w in COLUMNS)
+#: Width of the progress bar, and the columns its other parts take (count, elapsed, "eta", time left).
+BAR, _BAR_REST = 16, 16 + 1 + 7 + 1 + 7 + 1 + 3 + 1 + 7 + 1
+
+
+def width() -> int:
+    """The output width in columns (terminal, ``COLUMNS``, or 80)."""
+    return console.size.width
+
+
+def echo(line: Any = "") -> None:
+    """Print one line (a str or a rich Text) as it is: no markup, no highlighting, no re-wrapping."""
+    console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+def progress_bar(what: str = "") -> Progress:
+    """A progress bar (description, bar, done/total, elapsed, time left) on the terminal; nothing elsewhere.
+
+    It is transient: it disappears when the ``with`` block ends. Print through
+    ``bar.console`` while it runs so that lines appear above it.
+    """
+    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=BAR), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console,
+                    transient=True, disable=not console.is_terminal)
+
+
+def fit(text: str, columns: int) -> str:
+    """``text`` cut to ``columns`` cells, ending in ``…`` when cut."""
+    if cell_len(text) <= columns:
+        return text
+    return text[:max(columns - 1, 0)] + "…"
+
+
+def duration(seconds: Optional[float]) -> str:
+    """``4.5s`` below a minute, ``2m31s`` below an hour, ``1h02m`` above; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    if seconds < 59.95:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def params_text(params: Dict[str, Any], keys: Optional[Sequence[str]] = None) -> str:
+    """``k=2 n=100``: the parameters ``keys`` (default: all), in the report's order."""
+    shown = [k for k in params if keys is None or k in keys]
+    return " ".join(f"{k}={params[k]}" for k in shown)
+
+
+def bound_cell(report: Dict[str, Any], key: str) -> Text:
+    """``4/4``, ``5/≥2`` (a lower bound), ``6/5 ✗`` (not met, red) or ``116`` (no bound)."""
+    m = report["structure"][key]
+    b = report["bound"].get(key)
+    if b is None:
+        return Text(str(m))
+    check = report.get("bound_checks", {}).get(key, {})
+    lower = "≥" if check.get("kind") == "lower" else ""
+    ok = check.get("ok", m <= b)
+    return Text(f"{m}/{lower}{b}" + ("" if ok else " ✗"), style="" if ok else "red")
+
+
+def checks_cell(report: Dict[str, Any]) -> Text:
+    """Inputs checked over every check that ran: ``622 ✓`` (all exact) or ``3/622 ✗`` (3 wrong)."""
+    ran = [c for c in report["checks"].values() if c]
+    inputs = sum(c["inputs"] for c in ran)
+    failed = sum(c["failed"] for c in ran)
+    if not inputs:
+        return Text("-")
+    if failed:
+        return Text.assemble(f"{failed}/{inputs} ", ("✗", "red"))
+    return Text.assemble(f"{inputs} ", ("✓", "green"))
+
+
+class ReportLines:
+    """One line per verification report, under one heading line per construction.
+
+    Args:
+        labels: the parameter text of every row that will be printed (sets the first column's width).
+        columns: the line width (default: :func:`width`).
+    """
+
+    def __init__(self, labels: Sequence[str], columns: Optional[int] = None):
+        self.columns = columns or width()
+        want = max([len("construction")] + [2 + cell_len(label) for label in labels])
+        self.first = max(min(want, self.columns - _FIXED), 14)
+
+    def header(self) -> Text:
+        """The column headers."""
+        t = Text("construction".ljust(self.first), style="bold")
+        for name, w in COLUMNS:
+            t.append(" " + name.rjust(w), style="bold")
+        return t
+
+    def heading(self, name: str) -> Text:
+        """The line naming a construction (its rows follow)."""
+        return Text(name, style="bold")
+
+    def row(self, report: Dict[str, Any], label: str) -> List[Text]:
+        """The report's line (more lines only when ``label`` is wider than the first column)."""
+        first = wrap(label or "(defaults)", self.first, indent="  ", hanging="  ")
+        t = Text(first[0].ljust(self.first))
+        passed = report["passed"]
+        cells = [bound_cell(report, "attn_layers"), bound_cell(report, "heads"), bound_cell(report, "d_model"),
+                 checks_cell(report), Text("yes", style="green") if passed else Text("NO", style="bold red"),
+                 Text(duration(report.get("seconds")))]
+        for (_, w), cell in zip(COLUMNS, cells):
+            t.append(" " * (1 + max(w - cell.cell_len, 0)))
+            t.append_text(cell)
+        return [t] + [Text(line) for line in first[1:]]
+
+
+def _tokens(text: str, count: int) -> Optional[List[str]]:
+    """The display text split into its ``count`` tokens, or None when the split is ambiguous."""
+    parts = text.split(" ")
+    return parts if len(parts) == count else None
+
+
+def counterexample_lines(cx: Dict[str, Any], columns: int, indent: str = "  ") -> List[str]:
+    """A counterexample as aligned rows (position, input, expected, got; ``^`` under wrong outputs)."""
+    where = ", ".join(map(str, cx["positions"]))
+    found = f"found by the {cx['check']} check" + (", shrunk" if cx.get("shrunk") else "")
+    lines = wrap(f"counterexample ({found}), wrong at position{'s' * (len(cx['positions']) > 1)} {where}:",
+                 columns, indent=indent)
+    n = len(cx["tokens"])
+    rows = [("input", _tokens(cx.get("tokens_text", ""), n)), ("expected", _tokens(cx.get("expected_text", ""), n)),
+            ("got", _tokens(cx.get("got_text", ""), n))]
+    if all(cells is not None for _, cells in rows):
+        table = [("position", [str(i) for i in range(1, n + 1)])] + rows
+        return lines + aligned_rows(table, columns, marks=[p - 1 for p in cx["positions"]], indent=indent)
+    for label, key in (("input", "tokens"), ("expected", "expected"), ("got", "got")):
+        text = cx.get(f"{key}_text" if key != "tokens" else "tokens_text") or " ".join(map(str, cx[key]))
+        lines += wrap(f"{label:<9} {text}", columns, indent=indent, hanging=" " * 10)
+    return lines
+
+
+def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]:
+    """A report's failures and warnings, one block (empty when there are none)."""
+    columns = columns or width()
+    bad_bounds = [(k, b) for k, b in report.get("bound_checks", {}).items() if not b["ok"]]
+    cx = report.get("counterexample")
+    warnings = report.get("warnings", [])
+    if not (cx or bad_bounds or warnings or not report["passed"]):
+        return []
+    title = f"{report['construction']} {params_text(report['params'])}".strip()
+    if report.get("loaded_from"):
+        title += f" (loaded from {report['loaded_from']})"
+    style = "bold red" if not report["passed"] else "bold yellow"
+    out = [Text(line, style=style) for line in wrap(title + (": FAILED" if not report["passed"] else ""), columns)]
+    for key, b in bad_bounds:
+        side = "is below the lower" if b.get("kind") == "lower" else "exceeds the"
+        out += [Text(line, style="red") for line in
+                wrap(f"{key} = {b['measured']} {side} bound {b['bound']}", columns, indent="  ")]
+    if cx:
+        out += [Text(line) for line in counterexample_lines(cx, columns)]
+    for w in warnings:
+        out += [Text(line, style="yellow") for line in wrap(f"warning: {w}", columns, indent="  ")]
+    return out
+
+
+def summary(reports: Sequence[Dict[str, Any]], seconds: float) -> Text:
+    """``23/23 passed in 2m31s`` (green), or red when a report failed."""
+    passed = sum(bool(r["passed"]) for r in reports)
+    ok = passed == len(reports)
+    return Text(f"{passed}/{len(reports)} passed in {duration(seconds)}", style="bold green" if ok else "bold red")
+
+
+def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
+                   descriptions: Sequence[str]) -> List[Dict[str, Any]]:
+    """Print each report's line as it arrives, under a progress bar with count and time left.
+
+    Args:
+        reports: the reports, produced lazily (each is computed when the loop asks for it).
+        labels: the parameter text of each report's row, in the same order.
+        descriptions: what the progress bar says while each report is computed.
+    Returns:
+        The reports, in order.
+    """
+    lines = ReportLines(labels)
+    echo(lines.header())
+    out: List[Dict[str, Any]] = []
+    room = max(width() - _BAR_REST - 1, 10)
+    descriptions = [fit(d, room) for d in descriptions]
+    with progress_bar() as bar:
+        task = bar.add_task(descriptions[0] if descriptions else "", total=len(labels))
+        for i, r in enumerate(reports):
+            if not out or r["construction"] != out[-1]["construction"]:
+                echo(lines.heading(r["construction"]))
+            for line in lines.row(r, labels[i]):
+                echo(line)
+            out.append(r)
+            bar.advance(task)
+            if i + 1 < len(descriptions):
+                bar.update(task, description=descriptions[i + 1])
+    return out
+
+
+def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[str] = ()) -> None:
+    """The details of every report that has any, the files written, and the summary line (last)."""
+    blocks = [d for d in (details(r) for r in reports) if d]
+    for block in blocks:
+        echo()
+        for line in block:
+            echo(line)
+    if blocks or written:
+        echo()
+    for line in written:
+        for part in wrap(line, width()):
+            echo(part)
+    echo(summary(reports, seconds))
+
+
+__all__ = ["COLUMNS", "ReportLines", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
+           "duration", "echo", "err_console", "finish", "params_text", "progress_bar", "stream_reports", "summary", "width"]

@@ -1,0 +1,66 @@
+"""``depthcraft run`` and ``depthcraft show``: a construction on one input.
+
+``run`` prints the input, the model's output and the reference, aligned by position
+(positions the task does not score show ``·``; wrong outputs are marked ``^``), and
+exits 1 when a scored output differs. ``show`` adds the RASP program, where every
+head attends, every MLP and the residual-stream layout (:mod:`depthcraft.verify.views`).
+Both print within the output width.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.params import parse_assignments
+from depthcraft.verify.cli import options
+from depthcraft.verify.cli.render import width
+
+
+@click.command("run")
+@click.argument("name")
+@options.params_option()
+@options.input_option()
+def run_cmd(name, params, text) -> None:
+    """Run a construction on one input and compare with the reference."""
+    from depthcraft.verify import views
+
+    data, _ = views.for_construction(name, parse_assignments(params), text, details=False)
+    click.echo("\n".join(views.outcome_lines(data, width())))
+    sys.exit(0 if data.exact else 1)
+
+
+@click.command("show")
+@click.argument("name")
+@options.params_option()
+@options.input_option()
+@options.png_option("Also write every head's attention map to this PNG.")
+def show_cmd(name, params, text, png) -> None:
+    """Show a construction (or a saved .safetensors model) on one input, layer by layer.
+
+    Prints the RASP program, where each head attends, every MLP, and the
+    residual-stream layout; --png writes the attention maps.
+    """
+    from depthcraft.verify import lookup, views
+    from depthcraft.verify.outputs import check_outputs
+
+    registered = name in {c.name for c in lookup.all_constructions()}  # a construction name wins over a file
+    saved = not registered and (name.endswith(".safetensors") or os.path.isfile(name))
+    check_outputs([png], inputs=[name] if saved else [])
+    if saved:
+        if params:
+            raise ParameterError("-p cannot be combined with a saved model (its parameters are in the file)")
+        data, _ = views.for_saved(name, text)
+    else:
+        data, _ = views.for_construction(name, parse_assignments(params), text)
+    click.echo(views.render_text(data, width()))
+    if png:
+        views.attention_figure(data, png)
+        click.echo(f"\nattention maps written to {png}")
+    sys.exit(0)
+
+
+__all__ = ["run_cmd", "show_cmd"]

@@ -1,0 +1,93 @@
+"""``depthcraft verify NAME | --all``: compile, measure, check the bound and exactness; one line per report.
+
+The output format is described in :mod:`~depthcraft.verify.cli.render`; ``--json`` and
+``--markdown`` write the full reports and the wide measured-vs-bound table.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Dict, List, Sequence
+
+import click
+
+from depthcraft.constructions.params import expand_sweeps, parse_assignments
+from depthcraft.verify.cli import options
+from depthcraft.verify.cli.render import finish, params_text, stream_reports
+from depthcraft.verify.outputs import check_outputs, write_json_atomic, write_text_atomic
+from depthcraft.verify.report import markdown_table
+
+#: Random inputs per check when --samples is not given (one construction; --all).
+DEFAULT_SAMPLES, DEFAULT_SAMPLES_ALL = 1000, 500
+
+
+def varying_keys(params: Sequence[Dict[str, Any]]) -> List[str]:
+    """The parameter names whose values differ between the given parameter sets (first set's order)."""
+    if not params:
+        return []
+    return [k for k in params[0] if any(p.get(k) != params[0][k] for p in params[1:])]
+
+
+def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Sequence[str]) -> List[str]:
+    """Write ``--json`` / ``--markdown`` (atomically); return one line per file written."""
+    written = []
+    if json_path:
+        write_json_atomic(json_path, {"results": reports, "passed": all(r["passed"] for r in reports)})
+        written.append(f"report written to {json_path}")
+    if md_path:
+        write_text_atomic(md_path, markdown_table(reports, varying))
+        written.append(f"table written to {md_path}")
+    return written
+
+
+@click.command("verify")
+@click.argument("name", required=False)
+@click.option("--all", "run_all", is_flag=True, help="Verify every construction at its embedded defaults.")
+@options.params_option("Parameter, e.g. -p k=8; a sweep: -p k=1..16, -p k=1-16 or -p n=16,128,1024 "
+                       "(one report per combination).")
+@options.check_options(None, f"Random inputs per check (default {DEFAULT_SAMPLES}; "
+                             f"{DEFAULT_SAMPLES_ALL} with --all).")
+@options.json_option()
+@options.markdown_option()
+def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path, md_path) -> None:
+    """Compile a construction, measure it, check its bound and its exactness.
+
+    Prints one line per report (construction, parameters, L and H against their
+    bounds, d_model, inputs checked, passed, time), the counterexample of any
+    failure, and a summary line. --markdown writes the wide table.
+    """
+    from depthcraft.verify.lookup import all_constructions, resolve
+    from depthcraft.verify.verifier import verify, verify_all
+
+    started = time.perf_counter()
+    if bool(name) == bool(run_all):
+        raise click.UsageError("give a construction NAME or --all (not both)")
+    if run_all and params:
+        raise click.UsageError("-p cannot be combined with --all (it uses each construction's defaults)")
+    if run_all and exhaustive:
+        raise click.UsageError("--exhaustive cannot be combined with --all (most defaults have far too many inputs; "
+                               "--all already checks every input where the input set is small)")
+    check_outputs([json_path, md_path])
+    given = parse_assignments(params)
+    if run_all:
+        varying = ["construction", "params"]
+        plan = [(c.name, resolve(c, g).params) for c in all_constructions() for g in c.defaults]
+        keys = {c.name: varying_keys([p for n, p in plan if n == c.name]) for c in all_constructions()}
+        labels = [params_text(p, keys[n]) for n, p in plan]
+        reports = verify_all(samples=DEFAULT_SAMPLES_ALL if samples is None else samples, exhaustive=exhaustive,
+                             seed=seed, hypothesis_examples=hyp)
+    else:
+        varying, sweep = expand_sweeps(given)
+        plan = [(name, resolve(name, p).params) for p in sweep]  # a bad value anywhere fails before any compile
+        labels = [params_text(p, list(given)) for _, p in plan]
+        reports = (verify(name, p, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive,
+                          seed=seed, hypothesis_examples=hyp) for p in sweep)
+    shown = [f"{n} {label}".rstrip() for (n, _), label in zip(plan, labels)]
+    done = stream_reports(reports, labels, shown)
+    written = write_outputs(done, json_path, md_path, varying)
+    finish(done, time.perf_counter() - started, written)
+    sys.exit(0 if all(r["passed"] for r in done) else 1)
+
+
+__all__ = ["verify_cmd", "varying_keys", "write_outputs"]
