@@ -183,3 +183,50 @@ def test_width_in_a_pipe_follows_columns(columns):
     want = int(columns or 80)
     assert want - 10 <= longest <= want, longest
     assert "\x1b[" not in proc.stdout  # no colour codes in a pipe
+
+
+@pytest.mark.slow
+def test_verify_all_at_80_columns(capsys, monkeypatch):
+    """`COLUMNS=80 depthcraft verify --all`: every line fits, one line per report, a summary line last."""
+    code, out, err = run_at(80, capsys, monkeypatch, "verify", "--all")
+    assert code == 0 and err == ""
+    assert_fits(out, 80)
+    lines = out.splitlines()
+    total = sum(len(c.defaults) for c in lookup.all_constructions())
+    rows = [line for line in lines if line.startswith("  ") and line.split()[-2:-1] in (["yes"], ["NO"])]
+    assert len(rows) == total
+    table = lines[1:lines.index("")] if "" in lines else lines[1:-1]
+    headings = [line for line in table if not line.startswith(" ")]
+    assert headings == [c.name for c in lookup.all_constructions()]
+    assert re.fullmatch(rf"{total}/{total} passed in (\d+\.\ds|\d+m\d\ds)", lines[-1])
+
+
+def test_progress_bar_on_a_terminal_fits_and_counts(monkeypatch):
+    """On a terminal, reports stream under a progress bar with count, elapsed time and time left."""
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from depthcraft.verify.cli import render
+
+    buf = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=buf, force_terminal=True, width=80, color_system=None))
+
+    def report(k):
+        return {"construction": "khop_constant_width", "params": {"k": k, "n": 256}, "passed": True, "seconds": 2.0,
+                "structure": {"attn_layers": 4, "heads": 1, "d_model": 33},
+                "bound": {"attn_layers": 4, "heads": 1, "d_model": 39}, "bound_checks": {},
+                "checks": {"random": {"inputs": 10, "failed": 0}}}
+
+    labels = ["k=4 n=256", "k=16 n=256"]
+    done = render.stream_reports((report(k) for k in (4, 16)), labels,
+                                 [f"khop_constant_width {label} and a long tail of words" for label in labels])
+    assert [r["params"]["k"] for r in done] == [4, 16]
+    frames = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", f) for f in re.split(r"[\r\n]", buf.getvalue())]
+    frames = [f for f in frames if f.strip()]
+    bars = [f for f in frames if " eta " in f]
+    assert bars and all(cell_len(f.rstrip()) <= 80 for f in frames)
+    assert any("0/2" in f for f in bars) and any("1/2" in f for f in bars)
+    assert any(f.startswith("  k=16 n=256") and f.rstrip().endswith("yes   2.0s") for f in frames)
+    assert isinstance(render.ReportLines(labels, 80).header(), Text)

@@ -40,7 +40,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 COLUMNS = (("L/bound", 7), ("H/bound", 7), ("d_model", 7), ("checks", 9), ("pass", 4), ("time", 6))
 _FIXED = sum(w + 1 for _, w in COLUMNS)
 #: Width of the progress bar, and the columns its other parts take (count, elapsed, "eta", time left).
-BAR, _BAR_REST = 16, 16 + 1 + 7 + 1 + 7 + 1 + 3 + 1 + 7 + 1
+BAR, _BAR_REST = 16, 16 + 1 + 7 + 1 + 7 + 1 + 3 + 1 + 7 + 1  # bar, 23/23, 0:01:02, eta, 0:00:30
 
 
 def width() -> int:
@@ -53,7 +53,7 @@ def echo(line: Any = "") -> None:
     console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
-def progress_bar(what: str = "") -> Progress:
+def progress_bar() -> Progress:
     """A progress bar (description, bar, done/total, elapsed, time left) on the terminal; nothing elsewhere.
 
     It is transient: it disappears when the ``with`` block ends. Print through
@@ -225,14 +225,15 @@ def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
     with progress_bar() as bar:
         task = bar.add_task(descriptions[0] if descriptions else "", total=len(labels))
         for i, r in enumerate(reports):
+            bar.advance(task)  # first, so that the bar redrawn under the new line counts it
+            if i + 1 < len(descriptions):
+                bar.update(task, description=descriptions[i + 1])
+            bar.refresh()
             if not out or r["construction"] != out[-1]["construction"]:
                 echo(lines.heading(r["construction"]))
             for line in lines.row(r, labels[i]):
                 echo(line)
             out.append(r)
-            bar.advance(task)
-            if i + 1 < len(descriptions):
-                bar.update(task, description=descriptions[i + 1])
     return out
 
 
