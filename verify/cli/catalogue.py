@@ -80,7 +80,7 @@ def print_construction(c, specs) -> None:
             for line in wrap(label + text, cols, hanging="  "):
                 echo(line)
     echo()
-    echo(Text(f"parameters (-p KEY=VALUE)", style="bold"))
+    echo(Text("parameters (-p KEY=VALUE)", style="bold"))
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     t.add_column("name", no_wrap=True)
     t.add_column("type", no_wrap=True)
