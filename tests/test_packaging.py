@@ -55,7 +55,7 @@ def test_installs_beside_pypi_verify(tmp_path, wheel):
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     subprocess.run([py, "-m", "pip", "install", "-q", "verify==1.1.1"], check=True, env=env)
     before = subprocess.run([py, "-c", "import verify, os; print(os.path.dirname(verify.__file__))"],
-                            check=True, capture_output=True, text=True).stdout.strip()
+                            check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
     subprocess.run([py, "-m", "pip", "install", "-q", str(wheel)], check=True, env=env)
     out = subprocess.run([py, "-c", "from depthcraft import check_program; import depthcraft.verify.lookup as l; "
                                     "print(check_program.__module__, l.__file__)"],
