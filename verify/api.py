@@ -52,7 +52,7 @@ def rasp_reference(program: rasp.SOp, causal: bool = False) -> Reference:
     Returns:
         ``reference(tokens) -> outputs`` (one per token; None = no value).
     """
-    from depthcraft.constructions.primitives import evaluate
+    from depthcraft.constructions.reference import evaluate
 
     if not causal:
         return lambda xs: evaluate(program, xs)
