@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,8 +21,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+    out, src = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("src")
+    for rel in ("pyproject.toml", "README.md", "LICENSE", "depthcraft", "constructions", "rasp_programs", "verify"):
+        if (ROOT / rel).is_dir():
+            shutil.copytree(ROOT / rel, src / rel, ignore=shutil.ignore_patterns("__pycache__"))
+        elif (ROOT / rel).is_file():
+            shutil.copy(ROOT / rel, src / rel)
+    # built from a copy, so the build leaves no build/ folder in the checkout
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
                    check=True, capture_output=True, text=True)
     (path,) = out.glob("depthcraft-*.whl")
     return path

@@ -7,7 +7,6 @@ every file is written to a temporary name and renamed when complete).
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import List, Optional
 
@@ -16,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from depthcraft.constructions.errors import DepthcraftError
+from depthcraft.constructions.files import check_outputs, json_text, write_json_atomic, write_text_atomic
 from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED, expand_sweeps, parse_assignments
-from depthcraft.verify.outputs import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.verify.report import console, markdown_table, print_reports
 
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -42,7 +41,7 @@ def list_cmd(name: Optional[str], as_json: bool) -> None:
                      "causal": c.causal, "bounds": {k: b.text for k, b in c.bounds.items()},
                      "params": {s.name: s.default for s in param_specs(c)}, "summary": c.summary, "notes": c.notes})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_text(rows), nl=False)
         return
     if name:
         c, r = chosen[0], rows[0]

@@ -437,7 +437,7 @@ def regenerate(text: str, root: pathlib.Path, cache: Optional[Dict[str, str]] = 
 
 def run(root: pathlib.Path, check: bool = False) -> List[pathlib.Path]:
     """Regenerate every page (or, with ``check``, only compare); returns the pages that differ(ed)."""
-    from depthcraft.verify.outputs import write_text_atomic
+    from depthcraft.constructions.files import write_text_atomic
 
     stale, cache = [], {}
     for page in pages(root):

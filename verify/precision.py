@@ -209,7 +209,7 @@ def plot(result: Dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from depthcraft.verify.outputs import save_figure_atomic
+    from depthcraft.constructions.files import save_figure_atomic
 
     key, values = result["over"], result["values"]
     fig, axes = plt.subplots(1, 2 if result["bits_needed"] else 1, figsize=(11 if result["bits_needed"] else 6, 4),
@@ -313,7 +313,7 @@ def precision_cmd(name, params, over, dtypes, samples, bits, seed, out_dir) -> N
     import os
 
     from depthcraft.constructions.params import parse_assignments
-    from depthcraft.verify.outputs import check_outputs, write_json_atomic
+    from depthcraft.constructions.files import check_outputs, write_json_atomic
     from depthcraft.verify.report import console
 
     json_path = png_path = None

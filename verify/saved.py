@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from depthcraft.constructions import io
+from depthcraft.constructions import files, io
 from depthcraft.constructions.errors import ParameterError
 from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED, parse_assignments
 
@@ -28,7 +28,7 @@ def save_cmd(name, params, out) -> None:
     from depthcraft.verify.report import console
     from depthcraft.verify import lookup
 
-    io.check_writable(out)
+    files.check_writable(out)
     r = lookup.resolve(name, parse_assignments(params))
     p = r.params
     click.echo(f"compiling {name} {' '.join(f'{k}={v}' for k, v in p.items())} ...", err=True)
@@ -51,7 +51,7 @@ def save_cmd(name, params, out) -> None:
 def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     """Load a saved model and verify it (bound recorded in the file, task reference)."""
     from depthcraft.verify.api import check_program
-    from depthcraft.verify.outputs import check_outputs, write_json_atomic
+    from depthcraft.constructions.files import check_outputs, write_json_atomic
     from depthcraft.verify.report import console, print_reports
 
     check_outputs([json_path], inputs=[path])

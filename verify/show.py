@@ -227,7 +227,7 @@ def _n(expr: Any) -> str:
 
 def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
     """One line ``name = operation(arguments)`` for an SOp (None for selectors and heads)."""
-    from depthcraft.constructions.primitives import POSITION, HeadRead
+    from depthcraft.constructions.nodes import POSITION, HeadRead
 
     enc = "" if isinstance(expr, HeadRead) or not isinstance(expr, rasp.SOp) else \
         (" [numerical]" if rasp.is_numerical(expr) else "")
@@ -471,8 +471,7 @@ def attention_figure(data: ShowData, path: str) -> None:
     """
     from matplotlib.figure import Figure
 
-    from depthcraft.constructions.io import check_writable
-    from depthcraft.verify.outputs import save_figure_atomic
+    from depthcraft.constructions.files import check_writable, save_figure_atomic
 
     check_writable(path)
     heads = [v for v in data.sublayers if isinstance(v, HeadView)]
@@ -529,7 +528,7 @@ def show_cmd(name, params, text, png) -> None:
     from depthcraft.constructions.errors import ParameterError
     from depthcraft.constructions.params import parse_assignments
     from depthcraft.verify import lookup
-    from depthcraft.verify.outputs import check_outputs
+    from depthcraft.constructions.files import check_outputs
 
     registered = name in {c.name for c in lookup.all_constructions()}  # a construction name wins over a file
     saved = not registered and (name.endswith(".safetensors") or os.path.isfile(name))
