@@ -1,10 +1,7 @@
-"""Constructions: hand-built heads, the tracr compile glue, the registry, the runtime.
+"""Core layer: hand-built heads, the tracr compile glue, compiled models, the runtime, save / load.
 
-Modules:
-    primitives  hand-built heads as RASP expressions and their reference semantics
-    heads       their CRAFT (QK / OV) weights
-    compiler    RASP (+ hand-built heads) -> tracr -> explicit weights
-    model       CompiledModel: weights, vocabularies, encode/decode
-    runtime     the one jitted batched forward (softmax / hardmax / ReLU attention)
-    registry    named constructions with their task, source and bound formulas
+Nothing here imports :mod:`depthcraft.rasp_programs` or :mod:`depthcraft.verify`. The catalogue of
+named constructions, :mod:`depthcraft.constructions.catalogue`, is a subpackage one layer up (it
+compiles the RASP programs); importing this package does not import it. Every module and its job:
+docs/architecture.md.
 """

@@ -31,7 +31,8 @@ bits (the theorem assumes Θ(log N) bits). ``depthcraft precision`` measures it.
 
 ``last_occurrence_upto`` (the floor construction) and ``fact_lookup`` need a
 position *table* (a step function of the key position), which is not bilinear
-in (cos, sin); they are refused in angle mode.
+in (cos, sin); they are refused in angle mode, as are ``position_map``,
+``match`` and ``memorise`` (their scores read one-hot positions too).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.directions import ONE
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions.primitives import HeadSpec, is_pointer
+from depthcraft.constructions.nodes import HeadSpec, is_pointer
 
 POS_COS = bases.BasisDirection("position", "cos")
 POS_SIN = bases.BasisDirection("position", "sin")
@@ -76,6 +77,17 @@ def _lookup_scale(hardness: float, max_seq_len: int) -> float:
     return hardness / (1.0 - math.cos(angle_step(max_seq_len)))
 
 
+def check_head(head: HeadSpec) -> None:
+    """Refuse a head whose kind has no angle form (:attr:`~constructions.nodes.HeadKind.angle`).
+
+    Raises:
+        CompileError: the head kind needs one-hot positions.
+    """
+    if not head.kind.angle:
+        raise CompileError(f"{head.kind} needs one-hot positions (its position table is not bilinear in "
+                           f"(cos, sin)); compile with positions='onehot'")
+
+
 def angle_qk(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWithBasis], n: int,
              bos_dir: bases.BasisDirection) -> vectorspace_fns.ScalarBilinear:
     """QK circuit of ``head`` in angle mode (scores in nats, see the module docstring).
@@ -89,23 +101,26 @@ def angle_qk(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWit
         CompileError: the head kind needs one-hot positions, or a pointer_lookup
             query is not a pointer.
     """
+    check_head(head)
     g = head.hardness
     circle = bases.VectorSpaceWithBasis([POS_COS, POS_SIN])
-    if head.kind == "prev_token":
+    # The kinds with an angle QK (HeadKind.angle): prev_token ("position": the map i -> i-1 is a
+    # rotation), pointer_lookup ("pointer") and last_occurrence ("search" up to the query).
+    if head.kind.selects == "position":
         beta, d = _lookup_scale(g, n), angle_step(n)
         # q·M·k = cos(θ_i - δ - θ_j) for q = (cos θ_i, sin θ_i), k = (cos θ_j, sin θ_j).
         rot = {(POS_COS, POS_COS): math.cos(d), (POS_SIN, POS_COS): math.sin(d),
                (POS_COS, POS_SIN): -math.sin(d), (POS_SIN, POS_SIN): math.cos(d)}
         return vectorspace_fns.ScalarBilinear.from_action(circle, circle, lambda q, k: beta * rot[(q, k)])
-    if head.kind == "pointer_lookup":
+    if head.kind.selects == "pointer":
         if not is_pointer(head.query):
-            raise CompileError(f"angle mode: pointer_lookup needs a pointer SOp (a read of POSITION), "
+            raise CompileError(f"angle mode: {head.kind} needs a pointer SOp (a read of POSITION), "
                                f"got {head.query.label}")
         beta = _lookup_scale(g, n)
         left = space_of(head.query)
         return vectorspace_fns.ScalarBilinear.from_action(
             left, circle, lambda q, k: beta if q.value == k.value else 0.0)
-    if head.kind == "last_occurrence":
+    if head.kind.selects == "search" and not (head.kind.pointer or head.kind.key_positions):
         qspace, kspace = space_of(head.query), space_of(head.key)
         left = bases.join_vector_spaces(qspace, bases.VectorSpaceWithBasis([ONE]))
         right = bases.join_vector_spaces(kspace, bases.VectorSpaceWithBasis([POS_LIN, bos_dir]))
@@ -119,5 +134,4 @@ def angle_qk(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWit
             return big if head.predicate(k.value, q.value) else 0.0
 
         return vectorspace_fns.ScalarBilinear.from_action(left, right, score)
-    raise CompileError(f"{head.kind} needs one-hot positions (its position table is not bilinear in "
-                       f"(cos, sin)); compile with positions='onehot'")
+    raise CompileError(f"{head.kind} is marked angle=True but has no angle QK here")  # a table/code mismatch

@@ -6,7 +6,7 @@ Pipeline (tracr's own steps, with two additions):
 2. Value sets and residual bases are inferred (:func:`_infer_bases`: tracr's rules
    for standard SOps, plus the hand-built heads' outputs).
 3. Every standard SOp gets tracr's own CRAFT block (``expr_to_craft_graph``, run
-   node by node); every :class:`~constructions.primitives.HeadSpec` gets its
+   node by node); every :class:`~constructions.nodes.HeadSpec` gets its
    hand-built head (:mod:`constructions.heads`).
 4. Blocks are scheduled as early as their inputs allow (:func:`_schedule`):
    attention sublayers at even, MLP sublayers at odd positions. This is the
@@ -38,8 +38,7 @@ from depthcraft.constructions import angles
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_tracr
-from depthcraft.constructions.primitives import (CAUSAL_KINDS, LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi,
-                                     is_pointer)
+from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
 
 
 @contextlib.contextmanager
@@ -226,10 +225,10 @@ def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal
         expr = graph.nodes[node_id][nodes.EXPR]
         block = None
         if isinstance(expr, HeadSpec):
-            if expr.kind in CAUSAL_KINDS and not causal:
+            if expr.kind.causal is True and not causal:
                 raise CompileError(f"{expr.kind} needs a causal model (keys after the query must be masked)")
-            if expr.kind == "fact_lookup" and causal:
-                raise CompileError("fact_lookup is bidirectional: compile with causal=False")
+            if expr.kind.causal is False and causal:
+                raise CompileError(f"{expr.kind} is bidirectional: compile with causal=False")
             if expr.attention != attention:
                 raise CompileError(f"head {expr.label} is designed for {expr.attention} attention, but the model "
                                    f"is compiled with attention={attention!r}")
@@ -407,7 +406,7 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
         if isinstance(expr, HeadSpec):
             ids = {id(h) for h in graph.nodes[i][nodes.MODEL_BLOCK].as_multi().heads()}
             custom |= ids
-            if expr.kind == "memory":
+            if expr.kind.soft:
                 soft |= ids
     attn_blocks = [b for b in craft_model.blocks if not isinstance(b, transformers.MLP)]
     soft_layers = [a for a, b in enumerate(attn_blocks) if any(id(h) in soft for h in b.as_multi().heads())]

@@ -1,4 +1,4 @@
-"""CRAFT weights for the hand-built heads of :mod:`constructions.primitives`.
+"""CRAFT weights for the hand-built heads (:mod:`constructions.nodes`, made by :mod:`constructions.primitives`).
 
 Each builder returns a tracr ``craft.transformers.AttentionHead`` whose QK circuit
 is a ``ScalarBilinear`` and whose OV circuit is a ``Linear`` over named residual
@@ -23,8 +23,7 @@ from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions import angles
 from depthcraft.constructions.directions import ONE, index_dir, model_position, position_space
 from depthcraft.constructions.memory import build_memory
-from depthcraft.constructions.primitives import (CAUSAL_KINDS, POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi,
-                                     is_pointer)
+from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi, is_pointer
 
 def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceWithBasis],
                outputs: List[Tuple[Read, bases.VectorSpaceWithBasis]], max_seq_len: int,
@@ -41,63 +40,64 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
     Returns:
         A ``tracr.craft.transformers.AttentionHead`` (logits in nats, before tracr's
         1/sqrt(d_head) scaling, which :mod:`constructions.compiler` compensates); a
-        ``MultiAttentionHead`` for a ``memory`` head (several heads, one output).
+        ``MultiAttentionHead`` for a ``memorise`` head (several heads, one output).
     Raises:
         CompileError: if a read's source is not in the residual stream, or the head
             kind does not exist in this position encoding.
     """
-    if head.kind == "memory":
-        return build_memory(head, space_of, outputs, max_seq_len, bos_dir)
     if positions == "angle":
-        w_qk = angles.angle_qk(head, space_of, max_seq_len, bos_dir)
-    else:
-        w_qk = _qk(head, space_of, max_seq_len, bos_dir)
+        angles.check_head(head)  # first: a memorise read-out has no angle form either
+    if head.kind.selects == "readout":
+        return build_memory(head, space_of, outputs, max_seq_len, bos_dir)
+    qk = angles.angle_qk if positions == "angle" else _QK[head.kind.selects]
+    w_qk = qk(head, space_of, max_seq_len, bos_dir)
     w_ov = _ov(space_of, outputs, max_seq_len, bos_dir, positions)
     return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov,
-                                      causal=head.kind in CAUSAL_KINDS)
+                                      causal=head.kind.causal is True)
 
 
-def _qk(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+def _qk_pointer(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+    """``selects="pointer"`` (pointer_lookup): pointer value v against key position v scores 2g, BOS g."""
+    g = head.hardness
+    pos = position_space(n, bos_dir)
+    left = bases.join_vector_spaces(space_of(head.query), bases.VectorSpaceWithBasis([ONE]))
+
+    def score(q, k):
+        if q == ONE:
+            return g if k == bos_dir else 0.0
+        return 2 * g if q.value == model_position(k, bos_dir) else 0.0
+
+    return vectorspace_fns.ScalarBilinear.from_action(left, pos, score)
+
+
+def _qk_search(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+    """``selects="search"`` (last_occurrence, last_occurrence_upto, fact_lookup).
+
+    score = big * [match] + position table; BOS scores g(N+1) (see the factories'
+    docstrings in :mod:`constructions.primitives`).
+    """
     g = head.hardness
     pos = position_space(n, bos_dir)
     one = bases.VectorSpaceWithBasis([ONE])
-    if head.kind in ("prev_token", "position_map"):
-        return _qk_position_map(head, n, bos_dir)
-    if head.kind == "match":
-        return _qk_match(head, space_of, n, bos_dir)
-
-    if head.kind == "pointer_lookup":
-        left = bases.join_vector_spaces(space_of(head.query), one)
-
-        def score(q, k):
-            if q == ONE:
-                return g if k == bos_dir else 0.0
-            return 2 * g if q.value == model_position(k, bos_dir) else 0.0
-
-        return vectorspace_fns.ScalarBilinear.from_action(left, pos, score)
-
-    # The matching kinds: last_occurrence, last_occurrence_upto, fact_lookup.
-    # score = big * [match] + position table; BOS scores g(N+1) (see the primitives).
     qspace, kspace = space_of(head.query), space_of(head.key)
     if set(kspace.basis) & set(pos.basis):
         raise CompileError(f"{head.kind}: the key SOp must not be tokens or indices themselves")
     big = g * (n + 1)
-    pspace = space_of(head.pointer) if head.kind == "last_occurrence_upto" else None
+    pspace = space_of(head.pointer) if head.kind.pointer else None
     if pspace is not None and set(pspace.basis) & set(qspace.basis):
-        raise CompileError("last_occurrence_upto: the pointer and the query must be different SOps")
+        raise CompileError(f"{head.kind}: the pointer and the query must be different SOps")
     left = bases.join_vector_spaces(*[s for s in (qspace, pspace, one) if s is not None])
     right = bases.join_vector_spaces(kspace, pos)
 
     def table(t: int, row) -> float:
         """Position-table entry of key model position t >= 1 for query direction ``row``."""
-        if head.kind == "last_occurrence":
-            return g * t if row == ONE else 0.0
-        if head.kind == "fact_lookup":
+        if head.kind.pointer:  # the table sits on the pointer's one-hot (rows of value p)
+            if row == ONE:
+                return 0.0
+            return g * t if t <= row.value else -big
+        if head.kind.key_positions:
             return (g * t if head.key_positions(t) else -big) if row == ONE else 0.0
-        # last_occurrence_upto: the table sits on the pointer's one-hot (rows of value p).
-        if row == ONE:
-            return 0.0
-        return g * t if t <= row.value else -big
+        return g * t if row == ONE else 0.0
 
     def score(q, k):
         if k == bos_dir:
@@ -197,7 +197,7 @@ def _pos_dir(j: int, bos_dir) -> bases.BasisDirection:
     return bos_dir if j == 0 else index_dir(j - 1)
 
 
-def _qk_position_map(head: HeadSpec, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+def _qk_position_map(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
     """Query i (index i-1) -> key target(i). Softmax: 2g on the target (BOS: g from ONE); ReLU: exactly 1."""
     g = head.hardness
     relu = head.attention == "relu"
@@ -222,7 +222,7 @@ def _qk_position_map(head: HeadSpec, n: int, bos_dir) -> vectorspace_fns.ScalarB
 
 
 def _qk_match(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
-    """Scores of :func:`constructions.primitives.match` (see its docstring for the table)."""
+    """``selects="match"``: scores of :func:`constructions.primitives.match` (see its docstring for the table)."""
     spec = head.spec
     pos = _positions(n, bos_dir)
     qdirs = [d for q, _ in spec.pairs for d in space_of(q).basis]
@@ -302,3 +302,8 @@ def _bos_vector(sops, space_of, head) -> Dict[bases.BasisDirection, float]:
             if d.value in values:
                 vec[d] = 1.0
     return vec
+
+
+#: QK builder of each way of selecting (:attr:`HeadKind.selects`); "readout" heads are built by
+#: :func:`constructions.memory.build_memory`.
+_QK = {"position": _qk_position_map, "pointer": _qk_pointer, "search": _qk_search, "match": _qk_match}

@@ -1,4 +1,4 @@
-"""Save and load compiled models: safetensors weights + JSON metadata, in one file.
+"""The model file format: save and load compiled models (safetensors weights + JSON metadata, one file).
 
 File layout (one ``.safetensors`` file, readable by any safetensors tool):
 
@@ -12,7 +12,8 @@ File layout (one ``.safetensors`` file, readable by any safetensors tool):
   residual row tuples and score scale), the pytree skeleton, and a SHA-256 of
   the tensor bytes.
 
-Writes are atomic (temporary file in the same directory, then rename): an
+Writes go through :func:`constructions.files.atomic_write` (temporary file in
+the same directory, then rename; symlinks written through, devices refused): an
 interrupted save leaves the old file or nothing, never half a file. Loading a
 missing, truncated, corrupt, foreign or mismatched file raises
 :class:`~constructions.errors.InputError` (or ParameterError for a mismatch
@@ -24,13 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
-import tempfile
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.files import to_json, write_bytes_atomic
 from depthcraft.constructions.model import CompiledModel
 from depthcraft.constructions.runtime import Arch, SublayerSpec
 from depthcraft.constructions.version import package_version
@@ -38,93 +38,6 @@ from depthcraft.constructions.version import package_version
 FORMAT = "depthcraft-model"
 FORMAT_VERSION = 2  # 2: the SHA-256 covers the metadata too (1: the weights only)
 _META_KEY = "depthcraft"
-
-
-# ---------------------------------------------------------------------------------------------
-# Atomic files
-# ---------------------------------------------------------------------------------------------
-
-
-def check_writable(path: str) -> None:
-    """Raise ParameterError unless ``path`` can be created or replaced by a regular file.
-
-    Checks that the path is not empty and does not name a directory (``out/``),
-    that the directory exists, that an existing target is a regular file (a
-    symlink is followed to its target; a device or FIFO is refused, since the
-    atomic rename would replace it), the permissions, and finally creates and
-    removes a probe file in the directory.
-    """
-    if not isinstance(path, str) or not path.strip():
-        raise ParameterError(f"cannot write {path!r}: empty path")
-    if path.endswith(os.sep) or os.path.isdir(path):
-        raise ParameterError(f"cannot write {path}: it is a directory")
-    if os.path.islink(path):
-        try:
-            os.path.realpath(path, strict=True)
-        except FileNotFoundError:
-            pass  # a dangling link: its target is created
-        except OSError:
-            raise ParameterError(f"cannot write {path}: a symlink loop") from None
-    real = os.path.realpath(path)
-    directory = os.path.dirname(real)
-    if not os.path.isdir(directory):
-        raise ParameterError(f"cannot write {path}: directory {directory} does not exist")
-    if os.path.exists(real) and not os.path.isfile(real):
-        raise ParameterError(f"cannot write {path}: not a regular file (a device, FIFO or socket)")
-    if not os.access(directory, os.W_OK) or (os.path.exists(real) and not os.access(real, os.W_OK)):
-        raise ParameterError(f"cannot write {path}: permission denied")
-    try:  # the only reliable test (root ignores permissions; read-only or virtual file systems)
-        fd, probe = tempfile.mkstemp(prefix=".depthcraft-probe-", dir=directory)
-    except OSError as e:
-        raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
-    os.close(fd)
-    os.unlink(probe)
-
-
-def _mode_for(path: str) -> int:
-    """Permissions for a new file at ``path``: the replaced file's, else 0o666 minus the umask."""
-    if os.path.exists(path):
-        return stat.S_IMODE(os.stat(path).st_mode)
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> None:
-    """Create ``path`` through ``write(tmp_path)`` on a temporary file in the same directory, then rename.
-
-    The temporary file is removed on any error or interrupt (KeyboardInterrupt
-    included), so ``path`` is either the complete new file or untouched.
-
-    Raises:
-        ParameterError: the path is not writable (see :func:`check_writable`) or the
-            write fails (disk full, read-only file system: the OS reason is named).
-    """
-    check_writable(path)
-    target = os.path.realpath(path)  # a symlink is written through, not replaced
-    directory = os.path.dirname(target)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".depthcraft-", suffix=suffix or ".tmp", dir=directory)
-    except OSError as e:
-        raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(target))
-        os.replace(tmp, target)
-    except OSError as e:
-        _remove(tmp)
-        raise ParameterError(f"cannot write {path}: {e.strerror or e}") from None
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
-def _remove(tmp: str) -> None:
-    if os.path.exists(tmp):
-        os.unlink(tmp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,17 +117,6 @@ def _arch_from_json(d: Mapping[str, Any]) -> Arch:
                 layer_norm=bool(d["layer_norm"]), pad_id=d["pad_id"])
 
 
-def _jsonable_meta(meta: Mapping[str, Any]) -> Dict[str, Any]:
-    out = {}
-    for k, v in meta.items():
-        try:
-            json.dumps(v)
-        except TypeError:
-            v = repr(v)
-        out[str(k)] = v
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Save / load
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +154,7 @@ def metadata(model: CompiledModel, bound: Optional[Mapping[str, Optional[int]]] 
         "max_seq_len": int(model.max_seq_len),
         "residual_labels": list(model.residual_labels),
         "arch": _arch_to_json(model.arch),
-        "meta": _jsonable_meta(meta),
+        "meta": to_json(dict(meta)),
     }
 
 
@@ -277,11 +179,7 @@ def save(model: CompiledModel, path: str, *, bound: Optional[Mapping[str, Option
     meta["sha256"] = _digest(tensors, meta)
     blob = st_save(tensors, metadata={"format": FORMAT, _META_KEY: json.dumps(meta)})
 
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            f.write(blob)
-
-    atomic_write(path, write, suffix=".safetensors")
+    write_bytes_atomic(path, blob, suffix=".safetensors")
     return meta
 
 
@@ -424,5 +322,4 @@ def _expect(path: str, meta: Mapping[str, Any], construction: Optional[str],
                 raise ParameterError(f"{path} holds {k}={held[k]!r}, expected {k}={v!r}")
 
 
-__all__: List[str] = ["save", "load", "read_metadata", "metadata", "atomic_write", "check_writable",
-                      "FORMAT_VERSION"]
+__all__: List[str] = ["save", "load", "read_metadata", "metadata", "FORMAT", "FORMAT_VERSION"]

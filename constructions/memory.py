@@ -1,4 +1,4 @@
-"""Compile-time solver for :func:`constructions.primitives.memorise` heads.
+"""Compile-time solver for :func:`constructions.primitives.memorise` heads (kind ``memorise``).
 
 One attention layer memorises E labelled inputs at their read-out position R
 (Mahdavi, Liao & Thrampoulidis, "Memorization capacity of multi-head attention in
@@ -30,7 +30,8 @@ from tracr.craft import bases, transformers, vectorspace_fns
 
 from depthcraft.constructions.directions import ONE, index_dir
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions.primitives import CAUSAL_KINDS, HeadRead, HeadSpec, MemorySpec, memory_keys, memory_table
+from depthcraft.constructions.nodes import HeadRead, HeadSpec, MemorySpec
+from depthcraft.constructions.reference import memory_keys, memory_table
 
 #: Largest |F W - Y| accepted for the least-squares solution (float64, before float32 weights).
 RESIDUAL_TOL = 1e-6
@@ -169,5 +170,5 @@ def build_memory(head: HeadSpec, space_of, outputs, max_seq_len: int, bos_dir) -
     for h in range(len(u)):
         qk = vectorspace_fns.ScalarBilinear(one_space, space, u[h][None, :])
         ov = vectorspace_fns.Linear(space, out_space, w[h])
-        heads.append(transformers.AttentionHead(w_qk=qk, w_ov=ov, causal=head.kind in CAUSAL_KINDS))
+        heads.append(transformers.AttentionHead(w_qk=qk, w_ov=ov, causal=head.kind.causal is True))
     return transformers.MultiAttentionHead(heads)

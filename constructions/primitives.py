@@ -1,108 +1,42 @@
-"""Hand-built attention heads as RASP-level primitives.
+"""The hand-built heads' factories: the RASP vocabulary programs are written with.
 
 RASP (Weiss et al. 2021) and tracr (Lindner et al. 2023) have no primitive for
 "attend to the *latest* matching position" or "attend to the position stored in
 a pointer". Those are exactly the heads that pointer-doubling constructions
-need (Sanford, Hsu & Telgarsky 2024, proof of Thm 4.2). This module adds them
-as RASP expressions so programs stay readable RASP; :mod:`constructions.compiler`
-turns each one into a single tracr CRAFT ``AttentionHead`` (see
-:mod:`constructions.heads`).
+need (Sanford, Hsu & Telgarsky 2024, proof of Thm 4.2). The factories below add
+them as RASP expressions so programs stay readable RASP;
+:mod:`constructions.compiler` turns each one into a single tracr CRAFT
+``AttentionHead`` (see :mod:`constructions.heads`).
 
-Position conventions (SPEC §3)
-------------------------------
-* **Model positions**: position 0 holds BOS, input tokens x_1..x_N sit at
-  positions 1..N. A *pointer* is a model position; pointer 0 means "BOS", the
-  ⊥ / no-match sentinel of the papers.
-* **RASP indices** (``rasp.indices``) are 0-based over the input tokens only:
-  RASP index ``t`` is model position ``t + 1``. BOS has no RASP index.
-* :data:`POSITION` is the model position of a token; reading it through a head
-  yields a pointer.
-
-One head, several outputs
--------------------------
-A head attends to one position per query and may copy several residual
-subspaces from there (its OV circuit writes all of them). The head itself is a
-non-SOp RASP expression (:class:`HeadSpec`, like a selector); each copied value
-is an SOp (:class:`HeadRead`). All reads of one head cost one head in one
-attention layer.
-
-Values at BOS
--------------
-When a head attends to BOS (no match, or pointer 0), each read returns the value
-BOS holds for it: ``POSITION`` gives 0; ``rasp.tokens`` gives the read's
-``bos_value`` (None = zero vector unless set, e.g. ⊥); reading another head's
-output gives that output's own BOS value. Every hand-built head makes BOS attend
-to itself, so these values are well defined by induction.
+This module is where programs import from: the factories (:func:`prev_token`,
+:func:`last_occurrence`, :func:`pointer_lookup`, :func:`last_occurrence_upto`,
+:func:`fact_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`), what
+a head can read (:data:`POSITION`, :data:`LABEL`, :class:`Read`) and
+:data:`DEFAULT_HARDNESS`. The node types themselves, the table of head kinds
+and the position conventions (model position 0 = BOS, RASP index t = model
+position t+1, pointer 0 = ⊥) are in :mod:`constructions.nodes`; the reference
+(hardmax) semantics, ``evaluate``, in :mod:`constructions.reference`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.nodes import (FACT_LOOKUP, LABEL, LAST_OCCURRENCE, LAST_OCCURRENCE_UPTO, MATCH,
+                                            MEMORISE, POINTER_LOOKUP, POSITION, POSITION_MAP, PREV_TOKEN, HeadKind,
+                                            HeadRead, HeadSpec, MatchSpec, MemorySpec, PositionMapSpec, Read,
+                                            is_multi)
 
 #: Default logit gap (in nats) between the intended key and any other key of a
 #: hand-built head. With gap g and at most T keys the softmax weight on the
 #: intended key is at least 1 / (1 + T e^-g); 24 gives > 1 - 1e-7 for T <= 1000.
 DEFAULT_HARDNESS = 24.0
-#: Head kinds (see the factories below).
-KINDS = ("prev_token", "last_occurrence", "pointer_lookup", "position_map", "match", "memory",
-         "last_occurrence_upto", "fact_lookup")
-#: Head kinds whose keys must not lie after the query (they search earlier positions): compiled into
-#: causal heads and refused in a bidirectional model.
-CAUSAL_KINDS = ("last_occurrence", "last_occurrence_upto", "match", "memory")
-#: Attention kinds a hand-built head can be designed for.
-HEAD_ATTENTION = ("softmax", "relu")
 
-
-class _Position:
-    """Marker for the model position of each token (BOS = 0). Use :data:`POSITION`."""
-
-    def __repr__(self) -> str:
-        return "POSITION"
-
-
-#: Read the model position of the attended token (a pointer; BOS reads 0).
-POSITION = _Position()
-
-
-class _Label:
-    """Marker for the output of a :func:`memorise` head (its label). Use :data:`LABEL`."""
-
-    def __repr__(self) -> str:
-        return "LABEL"
-
-
-#: What a :func:`memorise` head writes: the memorised label (not a value copied from a key).
-LABEL = _Label()
-
-
-@dataclasses.dataclass(frozen=True)
-class Read:
-    """What a head copies from the attended position.
-
-    Attributes:
-        source: :data:`POSITION`, ``rasp.tokens`` or any categorical SOp.
-        bos_value: value the read returns when the head attends to BOS. Only
-            settable for ``rasp.tokens`` (other sources carry their own BOS
-            value); None means "no value" (a zero vector in the residual stream).
-        name: optional name of the output SOp.
-        fn: optional value map applied to what is read (e.g. a model position -> its
-            offset in a block); the OV circuit applies it for free (it is a table from
-            source directions to output directions). Not applied to ``bos_value``.
-    """
-
-    source: Union[_Position, _Label, rasp.SOp]
-    bos_value: Any = None
-    name: Optional[str] = None
-    fn: Optional[Callable[[Any], Any]] = None
-
-
-ReadLike = Union[Read, _Position, rasp.SOp]
+#: What a factory's ``reads`` may hold: a :class:`Read`, :data:`POSITION` or a categorical SOp.
+ReadLike = Union[Read, type(POSITION), rasp.SOp]
 
 
 def _as_read(r: ReadLike) -> Read:
@@ -113,159 +47,7 @@ def _as_read(r: ReadLike) -> Read:
     raise CompileError(f"a head can read POSITION, rasp.tokens or a categorical SOp; got {r!r}")
 
 
-class HeadSpec(rasp.RASPExpr):
-    """One hand-built attention head (a non-SOp RASP expression, like a selector).
-
-    Do not build directly: use :func:`prev_token`, :func:`last_occurrence`,
-    :func:`pointer_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`,
-    :func:`last_occurrence_upto` or :func:`fact_lookup`, which return the head's
-    :class:`HeadRead` outputs.
-
-    Attributes:
-        kind: one of :data:`KINDS`.
-        query: query SOp (``last_occurrence``, ``last_occurrence_upto``,
-            ``fact_lookup``: the value to match; ``pointer_lookup``: the pointer), or None.
-        key: key SOp (the matching kinds only), or None.
-        predicate: ``predicate(key_value, query_value) -> bool`` for the matching
-            kinds (tracr's argument order).
-        reads: what the head copies from the attended position.
-        hardness: logit gap (nats) between the intended key and every other key
-            (softmax heads; ReLU heads give the intended keys score exactly 1).
-        attention: ``"softmax"`` or ``"relu"``: the attention kind the head's scores are
-            designed for (a model compiles heads of one kind only).
-        spec: kind-specific data (:class:`PositionMapSpec`, :class:`MatchSpec`,
-            :class:`MemorySpec`), or None.
-        pointer: ``last_occurrence_upto`` only: the stored pointer (model position)
-            at or before which the head searches.
-        key_positions: ``fact_lookup`` only: ``key_positions(model_position) -> bool``,
-            the positions the head may attend (besides BOS).
-    """
-
-    def __init__(self, kind: str, *, query: Optional[rasp.SOp], key: Optional[rasp.SOp],
-                 predicate: Optional[Callable[[Any, Any], bool]], reads: Sequence[Read],
-                 hardness: float, name: Optional[str] = None, attention: str = "softmax",
-                 spec: Any = None, pointer: Optional[rasp.SOp] = None,
-                 key_positions: Optional[Callable[[int], bool]] = None):
-        super().__init__()
-        if kind not in KINDS:
-            raise CompileError(f"unknown head kind {kind!r}")
-        if attention not in HEAD_ATTENTION:
-            raise CompileError(f"attention must be one of {HEAD_ATTENTION}, got {attention!r}")
-        if attention == "relu" and kind in ("last_occurrence", "pointer_lookup", "last_occurrence_upto", "fact_lookup"):
-            raise CompileError(f"{kind} selects one key by competition (softmax); it has no ReLU form")
-        if not reads:
-            raise CompileError(f"a {kind} head must read at least one value")
-        if not hardness > 0:
-            raise CompileError(f"hardness must be > 0 (got {hardness})")
-        for r in reads:
-            if isinstance(r.source, rasp.SOp) and not rasp.is_categorical(r.source):
-                raise CompileError(f"a head can only read categorical SOps; {r.source.label} is numerical")
-            if r.bos_value is not None and r.source is not rasp.tokens:
-                raise CompileError("bos_value can only be set when reading rasp.tokens")
-        for s in (query, key, pointer):
-            if s is not None and not rasp.is_categorical(s):
-                raise CompileError(f"{kind} needs categorical query/key SOps; {s.label} is numerical")
-        used = [query, key, pointer] + [r.source for r in reads] + (list(spec.sops()) if spec is not None else [])
-        for s in used:
-            if isinstance(s, HeadRead) and s.head.kind == "memory":
-                raise CompileError(f"{s.label} is a memorise read-out (its value at BOS is unspecified); "
-                                   "no head can read it")
-        if (kind == "last_occurrence_upto") != (pointer is not None):
-            raise CompileError("a stored pointer is given exactly for last_occurrence_upto heads")
-        if kind == "fact_lookup" and not callable(key_positions):
-            raise CompileError(f"fact_lookup needs key_positions(model_position) -> bool, got {key_positions!r}")
-        self.kind = kind
-        self.query = query
-        self.key = key
-        self.predicate = predicate
-        self.reads = list(reads)
-        self.hardness = float(hardness)
-        self.attention = attention
-        self.spec = spec
-        self.pointer = pointer
-        self.key_positions = key_positions
-        self._annotations = rasp._Annotations(self, name=name or kind)  # pylint: disable=protected-access
-
-    def __call__(self, xs):  # pragma: no cover - a head is evaluated through its reads
-        raise NotImplementedError("evaluate a head through its HeadRead outputs")
-
-    @property
-    def children(self) -> List[rasp.RASPExpr]:
-        kids: List[rasp.RASPExpr] = [s for s in (self.query, self.key, self.pointer) if s is not None]
-        if self.spec is not None:
-            kids += list(self.spec.sops())
-        # Every hand-built head scores keys by their one-hot position (indices) and
-        # recognises BOS through the tokens subspace.
-        kids += [rasp.indices, rasp.tokens]
-        for r in self.reads:
-            if isinstance(r.source, rasp.SOp):
-                kids.append(r.source)
-        unique: Dict[str, rasp.RASPExpr] = {}
-        for k in kids:
-            unique.setdefault(k.label, k)
-        return list(unique.values())
-
-
-class HeadRead(rasp.SOp):
-    """The value one :class:`HeadSpec` copies from its attended position (a categorical SOp)."""
-
-    def __init__(self, head: HeadSpec, index: int):
-        super().__init__()
-        self.head = head
-        self.index = index
-        read = head.reads[index]
-        #: True when the SOp is set-valued: its value is a frozenset, encoded multi-hot
-        #: (a ReLU head that adds up every selected key, or a copy of such an SOp).
-        self.multi = head.kind == "match" and head.spec.select == "all" or is_multi(read.source)
-        self.bos_value = bos_value_of(read)
-        if self.multi and self.bos_value is None:
-            self.bos_value = frozenset()
-        default = f"{head.name}_{'position' if read.source is POSITION else 'label' if read.source is LABEL else getattr(read.source, 'name', 'value')}"
-        self._annotations = rasp._Annotations(  # pylint: disable=protected-access
-            self, name=read.name or default, encoding=rasp.Encoding.CATEGORICAL)
-
-    @property
-    def read(self) -> Read:
-        return self.head.reads[self.index]
-
-    @property
-    def children(self) -> List[rasp.RASPExpr]:
-        return [self.head]
-
-
-def bos_value_of(read: Read) -> Any:
-    """Value a read returns at BOS: 0 for POSITION, ``bos_value`` for tokens, else the source's own.
-
-    ``fn`` (if any) is applied to POSITION's 0 and to a source's BOS value, not to an
-    explicit ``bos_value``. Every hand-built head makes BOS attend to itself (softmax
-    and ReLU alike), so an SOp's value *at* BOS is its read's BOS value.
-    """
-    if read.source is rasp.tokens:
-        return read.bos_value
-    if read.source is POSITION:
-        v = 0
-    elif isinstance(read.source, HeadRead):
-        v = read.source.bos_value
-    else:
-        return None
-    return apply_fn(read.fn, v)
-
-
-def is_multi(sop: Any) -> bool:
-    """True for a set-valued SOp (see :attr:`HeadRead.multi`)."""
-    return isinstance(sop, HeadRead) and sop.multi
-
-
-def apply_fn(fn: Optional[Callable[[Any], Any]], value: Any) -> Any:
-    """Apply a read's value map to one value (None stays None; a set maps element-wise)."""
-    if fn is None or value is None:
-        return value
-    if isinstance(value, frozenset):
-        return frozenset(fn(v) for v in value)
-    return fn(value)
-
-
-def _make(kind: str, reads: Sequence[ReadLike], **kw) -> List[HeadRead]:
+def _make(kind: HeadKind, reads: Sequence[ReadLike], **kw) -> List[HeadRead]:
     head = HeadSpec(kind, reads=[_as_read(r) for r in reads], **kw)
     return [HeadRead(head, i) for i in range(len(head.reads))]
 
@@ -292,7 +74,7 @@ def prev_token(reads: Union[ReadLike, Sequence[ReadLike]], *, hardness: float = 
         CompileError: no read, a numerical read, hardness <= 0 or an unknown attention kind.
     """
     single = not isinstance(reads, (list, tuple))
-    outs = _make("prev_token", [reads] if single else reads, query=None, key=None, predicate=None,
+    outs = _make(PREV_TOKEN, [reads] if single else reads, query=None, key=None, predicate=None,
                  hardness=hardness, name=name, attention=attention, spec=PositionMapSpec(lambda i: i - 1))
     return outs[0] if single else outs
 
@@ -325,7 +107,7 @@ def last_occurrence(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *
     Raises:
         CompileError: numerical query/key SOps, no read or a numerical read, hardness <= 0.
     """
-    return _make("last_occurrence", reads, query=query, key=key, predicate=predicate,
+    return _make(LAST_OCCURRENCE, reads, query=query, key=key, predicate=predicate,
                  hardness=hardness, name=name)
 
 
@@ -352,7 +134,7 @@ def pointer_lookup(pointer: rasp.SOp, reads: Sequence[ReadLike], *, hardness: fl
     Raises:
         CompileError: a numerical pointer, no read or a numerical read, hardness <= 0.
     """
-    return _make("pointer_lookup", reads, query=pointer, key=None, predicate=None,
+    return _make(POINTER_LOOKUP, reads, query=pointer, key=None, predicate=None,
                  hardness=hardness, name=name)
 
 
@@ -389,7 +171,7 @@ def last_occurrence_upto(pointer: rasp.SOp, query: rasp.SOp, key: rasp.SOp, read
     Raises:
         CompileError: a numerical query, key or pointer; no reads.
     """
-    return _make("last_occurrence_upto", reads, query=query, key=key, predicate=predicate,
+    return _make(LAST_OCCURRENCE_UPTO, reads, query=query, key=key, predicate=predicate,
                  hardness=hardness, name=name, pointer=pointer)
 
 
@@ -426,80 +208,8 @@ def fact_lookup(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
     Raises:
         CompileError: ``key_positions`` not callable, a numerical query or key, no reads.
     """
-    return _make("fact_lookup", reads, query=query, key=key, predicate=predicate, hardness=hardness,
+    return _make(FACT_LOOKUP, reads, query=query, key=key, predicate=predicate, hardness=hardness,
                  name=name, key_positions=key_positions)
-
-
-def is_pointer(sop: Any) -> bool:
-    """True if ``sop`` holds model positions: a read of POSITION, or a read of a pointer."""
-    if not isinstance(sop, HeadRead):
-        return False
-    src = sop.read.source
-    return src is POSITION or is_pointer(src)
-
-
-# --------------------------------------------------------------------------------------------
-# Heads for the Chen & Zou constructions: fixed position maps, windowed matches, memorisation.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class PositionMapSpec:
-    """``position_map`` data: ``target(i)`` is the model position query i attends to (None: none)."""
-
-    target: Callable[[int], Optional[int]]
-
-    def sops(self) -> List[rasp.SOp]:
-        return []
-
-
-@dataclasses.dataclass(frozen=True)
-class MatchSpec:
-    """``match`` data.
-
-    Attributes:
-        pairs: (query SOp, key SOp) pairs; a key matches when every pair agrees.
-        where: ``where(i, j)`` on model positions (1..N): j is a candidate for query i;
-            None = every j <= i.
-        select: ``"last"`` / ``"first"`` (softmax: the latest / earliest match) or
-            ``"all"`` (ReLU: every match, reads are set-valued).
-    """
-
-    pairs: Tuple[Tuple[rasp.SOp, rasp.SOp], ...]
-    where: Optional[Callable[[int, int], bool]]
-    select: str
-
-    def sops(self) -> List[rasp.SOp]:
-        return [s for pair in self.pairs for s in pair]
-
-
-@dataclasses.dataclass(frozen=True)
-class MemorySpec:
-    """``memory`` data: read-out heads that memorise a labelled set of inputs (see :func:`memorise`).
-
-    Attributes:
-        keys: categorical (or set-valued) SOps the heads read at every position.
-        examples: the memorised inputs (token tuples, all of one length R).
-        labels: the output value of each example.
-        heads: number of heads, or None for the fewest that interpolate the examples.
-        seed: seeds the random QK tables.
-        scale: standard deviation of the random scores.
-    """
-
-    keys: Tuple[rasp.SOp, ...]
-    examples: Tuple[Tuple[Any, ...], ...]
-    labels: Tuple[Any, ...]
-    heads: Optional[int]
-    seed: int
-    scale: float
-
-    def sops(self) -> List[rasp.SOp]:
-        return list(self.keys)
-
-    @property
-    def length(self) -> int:
-        """R, the length of every example: the read-out is at model position R."""
-        return len(self.examples[0])
 
 
 def position_map(target: Callable[[int], Optional[int]], reads: Union[ReadLike, Sequence[ReadLike]], *,
@@ -528,7 +238,7 @@ def position_map(target: Callable[[int], Optional[int]], reads: Union[ReadLike, 
         CompileError: no read, a numerical read, hardness <= 0 or an unknown attention kind.
     """
     single = not isinstance(reads, (list, tuple))
-    outs = _make("position_map", [reads] if single else reads, query=None, key=None, predicate=None,
+    outs = _make(POSITION_MAP, [reads] if single else reads, query=None, key=None, predicate=None,
                  hardness=hardness, name=name, attention=attention, spec=PositionMapSpec(target))
     return outs[0] if single else outs
 
@@ -586,7 +296,7 @@ def match(pairs: Sequence[Tuple[rasp.SOp, rasp.SOp]], reads: Sequence[ReadLike],
             raise CompileError("match compares values, not positions: use position_map for indices")
         if (is_multi(q) or is_multi(k)) and attention != "relu":
             raise CompileError("set-valued SOps can only be matched by ReLU heads")
-    return _make("match", reads, query=None, key=None, predicate=None, hardness=hardness, name=name,
+    return _make(MATCH, reads, query=None, key=None, predicate=None, hardness=hardness, name=name,
                  attention=attention, spec=MatchSpec(pairs, where, select))
 
 
@@ -643,176 +353,10 @@ def memorise(keys: Sequence[rasp.SOp], examples: Sequence[Sequence[Any]], labels
     if heads is not None and heads < 1:
         raise CompileError(f"memorise: heads must be >= 1 (got {heads})")
     spec = MemorySpec(tuple(keys), examples, labels, heads, int(seed), float(scale))
-    return _make("memory", [Read(LABEL, name=name and f"{name}_label")], query=None, key=None,
-                 predicate=None, hardness=DEFAULT_HARDNESS, name=name or "memory", attention=attention,
+    return _make(MEMORISE, [Read(LABEL, name=name and f"{name}_label")], query=None, key=None,
+                 predicate=None, hardness=DEFAULT_HARDNESS, name=name, attention=attention,
                  spec=spec)[0]
 
 
-# --------------------------------------------------------------------------------------------
-# Reference semantics (hardmax): a RASP evaluator that knows the hand-built heads.
-# --------------------------------------------------------------------------------------------
-
-
-def attended_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[List[int]]:
-    """Model positions each query position 1..n attends to under the head's reference semantics.
-
-    One position per query for softmax heads (0 = BOS when nothing else is selected);
-    for ReLU heads every selected key (weight 1 each), possibly none.
-    """
-    n = len(xs)
-    if head.kind in ("prev_token", "position_map"):
-        out = []
-        for i in range(1, n + 1):
-            t = head.spec.target(i)
-            if t is None or not 0 <= t <= i:
-                out.append([0] if head.attention == "softmax" else [])
-            else:
-                out.append([t])
-        return out
-    if head.kind == "pointer_lookup":
-        ptr = ev.evaluate(head.query, xs)
-        return [[p if isinstance(p, int) and 0 <= p <= n else 0] for p in ptr]
-    if head.kind == "match":
-        return _match_keys(head, ev, xs)
-    if head.kind == "memory":
-        raise CompileError("a memorise head has no attended position in its reference semantics")
-    q = ev.evaluate(head.query, xs)
-    k = ev.evaluate(head.key, xs)
-    if head.kind == "last_occurrence_upto":
-        ptr = ev.evaluate(head.pointer, xs)
-        # RASP index i is model position i+1; search model positions 1..min(p, i+1).
-        upto = [min(p, i + 1) if isinstance(p, int) and p > 0 else 0 for i, p in enumerate(ptr)]
-    elif head.kind == "fact_lookup":
-        allowed = [bool(head.key_positions(j + 1)) for j in range(n)]
-        upto = [n] * n
-    else:  # last_occurrence: causal, up to the query itself
-        upto = [i + 1 for i in range(n)]
-    out = []
-    for i in range(n):
-        best = 0
-        if q[i] is not None:
-            for j in range(upto[i] - 1, -1, -1):
-                if head.kind == "fact_lookup" and not allowed[j]:
-                    continue
-                if k[j] is not None and head.predicate(k[j], q[i]):
-                    best = j + 1
-                    break
-        out.append([best])
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality of two SOp values; None never equals anything, sets compare as sets (None = empty)."""
-    if isinstance(a, frozenset) or isinstance(b, frozenset):
-        return (a or frozenset()) == (b or frozenset())
-    return a is not None and b is not None and a == b
-
-
-def _match_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[List[int]]:
-    spec: MatchSpec = head.spec
-    vals = [(ev.evaluate(q, xs), ev.evaluate(k, xs)) for q, k in spec.pairs]
-    out = []
-    for i in range(1, len(xs) + 1):
-        hits = [j for j in range(1, i + 1)
-                if (spec.where is None or spec.where(i, j))
-                and all(_same(qv[i - 1], kv[j - 1]) for qv, kv in vals)]
-        if spec.select == "all":
-            out.append(hits)
-        else:
-            out.append([(hits[-1] if spec.select == "last" else hits[0]) if hits else 0])
-    return out
-
-
-class Evaluator(rasp.DefaultRASPEvaluator):
-    """tracr's RASP evaluator, memoised, extended with the hand-built heads' semantics.
-
-    ``evaluate(expr, xs)`` returns a list of length len(xs) (RASP positions, no BOS).
-    """
-
-    def __init__(self):
-        super().__init__()
-        self._eval_fn_by_expr_type[HeadRead] = self._eval_head_read
-        self._cache: Dict[str, Any] = {}
-
-    def evaluate(self, expr, xs):
-        key = expr.label
-        if key not in self._cache:
-            self._cache[key] = super().evaluate(expr, xs)
-        return self._cache[key]
-
-    def _eval_head_read(self, sop: HeadRead, xs):
-        head, read = sop.head, sop.read
-        if head.kind == "memory":
-            return self._eval_memory(head, xs)
-        cache_key = "__attended__" + head.label
-        if cache_key not in self._cache:
-            self._cache[cache_key] = attended_keys(head, self, xs)
-        att = self._cache[cache_key]
-        if read.source is POSITION:
-            src = list(range(1, len(xs) + 1))
-        else:
-            src = self.evaluate(read.source, xs)
-        src = [apply_fn(read.fn, v) for v in src]
-        at = lambda a: sop.bos_value if a == 0 else src[a - 1]  # noqa: E731
-        if not sop.multi:
-            return [at(a[0]) if a else None for a in att]
-        out = []
-        for a in att:  # set-valued: the union of what every attended key holds
-            vals = set()
-            for j in a:
-                v = at(j)
-                if isinstance(v, frozenset):
-                    vals |= v
-                elif v is not None:
-                    vals.add(v)
-            out.append(frozenset(vals))
-        return out
-
-    def _eval_memory(self, head: HeadSpec, xs):
-        spec: MemorySpec = head.spec
-        out = [None] * len(xs)
-        if len(xs) == spec.length:
-            table = _MEMORY_TABLES.get(head)
-            if table is None:  # once per head, not once per evaluated input
-                table = _MEMORY_TABLES[head] = memory_table(spec)
-            key = tuple(tuple(self.evaluate(k, xs)) for k in spec.keys)
-            out[-1] = table.get(key)
-        return out
-
-
-#: memory_table of each memorise head, kept as long as the head exists (a reference evaluates many inputs).
-_MEMORY_TABLES: "weakref.WeakKeyDictionary[HeadSpec, Dict[Any, Any]]" = weakref.WeakKeyDictionary()
-
-
-def memory_keys(spec: MemorySpec) -> List[Tuple[Tuple[Any, ...], ...]]:
-    """The key values of each example of a memorise head: one tuple (over positions) per key SOp."""
-    out = []
-    for ex in spec.examples:
-        ev = Evaluator()
-        out.append(tuple(tuple(ev.evaluate(k, list(ex))) for k in spec.keys))
-    return out
-
-
-def memory_table(spec: MemorySpec, keys: Optional[Sequence[Any]] = None) -> Dict[Any, Any]:
-    """Key values of each example of a memorise head (see :func:`memory_keys`) -> its label.
-
-    Raises:
-        CompileError: two examples with equal key values have different labels.
-    """
-    table: Dict[Any, Any] = {}
-    for key, lab in zip(memory_keys(spec) if keys is None else keys, spec.labels):
-        if table.setdefault(key, lab) != lab:
-            raise CompileError(f"memorise: examples with the same key values have labels {table[key]!r} and {lab!r}")
-    return table
-
-
-def evaluate(program: rasp.RASPExpr, xs: Sequence[Any]) -> List[Any]:
-    """Evaluate a RASP program (standard or hand-built primitives) on one input.
-
-    Args:
-        program: the RASP expression.
-        xs: input tokens (no BOS), length n.
-    Returns:
-        A list of n values (None where the program has no value).
-    """
-    return Evaluator().evaluate(program, list(xs))
+__all__ = ["DEFAULT_HARDNESS", "POSITION", "LABEL", "Read", "ReadLike", "prev_token", "last_occurrence",
+           "pointer_lookup", "last_occurrence_upto", "fact_lookup", "position_map", "match", "memorise"]

@@ -1,6 +1,5 @@
 """Bad-input sweep (CLI and API): one-line errors, exit status 2, no traceback, no partial files."""
 
-import json
 import os
 import signal
 import subprocess
@@ -104,7 +103,7 @@ def test_outputs_that_are_inputs_or_twice_the_same_or_special_files(capsys, tmp_
 
 
 def test_symlink_loops_are_refused(tmp_path):
-    from depthcraft.verify.outputs import write_text_atomic
+    from depthcraft.constructions.files import write_text_atomic
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.symlink_to(b)
@@ -125,7 +124,7 @@ def test_interrupted_train_says_what_is_on_disk(tmp_path):
 
 
 def test_a_symlinked_output_is_written_through(tmp_path):
-    from depthcraft.verify.outputs import write_text_atomic
+    from depthcraft.constructions.files import write_text_atomic
 
     target = tmp_path / "target.txt"
     target.write_text("old")
@@ -161,6 +160,8 @@ def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
     import matplotlib.figure
     import safetensors.numpy
 
+    from depthcraft.constructions import files
+
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _interrupt)
     code, _, err = run_cli(capsys, "show", "khop_doubling", *K2, "--input", "a b", "--png", str(tmp_path / "a.png"))
     assert code == 2 and err == "depthcraft: error: interrupted; nothing was written\n"  # one line, no blank line
@@ -168,7 +169,7 @@ def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
     code, _, err = run_cli(capsys, "save", "khop_doubling", *K2, "-o", str(tmp_path / "m.safetensors"))
     assert code == 2 and err.splitlines() == ["compiling khop_doubling k=2 n=8 vocab=3 distribution=paper ...",
                                               "depthcraft: error: interrupted; nothing was written"]
-    monkeypatch.setattr(json, "dump", _interrupt)
+    monkeypatch.setattr(files.os, "fsync", _interrupt)  # the JSON text is complete, its temporary file written
     code, _, err = run_cli(capsys, "verify", "khop_doubling", *K2, "--samples", "5", "--hypothesis", "0",
                            "--json", str(tmp_path / "r.json"))
     assert code == 2 and err == "depthcraft: error: interrupted; nothing was written\n"

@@ -8,8 +8,10 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.errors import CompileError
+from depthcraft.constructions.nodes import HeadSpec
+from depthcraft.constructions.primitives import POSITION, Read, match, memorise, position_map, prev_token
+from depthcraft.constructions.reference import evaluate
 from depthcraft.rasp_programs.chen_zou_data import sc_dataset
-from depthcraft.constructions.primitives import POSITION, HeadSpec, Read, evaluate, match, memorise, position_map, prev_token
 
 NONE = -1
 RNG = np.random.default_rng(7)

@@ -6,7 +6,8 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions.primitives import POSITION, Read, evaluate, last_occurrence, pointer_lookup, prev_token
+from depthcraft.constructions.primitives import POSITION, Read, last_occurrence, pointer_lookup, prev_token
+from depthcraft.constructions.reference import evaluate
 
 BOT = -1
 N, V = 9, 3

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from depthcraft.constructions import io
+from depthcraft.constructions import files, io
 from depthcraft.verify import lookup
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.verify import cli
@@ -193,7 +193,7 @@ def test_save_is_atomic(doubling, tmp_path, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(io.os, "replace", interrupted)
+    monkeypatch.setattr(files.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         io.save(doubling, str(path))
     assert path.read_bytes() == before  # the old file is untouched

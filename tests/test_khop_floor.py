@@ -9,7 +9,8 @@ from tracr.rasp import rasp
 from depthcraft.verify import lookup
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions.primitives import POSITION, Read, evaluate, last_occurrence, last_occurrence_upto, prev_token
+from depthcraft.constructions.primitives import POSITION, Read, last_occurrence, last_occurrence_upto, prev_token
+from depthcraft.constructions.reference import evaluate
 from depthcraft.rasp_programs.khop import floor_layers, khop_floor
 from depthcraft.verify.structure import measure
 from depthcraft.verify.tasks import get_task
@@ -98,7 +99,8 @@ def test_floor_random_at_n100():
 
 
 def test_search_head_arguments_checked():
-    from depthcraft.constructions.primitives import HeadSpec, fact_lookup
+    from depthcraft.constructions.nodes import HeadSpec
+    from depthcraft.constructions.primitives import fact_lookup
 
     prev = prev_token(rasp.tokens)
     with pytest.raises(CompileError, match="key_positions"):

@@ -11,7 +11,8 @@ from tracr.rasp import rasp
 from depthcraft.verify import lookup
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.errors import CompileError, InputError, ParameterError
-from depthcraft.constructions.primitives import Read, evaluate, fact_lookup, prev_token
+from depthcraft.constructions.primitives import Read, fact_lookup, prev_token
+from depthcraft.constructions.reference import evaluate
 from depthcraft.rasp_programs.retrieval import lower_bound_layers, retrieval_doubling, retrieval_layers, value_slot
 from depthcraft.verify.cli import main
 from depthcraft.verify.structure import measure

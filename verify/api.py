@@ -19,7 +19,6 @@ made JSON-serialisable. A failing check carries a shrunk counterexample
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
@@ -29,11 +28,12 @@ from tracr.rasp import rasp
 from depthcraft.constructions.catalogue import BOUND_KEYS, Construction
 from depthcraft.constructions.compiler import compile_program, compile_with_tracr
 from depthcraft.constructions.errors import CompileError, DepthcraftError, ParameterError
+from depthcraft.constructions.files import to_json
 from depthcraft.constructions.model import CompiledModel
 from depthcraft.constructions.params import MAX_SAMPLES, MAX_SEED
 from depthcraft.verify import lookup
 from depthcraft.verify.strategies import vocab_list
-from depthcraft.verify.tasks.program import ANY, ProgramTask, RaisedError, token_array
+from depthcraft.verify.tasks.program import ANY, ProgramTask, token_array
 
 #: Longest max_seq_len the API compiles (compile time and width grow with it).
 MAX_SEQ_LEN_LIMIT = 2048
@@ -52,7 +52,7 @@ def rasp_reference(program: rasp.SOp, causal: bool = False) -> Reference:
     Returns:
         ``reference(tokens) -> outputs`` (one per token; None = no value).
     """
-    from depthcraft.constructions.primitives import evaluate
+    from depthcraft.constructions.reference import evaluate
 
     if not causal:
         return lambda xs: evaluate(program, xs)
@@ -93,28 +93,6 @@ def _check_strategy(strategy: Any) -> None:
 
     if strategy is not None and not isinstance(strategy, SearchStrategy):
         raise ParameterError(f"strategy must be a hypothesis strategy of token lists, got {strategy!r}")
-
-
-def to_json(obj: Any) -> Any:
-    """A JSON-serialisable copy: numpy scalars/arrays to Python, tuples/sets to lists, other objects to str.
-
-    Non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"`` (strict JSON).
-    """
-    if isinstance(obj, dict):
-        return {str(k): to_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_json(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_json(obj.tolist())
-    if isinstance(obj, np.generic):
-        return to_json(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, RaisedError):
-        return f"error: {obj.text}"
-    return repr(obj)
 
 
 def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Optional[Iterable[Any]] = None,
@@ -303,4 +281,4 @@ def _verify(model, label, vocab, n, reference, strategy, bound, run, params, cau
                         extra={"attention": model.arch.attention, "causal": causal, **extra}, **run)
 
 
-__all__ = ["check_program", "check_bound", "rasp_reference", "to_json", "ANY", "MAX_SEQ_LEN_LIMIT"]
+__all__ = ["check_program", "check_bound", "rasp_reference", "ANY", "MAX_SEQ_LEN_LIMIT"]

@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 import numpy as np
 
+from depthcraft.constructions.files import to_json
 from depthcraft.constructions.model import BATCH, CompiledModel
 from depthcraft.verify.tasks.base import Task
 
@@ -45,7 +46,7 @@ class Counterexample:
     shrunk: bool = False
 
     def to_json(self) -> Dict[str, Any]:
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+        return to_json(dataclasses.asdict(self))
 
 
 @dataclasses.dataclass
@@ -72,14 +73,6 @@ class CheckResult:
                 [min(a, b) for a, b in zip(self.attention, attention)]
         if gap is not None:
             self.output_gap = gap if self.output_gap is None else min(self.output_gap, gap)
-
-
-def _jsonable(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
 
 
 def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH,

@@ -205,7 +205,7 @@ def plot(result: Dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from depthcraft.verify.outputs import save_figure_atomic
+    from depthcraft.constructions.files import save_figure_atomic
 
     key, values = result["over"], result["values"]
     fig, axes = plt.subplots(1, 2 if result["bits_needed"] else 1, figsize=(11 if result["bits_needed"] else 6, 4),

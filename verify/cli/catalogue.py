@@ -7,7 +7,6 @@ the output width instead.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Optional
 
 import click
@@ -15,6 +14,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from depthcraft.constructions.files import json_text
 from depthcraft.verify.cli.render import console, echo, width
 from depthcraft.verify.views.text import wrap
 
@@ -101,7 +101,7 @@ def list_cmd(name: Optional[str], as_json: bool) -> None:
 
     chosen = [get(name)] if name else all_constructions()
     if as_json:
-        click.echo(json.dumps([_row(c, param_specs) for c in chosen], indent=2))
+        click.echo(json_text([_row(c, param_specs) for c in chosen]), nl=False)
     elif name:
         print_construction(chosen[0], param_specs(chosen[0]))
     else:

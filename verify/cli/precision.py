@@ -10,10 +10,10 @@ import click
 from rich.table import Table
 
 from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.files import check_outputs, write_json_atomic
 from depthcraft.constructions.params import parse_assignments
 from depthcraft.verify.cli import options
 from depthcraft.verify.cli.render import console
-from depthcraft.verify.outputs import check_outputs, write_json_atomic
 from depthcraft.verify.precision import DEFAULT_OVER, DTYPES, MANTISSA_RANGE, plot, study
 
 

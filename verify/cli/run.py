@@ -45,7 +45,7 @@ def show_cmd(name, params, text, png) -> None:
     residual-stream layout; --png writes the attention maps.
     """
     from depthcraft.verify import lookup, views
-    from depthcraft.verify.outputs import check_outputs
+    from depthcraft.constructions.files import check_outputs
 
     registered = name in {c.name for c in lookup.all_constructions()}  # a construction name wins over a file
     saved = not registered and (name.endswith(".safetensors") or os.path.isfile(name))

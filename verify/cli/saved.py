@@ -15,7 +15,7 @@ import time
 
 import click
 
-from depthcraft.constructions import io
+from depthcraft.constructions import files, io
 from depthcraft.constructions.errors import ParameterError
 from depthcraft.constructions.params import parse_assignments
 from depthcraft.verify.cli import options
@@ -32,7 +32,7 @@ def save_cmd(name, params, out) -> None:
     """Compile a construction and save its weights + metadata (safetensors)."""
     from depthcraft.verify import lookup
 
-    io.check_writable(out)
+    files.check_writable(out)
     r = lookup.resolve(name, parse_assignments(params))
     p = r.params
     click.echo(f"compiling {name} {params_text(p)} ...", err=True)
@@ -51,10 +51,9 @@ def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
     """Load a saved model and verify it (bound recorded in the file, task reference)."""
     from depthcraft.verify.api import check_program
     from depthcraft.verify.cli.verify import write_outputs
-    from depthcraft.verify.outputs import check_outputs
 
     started = time.perf_counter()
-    check_outputs([json_path], inputs=[path])
+    files.check_outputs([json_path], inputs=[path])
     model = io.load(path)
     if not model.meta.get("construction"):
         raise ParameterError(f"{path} holds no registered construction; verify it in Python with "

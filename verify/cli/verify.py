@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Sequence
 
 import click
 
+from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
 from depthcraft.verify.cli.render import finish, params_text, stream_reports
-from depthcraft.verify.outputs import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.verify.report import markdown_table
 
 #: Random inputs per check when --samples is not given (one construction; --all).

@@ -25,7 +25,7 @@ import numpy as np
 from safetensors.numpy import load_file, save
 
 from depthcraft.constructions.errors import InputError
-from depthcraft.verify.outputs import write_bytes_atomic
+from depthcraft.constructions.files import write_bytes_atomic, write_json_atomic
 
 META_FILE = "checkpoint.json"
 FORMAT = "depthcraft-checkpoint-1"
@@ -56,7 +56,7 @@ def save_checkpoint(directory: str, step: int, state: Dict[str, Any], meta: Dict
     record = {"format": FORMAT, "step": int(step), "arrays": name, "keys": keys, "treedef": str(treedef),
               "dtypes": [str(a.dtype) for a in arrays], "shapes": [list(a.shape) for a in arrays],
               "meta": meta}
-    write_bytes_atomic(os.path.join(directory, META_FILE), (json.dumps(record, indent=1) + "\n").encode())
+    write_json_atomic(os.path.join(directory, META_FILE), record)
     for old in glob.glob(os.path.join(directory, "state-*.safetensors")):
         if os.path.basename(old) != name:
             os.unlink(old)

@@ -150,7 +150,7 @@ def build_results(cfg, infos, records, runs, command: Optional[str], seconds: fl
 
 def write_results(out_dir: str, results: Dict[str, Any]) -> str:
     """Write ``out_dir/results.json`` atomically; returns its path."""
-    from depthcraft.verify.outputs import write_json_atomic
+    from depthcraft.constructions.files import write_json_atomic
 
     path = os.path.join(out_dir, "results.json")
     write_json_atomic(path, results)
@@ -172,7 +172,7 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from depthcraft.verify.outputs import save_figure_atomic
+    from depthcraft.constructions.files import save_figure_atomic
 
     summary = results["summary"]
     names = [s["condition"] for s in summary]

@@ -64,6 +64,10 @@ class RaisedError:
     def __repr__(self) -> str:
         return f"error({self.text})"
 
+    def to_json(self) -> str:
+        """``"error: <ExceptionType>: <message>"``, how reports show it (see :func:`constructions.files.to_json`)."""
+        return f"error: {self.text}"
+
 
 def _object_array(rows: Sequence[Sequence[Any]], n: int) -> np.ndarray:
     out = np.empty((len(rows), n), dtype=object)

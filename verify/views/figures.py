@@ -16,8 +16,7 @@ def attention_figure(data: ShowData, path: str) -> None:
     """
     from matplotlib.figure import Figure
 
-    from depthcraft.constructions.io import check_writable
-    from depthcraft.verify.outputs import save_figure_atomic
+    from depthcraft.constructions.files import check_writable, save_figure_atomic
 
     check_writable(path)
     heads = [v for v in data.sublayers if isinstance(v, HeadView)]

@@ -55,7 +55,7 @@ def _n(expr: Any) -> str:
 
 def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
     """One line ``name = operation(arguments)`` for an SOp (None for selectors and heads)."""
-    from depthcraft.constructions.primitives import POSITION, HeadRead
+    from depthcraft.constructions.nodes import POSITION, HeadRead
 
     enc = "" if isinstance(expr, HeadRead) or not isinstance(expr, rasp.SOp) else \
         (" [numerical]" if rasp.is_numerical(expr) else "")

@@ -1,0 +1,476 @@
+"""Generated documentation: every number in README.md and docs/ is drawn from results/.
+
+A page holds generated blocks between two markers::
+
+    <!-- BEGIN generated:status (depthcraft docs; edit verify/docgen.py, not this block) -->
+    ...
+    <!-- END generated:status -->
+
+``depthcraft docs`` (or ``python -m depthcraft.verify.docgen``) rewrites every block of every
+Markdown page under the project root from the files under ``results/`` (verification reports
+written by ``depthcraft verify --json``, the precision study, the trained cross-check's
+``claims.json``) and, for ``docs/architecture.md``, from the package's own module graph.
+``--check`` writes nothing and exits 1 naming every page that differs from what it would
+write; ``tests/test_docs_fresh.py`` runs it, so a committed page cannot fall behind its results.
+
+A renderer is a function ``root -> Markdown text`` registered in :data:`RENDERERS`; it reads
+only files under ``root`` and raises :class:`DocgenError` naming a missing or malformed file.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from depthcraft.constructions.errors import DepthcraftError
+
+
+class DocgenError(DepthcraftError):
+    """A results file a page needs is missing or malformed, or a page names an unknown block."""
+
+
+BLOCK = re.compile(r"(<!-- BEGIN generated:(?P<name>[a-z0-9_]+)[^>]*-->\n)(?P<body>.*?)(<!-- END generated:(?P=name) -->)",
+                   re.S)
+
+#: Where the verification reports that pages cite live (relative to the root).
+VERIFY_ALL = "results/verify_all/verify_all.json"
+CLAIMS = "results/crosscheck/claims.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading results
+# ---------------------------------------------------------------------------------------------
+
+
+def load_json(root: pathlib.Path, rel: str) -> Any:
+    """The JSON document at ``root/rel``.
+
+    Raises:
+        DocgenError: the file is missing or is not JSON (the message names it and the command
+            that writes it, from the COMMAND file beside it when there is one).
+    """
+    path = root / rel
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        command = path.parent / "COMMAND"
+        hint = f"; regenerate it with {command.relative_to(root)}" if command.is_file() else ""
+        raise DocgenError(f"{rel} is missing{hint}") from None
+    except json.JSONDecodeError as e:
+        raise DocgenError(f"{rel} is not valid JSON: {e}") from None
+
+
+def reports(root: pathlib.Path, rel: str) -> List[Dict[str, Any]]:
+    """The reports of a ``depthcraft verify --json`` file."""
+    doc = load_json(root, rel)
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) or not doc["results"]:
+        raise DocgenError(f"{rel} holds no verification reports ({{'results': [...]}})")
+    return doc["results"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------------------------
+
+
+def link(rel: str, text: Optional[str] = None) -> str:
+    """A Markdown link to ``rel`` (a path under the root), fixed up for each page by :func:`regenerate`."""
+    return f"[{text or rel}](@/{rel})"
+
+
+def signed(x: float, digits: int = 1) -> str:
+    """``-4.02`` -> ``"- 4.0"``, ``3`` -> ``"+ 3.0"`` (a term of a fitted formula)."""
+    return f"{'-' if x < 0 else '+'} {abs(x):.{digits}f}"
+
+
+def cell(v: Any) -> str:
+    """A Markdown table cell (pipes escaped, None as an em dash)."""
+    return "—" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def runs(values: Sequence[int]) -> str:
+    """``[1, 2, 3, 5, 7, 8]`` -> ``"1-3, 5, 7-8"``."""
+    vals = sorted(set(values))
+    out, i = [], 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        out.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def count(n: int) -> str:
+    """``1048576`` -> ``"1,048,576"``."""
+    return f"{n:,}"
+
+
+def bound_text(r: Mapping[str, Any], key: str) -> str:
+    """``"3 / 3"`` (measured / bound), ``"4 / ≥2"`` for a lower bound, ``"33"`` with no bound."""
+    measured = r["structure"][key]
+    b = (r.get("bound_checks") or {}).get(key)
+    if not b:
+        return str(measured)
+    return f"{measured} / {'≥' if b['kind'] == 'lower' else ''}{b['bound']}"
+
+
+def checked_inputs(r: Mapping[str, Any]) -> Dict[str, int]:
+    """Inputs checked per check kind (only the checks that ran)."""
+    return {k: v["inputs"] for k, v in (r.get("checks") or {}).items() if v}
+
+
+def inputs_text(r: Mapping[str, Any]) -> str:
+    """``"500 random, 22 edge, 100 hypothesis"`` (``exhaustive`` first when it ran)."""
+    c = checked_inputs(r)
+    order = ("exhaustive", "random", "edge", "hypothesis")
+    return ", ".join(f"{count(c[k])} {k}" for k in order if k in c)
+
+
+def params_text(p: Mapping[str, Any], skip: Iterable[str] = ("distribution",)) -> str:
+    """``"k=8 n=100 vocab=4"``."""
+    return " ".join(f"{k}={v}" for k, v in p.items() if k not in set(skip))
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderers
+# ---------------------------------------------------------------------------------------------
+
+
+def render_status(root: pathlib.Path) -> str:
+    """README: one row per report of ``verify --all`` (the embedded defaults)."""
+    rows = []
+    for r in reports(root, VERIFY_ALL):
+        rows.append([f"`{r['construction']}`", params_text(r["params"]), bound_text(r, "attn_layers"),
+                     bound_text(r, "heads"), bound_text(r, "d_model"), inputs_text(r),
+                     "**pass**" if r["passed"] else "**FAIL**"])
+    passed = sum(1 for r in reports(root, VERIFY_ALL) if r["passed"])
+    total = len(rows)
+    head = (f"`depthcraft verify --all`: {passed}/{total} reports pass "
+            f"({link(VERIFY_ALL)}). L and H are measured from the weights and shown as "
+            "measured / bound (≥b: a lower bound, which a correct construction must meet or exceed).\n\n")
+    return head + table(["construction", "parameters", "L", "H", "d_model", "inputs checked", "result"], rows)
+
+
+#: Sweeps the README and the claims page summarise: (results file, varied parameter, one-line title).
+SWEEPS: Tuple[Tuple[str, str, str], ...] = (
+    ("results/khop/khop_doubling_n100_k1-16.json", "k", "`khop_doubling`, n = 100, vocab 4"),
+    ("results/khop_floor/n64.json", "k", "`khop_floor`, n = 64, vocab 4"),
+    ("results/khop_constant_width/k4.json", "n", "`khop_constant_width`, k = 4, vocab 4"),
+    ("results/retrieval/d1-32.json", "d", "`retrieval_doubling`, 2 distractor chains"),
+    ("results/khop/khop_rasp_breakdown.json", None, "`khop_rasp` (tracr's primitives only)"),
+)
+
+
+def sweep_facts(rs: Sequence[Mapping[str, Any]], key: Optional[str]) -> Dict[str, Any]:
+    """What a sweep of verification reports shows (values, depths, bounds, gaps, widths, exactness)."""
+    values = [r["params"][key] for r in rs] if key else list(range(len(rs)))
+    layers = [r["structure"]["attn_layers"] for r in rs]
+    bounds = [(r.get("bound_checks") or {}).get("attn_layers") for r in rs]
+    return {
+        "values": values, "layers": layers,
+        "bound_kind": bounds[0]["kind"] if bounds[0] else None,
+        "bounds": [b["bound"] if b else None for b in bounds],
+        "gaps": [b["gap"] if b else None for b in bounds],
+        "bound_ok": all(b["ok"] for b in bounds if b),
+        "heads": sorted({r["structure"]["heads"] for r in rs}),
+        "d_model": [r["structure"]["d_model"] for r in rs],
+        "passed": sum(1 for r in rs if r["passed"]), "total": len(rs),
+        "exact": sum(1 for r in rs if r.get("exact")),
+        "formula": (rs[0].get("bound_formulas") or {}).get("attn_layers"),
+        "failing": [r["params"] for r in rs if not r["passed"]],
+    }
+
+
+def _sweep_line(f: Mapping[str, Any], key: Optional[str]) -> str:
+    if key is None:
+        shown = "; ".join(params_text(p) for p in f["failing"][:4])
+        more = f" and {len(f['failing']) - 4} more" if len(f["failing"]) > 4 else ""
+        return (f"{f['passed']}/{f['total']} parameter sets pass"
+                + (f"; fails at {shown}{more}" if f["failing"] else ""))
+    vals = f"{key} = {runs(f['values'])}"
+    depth = f"L = {', '.join(map(str, f['layers']))}"
+    if f["formula"]:
+        gaps = sorted({g for g in f["gaps"] if g is not None})
+        rel = "≥" if f["bound_kind"] == "lower" else "≤"
+        depth += (f" ({rel} {f['formula']} at every {key}; gap {runs(gaps)})" if f["bound_ok"]
+                  else f" (bound {f['formula']} NOT met everywhere)")
+    dm = f["d_model"]
+    width = f"d_model {dm[0]}" + (f"..{max(dm)}" if max(dm) != dm[0] else " at every size")
+    return f"{vals}: {depth}; H = {'/'.join(map(str, f['heads']))}; {width}; {f['passed']}/{f['total']} pass"
+
+
+def render_sweeps(root: pathlib.Path) -> str:
+    """README / claims page: one line per committed sweep."""
+    lines = []
+    for rel, key, title in SWEEPS:
+        if not (root / rel).is_file():
+            continue
+        lines.append(f"* {title} ({link(rel)}): {_sweep_line(sweep_facts(reports(root, rel), key), key)}.")
+    return "\n".join(lines)
+
+
+def render_claims(root: pathlib.Path) -> str:
+    """The trained cross-check's verdict per training claim C1-C6 (``results/crosscheck/claims.json``)."""
+    if not (root / CLAIMS).is_file():
+        return (f"No `{CLAIMS}` yet: the trained cross-check has not been summarised "
+                "(see docs/crosscheck.md for the command).")
+    doc = load_json(root, CLAIMS)
+    claims = doc.get("claims") if isinstance(doc, dict) else None
+    if not isinstance(claims, list):
+        raise DocgenError(f"{CLAIMS} holds no list 'claims'")
+    rows = []
+    for c in claims:
+        try:
+            where = link(c["results"], pathlib.PurePosixPath(c["results"]).parent.name) if c.get("results") else None
+            rows.append([c["id"], c["source"], c["statement"], f"**{c['verdict']}**", c["evidence"], where])
+        except KeyError as e:
+            raise DocgenError(f"{CLAIMS}: claim {c.get('id', '?')} has no {e}") from None
+    return table(["claim", "paper", "statement", "verdict", "evidence", "results"], rows)
+
+
+def render_precision(root: pathlib.Path) -> str:
+    """The precision study of ``khop_constant_width`` (``depthcraft precision``)."""
+    rel = "results/precision/precision_khop_constant_width.json"
+    d = load_json(root, rel)
+    dtypes = list(d["dtypes"])
+    by = {(p["value"], p["dtype"]): p for p in d["points"]}
+    bits = {b["value"]: b["mantissa_bits"] for b in d.get("bits_needed") or []}
+    rows = []
+    for v in d["values"]:
+        row = [v]
+        for t in dtypes:
+            p = by.get((v, t))
+            row.append(None if p is None else ("exact" if p["exact"] else f"{p['failed']}/{p['inputs']} wrong"))
+        row.append(bits.get(v))
+        rows.append(row)
+    fit = d.get("bits_fit") or {}
+    fit_text = ""
+    if fit:
+        fit_text = (f"\n\nMantissa bits needed fit **{fit['slope_per_doubling']:.2f} log2 {d['over']} "
+                    f"{signed(fit['intercept'])}** "
+                    f"(least squares over {d['over']} = {min(d['values'])}..{max(d['values'])}). ")
+        for t in dtypes:
+            s = d["summary"][t]
+            fit_text += (f"{t} ({s['mantissa_bits']} bits): exact up to {d['over']} = {s['largest_exact']}"
+                         + (f", first failure at {s['first_failure']}" if s.get("first_failure") else "") + "; ")
+        fit_text = fit_text.rstrip("; ") + "."
+    head = f"`{d['construction']}` ({params_text(d['params'])}), {link(rel)}:\n\n"
+    return head + table([d["over"], *dtypes, "mantissa bits needed"], rows) + fit_text
+
+
+def render_architecture(root: pathlib.Path) -> str:
+    """``docs/architecture.md``: every module, by layer, with the first line of its docstring."""
+    from depthcraft.verify import architecture as arch
+
+    files = arch.module_files()
+    known = {m: p.read_text(encoding="utf-8") for m, p in files.items()}
+    rows = []
+    for number, name, _ in arch.LAYERS:
+        for m in sorted(x for x in known if arch.layer(x) == number):
+            job = re.sub(r":(?:mod|func|class|data|meth|attr):`~?([^`]+)`", r"`\1`", arch.summary_line(known[m]))
+            rows.append([number, name, f"`{m}`", job.replace("``", "`")])
+    return table(["layer", "", "module", "its job (first line of its docstring)"], rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims page (docs/theorems_vs_measurements.md): one table per paper, each row computed
+# ---------------------------------------------------------------------------------------------
+
+VERIFIED = "verified by construction"
+DIFFERS = "**differs**"
+
+
+def _sweep_row(root: pathlib.Path, rel: str, key: str, claim: str) -> List[str]:
+    """A claim row from a committed sweep: verified when every report meets the bound and passes."""
+    if not (root / rel).is_file():
+        return [claim, "not run", f"`{rel}` is missing"]
+    f = sweep_facts(reports(root, rel), key)
+    ok = f["bound_ok"] and f["passed"] == f["total"]
+    return [claim, VERIFIED if ok else DIFFERS, f"{_sweep_line(f, key)} ({link(rel)})"]
+
+
+def _verify_all_row(root: pathlib.Path, construction: str, claim: str) -> List[str]:
+    """A claim row from the ``verify --all`` reports of one construction."""
+    rs = [r for r in reports(root, VERIFY_ALL) if r["construction"] == construction]
+    if not rs:
+        return [claim, "not run", f"no `{construction}` report in {VERIFY_ALL}"]
+    ok = all(r["passed"] for r in rs)
+    parts = []
+    for r in rs:
+        parts.append(f"{params_text(r['params'])}: L {bound_text(r, 'attn_layers')}, H {r['structure']['heads']}, "
+                     f"{r['structure']['mlp_layers']} MLP layers, d_model {r['structure']['d_model']}, "
+                     f"{'exact' if r.get('exact') else 'NOT exact'} on {inputs_text(r)}")
+    return [claim, VERIFIED if ok else DIFFERS, "; ".join(parts) + f" ({link(VERIFY_ALL)})"]
+
+
+def _training_rows(root: pathlib.Path, ids: Sequence[str]) -> List[List[str]]:
+    """Rows for training claims from ``claims.json`` (a 'not run' row when it is missing)."""
+    if not (root / CLAIMS).is_file():
+        return [[f"{i} (training)", "not run", f"`{CLAIMS}` is missing"] for i in ids]
+    by_id = {c.get("id"): c for c in load_json(root, CLAIMS).get("claims", [])}
+    rows = []
+    for i in ids:
+        c = by_id.get(i)
+        rows.append([f"{i} (training): {c['statement']}", f"{c['verdict']} (trained)", c["evidence"]] if c
+                    else [f"{i} (training)", "not run", f"no claim {i} in {CLAIMS}"])
+    return rows
+
+
+def render_theorems_sanford(root: pathlib.Path) -> str:
+    """Sanford, Hsu & Telgarsky (ICML 2024): k-hop induction heads."""
+    from depthcraft.verify.tasks.khop import hop_k
+
+    example = "baebcabebdea"
+    x = [[ord(ch) - ord("a") for ch in example]]
+    h1, h2 = (chr(int(hop_k(x, k)[0][-1]) + ord("a")) for k in (1, 2))
+    prec = "results/precision/precision_khop_constant_width.json"
+    if (root / prec).is_file():
+        d = load_json(root, prec)
+        fit = d["bits_fit"]
+        bits = ", ".join(f"{b['mantissa_bits']} (n={b['value']})" for b in d["bits_needed"])
+        prec_row = ["Thm 4.2 assumes Θ(log N) bits of precision", "measured",
+                    f"`khop_constant_width` needs {bits} mantissa bits; fit {fit['slope_per_doubling']:.2f} log2 n "
+                    f"{signed(fit['intercept'])} ({link(prec)})"]
+    else:
+        prec_row = ["Thm 4.2 assumes Θ(log N) bits of precision", "not run", f"`{prec}` is missing"]
+    rows = [
+        ["Def. 4.1 worked example: in `baebcabebdea`, hop_1 at the last position is b and hop_2 is c",
+         "verified (reference)" if (h1, h2) == ("b", "c") else DIFFERS,
+         f"the task's reference gives hop_1 = {h1}, hop_2 = {h2}"],
+        _sweep_row(root, "results/khop_floor/n64.json", "k",
+                   "Thm 4.2: hop_k with L = floor(log2 k)+2 layers, one head per layer (`khop_floor`)"),
+        _sweep_row(root, "results/khop/khop_doubling_n100_k1-16.json", "k",
+                   "Thm 4.2's pointer-doubling proof as written reaches ceil(log2 k)+2 layers (`khop_doubling`)"),
+        _sweep_row(root, "results/khop_constant_width/k4.json", "n",
+                   "Thm 4.2: width independent of N, at ceil(log2 k)+2 layers (`khop_constant_width`; "
+                   "open at floor depth)"),
+        prec_row,
+        ["Lower bound: Ω(log k) layers under the 1-vs-2-cycles conjecture", "not testable here",
+         "a statement about every transformer; training below is empirical evidence only"],
+    ]
+    rows += _training_rows(root, ["C1"])
+    return table(["claim", "status", "what we measured"], rows)
+
+
+def render_theorems_chen_zou(root: pathlib.Path) -> str:
+    """Chen & Zou (ICML 2024): depth for memorisation, reasoning, generalisation (attention-only)."""
+    rows = [
+        _verify_all_row(root, "sc_memorize", "SC (memorisation): 1 attention layer suffices given enough heads"),
+        _verify_all_row(root, "icqa_copy_match", "ICQA (reasoning): 2 layers (copy, then match) suffice"),
+        _verify_all_row(root, "tm_parse_map", "TM (generalisation): 2 layers (parse, then map) suffice, "
+                                              "for every token, seen or not"),
+        _verify_all_row(root, "ictm_parse_copy_match", "ICTM (contextual generalisation): 3 layers "
+                                                       "(parse, copy, match) suffice"),
+    ]
+    rows += _training_rows(root, ["C2", "C3", "C4"])
+    return table(["claim", "status", "what we measured"], rows)
+
+
+def render_theorems_musat(root: pathlib.Path) -> str:
+    """Mușat (ICLR 2025): D-step retrieval needs at least ceil(log_3 2D) layers."""
+    rows = [
+        _sweep_row(root, "results/retrieval/d1-32.json", "d",
+                   "At least ceil(log_3(2D)) layers are needed; pointer doubling over facts "
+                   "(`retrieval_doubling`) meets it from above"),
+    ]
+    rows += _training_rows(root, ["C5", "C6"])
+    return table(["claim", "status", "what we measured"], rows)
+
+
+RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
+    "status": render_status,
+    "sweeps": render_sweeps,
+    "claims": render_claims,
+    "precision": render_precision,
+    "architecture": render_architecture,
+    "theorems_sanford": render_theorems_sanford,
+    "theorems_chen_zou": render_theorems_chen_zou,
+    "theorems_musat": render_theorems_musat,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages
+# ---------------------------------------------------------------------------------------------
+
+
+def pages(root: pathlib.Path) -> List[pathlib.Path]:
+    """Markdown pages that hold generated blocks: README.md and docs/**/*.md."""
+    candidates = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return [p for p in candidates if p.is_file() and "<!-- BEGIN generated:" in p.read_text(encoding="utf-8")]
+
+
+def regenerate(text: str, root: pathlib.Path, cache: Optional[Dict[str, str]] = None,
+               page: Optional[pathlib.Path] = None) -> str:
+    """``text`` (the page ``page``, by default at the root) with every generated block rendered anew.
+
+    Links to files under the root are made relative to the page's folder.
+
+    Raises:
+        DocgenError: an unknown block name, or a results file a block needs is missing.
+    """
+    cache = {} if cache is None else cache
+    depth = len((page or root / "README.md").resolve().parent.relative_to(root.resolve()).parts)
+    prefix = "../" * depth
+
+    def sub(m: "re.Match[str]") -> str:
+        name = m.group("name")
+        if name not in RENDERERS:
+            raise DocgenError(f"unknown generated block {name!r}; known: {sorted(RENDERERS)}")
+        if name not in cache:
+            cache[name] = RENDERERS[name](root).rstrip("\n") + "\n"
+        return m.group(1) + cache[name].replace("](@/", f"]({prefix}") + m.group(4)
+
+    return BLOCK.sub(sub, text)
+
+
+def run(root: pathlib.Path, check: bool = False) -> List[pathlib.Path]:
+    """Regenerate every page (or, with ``check``, only compare); returns the pages that differ(ed)."""
+    from depthcraft.constructions.files import write_text_atomic
+
+    stale, cache = [], {}
+    for page in pages(root):
+        old = page.read_text(encoding="utf-8")
+        new = regenerate(old, root, cache, page)
+        if new != old:
+            stale.append(page)
+            if not check:
+                write_text_atomic(str(page), new)
+    return stale
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m depthcraft.verify.docgen [--root DIR] [--check]``; exit 1 when ``--check`` finds stale pages."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="depthcraft docs", description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=".", help="project root (holds README.md, docs/ and results/)")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is stale")
+    args = ap.parse_args(argv)
+    root = pathlib.Path(args.root).resolve()
+    try:
+        stale = run(root, check=args.check)
+    except DocgenError as e:
+        print(f"depthcraft docs: error: {e}", file=sys.stderr)
+        return 2
+    for p in stale:
+        print(f"{'stale' if args.check else 'updated'}: {p.relative_to(root)}")
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+__all__ = ["DocgenError", "RENDERERS", "pages", "regenerate", "run", "main", "table", "runs"]
