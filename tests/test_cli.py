@@ -105,3 +105,14 @@ def test_console_script_subprocess_exit_2_no_traceback():
                            "-p", "k=-1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
+
+
+def test_docs_command_checks_the_generated_pages(capsys, tmp_path):
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    code, out, err = run_cli(["docs", "--check", "--root", str(root)], capsys)
+    assert code == 0 and out == "" and err == ""  # the committed pages are fresh
+    (tmp_path / "README.md").write_text("<!-- BEGIN generated:nosuch -->\n<!-- END generated:nosuch -->\n")
+    code, _, err = run_cli(["docs", "--check", "--root", str(tmp_path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "unknown generated block 'nosuch'" in err
