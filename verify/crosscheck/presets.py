@@ -46,7 +46,8 @@ class Preset:
         mixed: train one model on all conditions (named by the BOS token) instead of one
             model per condition.
         depths: attention depths to train.
-        heads, width, mlp, layer_norm, attention: architecture (:class:`~verify.crosscheck.model.ModelConfig`).
+        heads, width, mlp, layer_norm, attention, embedding: architecture
+            (:class:`~verify.crosscheck.model.ModelConfig`; ``embedding``: learned, onehot or random).
         steps, batch, lr, warmup, weight_decay: optimisation (:class:`~verify.crosscheck.train.TrainConfig`).
         seeds: seeds per (condition, depth).
         control: also train at bound-1 with twice the heads and width (SPEC §7).
@@ -77,6 +78,7 @@ class Preset:
     mlp: bool = True
     layer_norm: bool = True
     attention: str = "softmax"
+    embedding: str = "learned"
     weight_decay: float = 0.01
     seeds: int = 1
     control: bool = False
