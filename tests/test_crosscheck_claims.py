@@ -202,3 +202,21 @@ def test_eval_every_records_a_curve_and_keeps_the_final_weights(tmp_path):
     assert "curve" not in plain["runs"][0]
     assert plain["runs"][0]["final_loss"] == r["final_loss"]  # training in pieces changes nothing
     assert plain["runs"][0]["error"] == r["error"]
+
+
+def test_c2_judges_tm_with_the_onehot_embedding_and_reports_the_training_distribution():
+    def tm(e1, e2, seen2):
+        d = threshold_doc(e1, e2, [0.6, 0.6, 0.6])
+        for r in d["runs"]:
+            r["error_training_distribution"] = {"m=4": seen2 if r["depth"] == 2 and not r["control"] else 0.4}
+        return d
+
+    icqa = threshold_doc([0.6, 0.5, 0.7], [0, 0, 0], [0.6, 0.6, 0.5])
+    out = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.0] * 3, 0.0),
+                          "tm_learned": tm([0.6] * 3, [0.5] * 3, 0.0)}))
+    assert out["verdict"] == C.REPRODUCED  # the learned embedding's failure is reported, not judged
+    assert "learned embedding (reported, not part of the verdict: not reproduced)" in out["evidence"]
+    assert out["measured"]["tm_learned"]["training_distribution"]["L2"]["mean"] == 0.0
+    bad = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.5] * 3, 0.0)}))
+    assert bad["verdict"] == C.NOT_REPRODUCED
+    assert "on the training distribution: L=1 0.400 ± 0.000 (n=3); L=2 0.000 ± 0.000 (n=3)" in bad["evidence"]

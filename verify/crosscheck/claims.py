@@ -129,11 +129,19 @@ class Results:
         return self.docs[label]
 
 
+#: ``position`` value of :func:`run_error` that reads the error on the training distribution
+#: (reported when evaluation used other parameters, e.g. TM's held-out tokens).
+TRAINING_DISTRIBUTION = 0
+
+
 def run_error(run: Dict[str, Any], condition: str, position: Optional[int] = None) -> Optional[float]:
-    """A run's evaluation error at a condition: overall, or at one model position (1-based,
-    negative counts from the end, -1 = the last position)."""
+    """A run's evaluation error at a condition: overall (None), at one model position (1-based,
+    negative counts from the end, -1 = the last position), or on the training distribution
+    (:data:`TRAINING_DISTRIBUTION`)."""
     if position is None:
         return run.get("error", {}).get(condition)
+    if position == TRAINING_DISTRIBUTION:
+        return (run.get("error_training_distribution") or {}).get(condition)
     for e in run.get("eval", []):
         if e.get("condition") == condition:
             per = e.get("error_per_position") or []
@@ -387,17 +395,21 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     parts.append(v)
     texts.append(f"ICQA ({v}): {t}")
     measured["icqa"] = m
-    doc = res["tm_onehot"]
-    v, t, m = depth_threshold(doc, conditions(doc)[0], [1], 2)
-    parts.append(v)
-    texts.append(f"TM on held-out tokens, one-hot embedding ({v}): {t}")
-    measured["tm_onehot"] = m
-    for label, what in (("tm_random", "random fixed"), ("tm_learned", "learned")):
-        if label in res.docs:
-            doc = res[label]
-            v2, t2, m2 = depth_threshold(doc, conditions(doc)[0], [1], 2)
-            texts.append(f"TM, {what} embedding (reported, not part of the verdict: {v2}): {t2}")
-            measured[label] = m2
+    for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned")):
+        if label not in res.docs:
+            continue
+        doc = res[label]
+        cond = conditions(doc)[0]
+        v2, t2, m2 = depth_threshold(doc, cond, [1], 2)
+        seen = {d: stat(doc, cond, depth=d, position=TRAINING_DISTRIBUTION) for d in (1, 2)}
+        t2 += "; on the training distribution: " + "; ".join(f"L={d} {s.text()}" for d, s in seen.items())
+        m2["training_distribution"] = {f"L{d}": s.to_json() for d, s in seen.items()}
+        if label == "tm_onehot":
+            parts.append(v2)
+            texts.append(f"TM on held-out tokens, one-hot embedding ({v2}): {t2}")
+        else:
+            texts.append(f"TM on held-out tokens, {what} embedding (reported, not part of the verdict: {v2}): {t2}")
+        measured[label] = m2
     measured["recipe"] = {k: recipe(res[k]) for k in res.docs}
     return _verdict(combine(parts), ". ".join(texts), **measured)
 
