@@ -241,6 +241,28 @@ def render_claims(root: pathlib.Path) -> str:
     return table(["claim", "paper", "statement", "verdict", "evidence (mean ± spread over seeds)", "results"], rows)
 
 
+def render_c1_table(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) beside SPEC §7a's."""
+    from depthcraft.verify.crosscheck.claims import PAPER_KHOP
+
+    if not (root / CLAIMS).is_file():
+        return f"No `{CLAIMS}` yet."
+    c1 = next((c for c in load_json(root, CLAIMS).get("claims", []) if c.get("id") == "C1"), None)
+    errors = (c1 or {}).get("measured", {}).get("errors")
+    if not errors:
+        state = (c1 or {}).get("verdict", "not run")
+        return f"C1 {'has no measured errors' if c1 else 'is missing'} in `{CLAIMS}` ({state})."
+    ks = sorted({int(k.split('=')[1]) for row in errors.values() for k in row})
+    paper_ks = sorted({k for row in PAPER_KHOP.values() for k in row})
+    rows = []
+    for L in sorted({*map(int, errors), *PAPER_KHOP}):
+        row = errors.get(str(L), {})
+        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
+        rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
+    return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
+
+
 def render_claim_rules(root: pathlib.Path) -> str:
     """docs/crosscheck.md: each claim's verdict rule and the commands of its sweeps (``claims.json``)."""
     if not (root / CLAIMS).is_file():
@@ -411,6 +433,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "sweeps": render_sweeps,
     "claims": render_claims,
     "claim_rules": render_claim_rules,
+    "c1_table": render_c1_table,
     "precision": render_precision,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,

@@ -316,6 +316,17 @@ def depth_threshold(doc: Dict[str, Any], condition: str, shallow: Sequence[int],
     return INCONCLUSIVE, text, measured
 
 
+#: SPEC §7a: token error of Sanford et al.'s trained GPT-2 (4 heads, width 128, N = 100, |Σ| = 4),
+#: by depth L and k.
+PAPER_KHOP: Dict[int, Dict[int, float]] = {
+    2: {1: .010, 2: .140, 4: .423, 8: .658, 16: .737},
+    3: {1: .003, 2: .008, 4: .150, 8: .456, 16: .706},
+    4: {1: .001, 2: .003, 4: .015, 8: .216, 16: .612},
+    5: {1: .001, 2: .001, 4: .003, 8: .037, 16: .414},
+    6: {1: .000, 2: .000, 4: .002, 8: .006, 16: .062},
+}
+
+
 def judge_c1(res: Results) -> Dict[str, Any]:
     """C1 rule. For each trained depth L, k*(L) = the largest k of the sweep whose mean error
     is < 0.05 (0 when none); a depth with fewer than 3 seeds makes the claim inconclusive.
@@ -369,7 +380,10 @@ def judge_c1(res: Results) -> Dict[str, Any]:
         evidence += "; steps " + ", ".join(f"L{a}->L{a + 1} x{r:.2f}" for a, _, _, r in steps)
     if control_beats:
         evidence += "; capacity controls: " + "; ".join(control_beats)
+    paper_kstar = {L: max([k for k, e in row.items() if e < LEARNED] or [0]) for L, row in PAPER_KHOP.items()}
+    evidence += "; paper (SPEC §7a, N=100): " + ", ".join(f"L={L}: {k}" for L, k in paper_kstar.items())
     measured = {"k_star": {str(d): kstar[d] for d in ds}, "errors": table, "control": control_rows,
+                "paper_k_star": {str(L): k for L, k in paper_kstar.items()},
                 "steps": [{"from": a, "k_from": x, "k_to": y, "ratio": round(r, 3)} for a, x, y, r in steps],
                 "recipe": recipe(doc)}
     if undecided:
