@@ -220,3 +220,18 @@ def test_c2_judges_tm_with_the_onehot_embedding_and_reports_the_training_distrib
     bad = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.5] * 3, 0.0)}))
     assert bad["verdict"] == C.NOT_REPRODUCED
     assert "on the training distribution: L=1 0.400 ± 0.000 (n=3); L=2 0.000 ± 0.000 (n=3)" in bad["evidence"]
+
+
+def test_claim_figures_are_written_for_judged_claims(tmp_path):
+    def entry(cid, out):
+        return {"id": cid, "source": "s", "statement": "x", "results": f"results/crosscheck/{cid.lower()}/", **out}
+
+    icqa = threshold_doc([0.6, 0.5, 0.7], [0, 0, 0], [0.6, 0.6, 0.5])
+    doc_ = {"claims": [
+        entry("C1", C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})}))),
+        entry("C2", C.judge_c2(Res({"icqa": icqa, "tm_onehot": icqa}))),
+        entry("C5", C.judge_c5(Res({"retrieval": _c5_doc([0.5, 0.6, 0.5], [0.0, 0.01, 0.0], [250, 500, 750])}))),
+        {"id": "C3", "verdict": C.NOT_RUN, "measured": {}, "results": "results/crosscheck/c3/"}]}
+    written = C.write_figures(tmp_path, doc_)
+    assert sorted(pathlib.Path(p).parent.name for p in written) == ["c1", "c2", "c5"]
+    assert all(pathlib.Path(p).read_bytes()[:4] == b"\x89PNG" for p in written)

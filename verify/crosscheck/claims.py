@@ -696,3 +696,150 @@ def write_claims(root: pathlib.Path) -> pathlib.Path:
     os.makedirs(path.parent, exist_ok=True)
     write_json_atomic(str(path), build_claims(pathlib.Path(root)))
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures (one per claim, beside each sweep's own error_by_depth.png)
+# ---------------------------------------------------------------------------------------------
+
+
+def write_figures(root: pathlib.Path, claims_doc: Dict[str, Any]) -> List[str]:
+    """``results/crosscheck/<claim>/claim.png`` for every judged claim: C1 k* by depth beside the
+    paper's, C2/C3/C6 error by depth (mean ± std over seeds, controls as open markers), C4 the
+    median learning step by heads, C5 each hop's error over training. Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from depthcraft.constructions.files import save_figure_atomic
+
+    written = []
+    for c in claims_doc.get("claims", []):
+        m = c.get("measured") or {}
+        if c["verdict"] == NOT_RUN or not m:
+            continue
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        drawn = _FIGURES.get(c["id"], lambda *_: False)(ax, m)
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.set_title(f"{c['id']} ({c['source']}): {c['verdict']}\n{_wrap(c['statement'], 80)}", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = pathlib.Path(root) / c["results"] / "claim.png"
+        os.makedirs(path.parent, exist_ok=True)
+        try:
+            save_figure_atomic(fig, str(path), dpi=110)
+        finally:
+            plt.close(fig)
+        written.append(str(path))
+    return written
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _by_depth_plot(ax, series: Dict[str, Dict[str, Any]], bound: Optional[int] = None, bound_text: str = "") -> bool:
+    """series: label -> {depth: Stat.to_json()}; the error threshold and the bound marked."""
+    drawn = False
+    for label, by_depth in series.items():
+        ds = sorted(int(d) for d, s in by_depth.items() if s and s.get("mean") is not None)
+        if not ds:
+            continue
+        y = [by_depth[str(d)]["mean"] for d in ds]
+        e = [by_depth[str(d)]["std"] for d in ds]
+        ax.errorbar(ds, y, yerr=e, marker="o", capsize=3, label=label)
+        drawn = True
+    ax.axhline(LEARNED, color="grey", ls="--", lw=1, label=f"learned < {LEARNED}")
+    if bound is not None:
+        ax.axvline(bound, color="tab:cyan", lw=2, label=bound_text or f"claimed depth {bound}")
+    ax.set_xlabel("attention layers L")
+    ax.set_ylabel("error (mean ± std over seeds)")
+    ax.set_ylim(-0.02, 1.0)
+    return drawn
+
+
+def _control_points(ax, control: Optional[Dict[str, Any]], depth: int, label: str) -> None:
+    if control and control.get("mean") is not None:
+        ax.errorbar([depth], [control["mean"]], yerr=[control["std"]], marker="s", mfc="none", capsize=3,
+                    ls="none", label=label)
+
+
+def _fig_c1(ax, m) -> bool:
+    ds = sorted(int(d) for d in m.get("k_star", {}))
+    if not ds:
+        return False
+    ax.plot(ds, [m["k_star"][str(d)] for d in ds], "o-", label="trained here (N=32): largest k with error < 0.05")
+    pd = sorted(int(d) for d in m.get("paper_k_star", {}))
+    ax.plot(pd, [m["paper_k_star"][str(d)] for d in pd], "s--", label="paper, SPEC §7a (N=100)")
+    ax.plot(ds, [2 ** (d - 2) for d in ds], ":", color="grey", label="doubling per layer: 2^(L-2)")
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("attention layers L")
+    ax.set_ylabel("largest k learned (k*)")
+    return True
+
+
+def _depth_series(part: Dict[str, Any]) -> Dict[str, Any]:
+    return {k[1:]: v for k, v in part.items() if k.startswith("L") and k[1:].isdigit()}
+
+
+def _fig_c2(ax, m) -> bool:
+    series = {}
+    for label, what in (("icqa", "ICQA"), ("tm_onehot", "TM held-out, one-hot"), ("tm_random", "TM held-out, random"),
+                        ("tm_learned", "TM held-out, learned")):
+        if label in m:
+            series[what] = _depth_series(m[label])
+    drawn = _by_depth_plot(ax, series, 2, "claimed: 2 layers")
+    for label, what in (("icqa", "ICQA"), ("tm_onehot", "TM one-hot")):
+        if label in m:
+            _control_points(ax, m[label].get("control"), 1, f"{what} control (2x heads, width)")
+    return drawn
+
+
+def _fig_c3(ax, m) -> bool:
+    drawn = _by_depth_plot(ax, {"ICTM (dense, distinct labels)": _depth_series(m)}, 3, "claimed: 3 layers")
+    _control_points(ax, m.get("control"), 2, "control at L=2 (2x heads, width)")
+    return drawn
+
+
+def _fig_c4(ax, m) -> bool:
+    drawn = False
+    for task in ("sc", "icqa", "tm"):
+        hs = m.get(task, {}).get("heads", {})
+        pts = [(int(h), s["median_learning_step"]) for h, s in hs.items() if s.get("median_learning_step") is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=task.upper())
+            drawn = True
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("heads per layer (same width)")
+    ax.set_ylabel(f"median step to training loss <= {LEARNED_LOSS}")
+    return drawn
+
+
+def _fig_c5(ax, m) -> bool:
+    order = m.get("order")
+    if not order:
+        series = {"without curriculum": m.get("without", {}), "with curriculum": m.get("with_curriculum", {})}
+        return _by_depth_plot(ax, series)
+    for i, steps in enumerate(np.asarray(order["per_seed"]).T):
+        ax.plot(range(len(steps)), steps, "o", label=f"hop {i + 1}")
+    ax.set_xlabel("seed")
+    ax.set_ylabel(f"step at which the hop's error < {LEARNED}")
+    return True
+
+
+def _fig_c6(ax, m) -> bool:
+    series = {k: v["errors"] for k, v in m.items() if k.startswith("d=")}
+    drawn = _by_depth_plot(ax, series)
+    for k, v in m.items():
+        if k.startswith("d="):
+            ax.axvline(v["bound"], ls=":", lw=1.5, color="tab:cyan")
+    ax.text(0.02, 0.95, "dotted: Mușat's lower bound ceil(log_3 2D) per D", transform=ax.transAxes, fontsize=7)
+    return drawn
+
+
+_FIGURES = {"C1": _fig_c1, "C2": _fig_c2, "C3": _fig_c3, "C4": _fig_c4, "C5": _fig_c5, "C6": _fig_c6}
