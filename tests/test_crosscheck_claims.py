@@ -63,9 +63,14 @@ def test_depth_threshold_verdicts():
     # the capacity control learns: one layer suffices -> not reproduced
     v, _, _ = C.depth_threshold(threshold_doc([0.6, 0.5, 0.7], [0, 0, 0], [0.0, 0.01, 0.0]), "m=4", [1], 2)
     assert v == C.NOT_REPRODUCED
-    # depth 2 fails
-    v, _, _ = C.depth_threshold(threshold_doc([0.6, 0.5, 0.7], [0.5, 0.6, 0.4]), "m=4", [1], 2)
-    assert v == C.NOT_REPRODUCED
+    # depth 2 fails and nothing deeper was trained: a budget artefact is not excluded
+    v, text, _ = C.depth_threshold(threshold_doc([0.6, 0.5, 0.7], [0.5, 0.6, 0.4]), "m=4", [1], 2)
+    assert v == C.INCONCLUSIVE and "budget artefact" in text
+    # depth 2 fails while depth 3 learns with the same recipe: not reproduced
+    d = threshold_doc([0.6, 0.5, 0.7], [0.5, 0.6, 0.4])
+    d["runs"] += [run("m=4", 3, s, 0.0) for s in range(3)]
+    v, text, _ = C.depth_threshold(d, "m=4", [1], 2)
+    assert v == C.NOT_REPRODUCED and "L=3 learns" in text
     # two seeds: undecided
     v, _, _ = C.depth_threshold(threshold_doc([0.6, 0.5], [0, 0], seeds=2), "m=4", [1], 2)
     assert v == C.INCONCLUSIVE
@@ -218,8 +223,10 @@ def test_c2_judges_tm_with_the_onehot_embedding_and_reports_the_training_distrib
     assert "learned embedding (reported, not part of the verdict: not reproduced)" in out["evidence"]
     assert out["measured"]["tm_learned"]["training_distribution"]["L2"]["mean"] == 0.0
     bad = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.5] * 3, 0.0)}))
-    assert bad["verdict"] == C.NOT_REPRODUCED
+    assert bad["verdict"] == C.NOT_REPRODUCED  # L=2 fails on held-out tokens but learns the seen ones
     assert "on the training distribution: L=1 0.400 ± 0.000 (n=3); L=2 0.000 ± 0.000 (n=3)" in bad["evidence"]
+    unclear = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.5] * 3, 0.5)}))
+    assert unclear["verdict"] == C.INCONCLUSIVE  # nothing learns, even the seen tokens: maybe the budget
 
 
 def test_claim_figures_are_written_for_judged_claims(tmp_path):
