@@ -29,8 +29,9 @@ from depthcraft.constructions.errors import ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.constructions.primitives import Read, meet, prev_token, union
 
-#: The samplers of the task (``mix`` draws each input from one of the others).
-SAMPLERS = ("mix", "path", "cycle", "two_components", "tree", "er")
+#: The samplers of the task (``mix`` draws each input from one of the five families before ``paths``;
+#: ``paths`` is the path-heavy training distribution, see :mod:`depthcraft.verify.tasks.connectivity`).
+SAMPLERS = ("mix", "path", "cycle", "two_components", "tree", "er", "paths")
 
 #: Parameters shared by the connectivity task and its construction.
 PARAMS = (

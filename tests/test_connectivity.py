@@ -338,3 +338,53 @@ def test_verified_on_every_sampler(n):
         r = verify("graph_connectivity", {"n": n, "sampler": sampler}, samples=100, hypothesis_examples=10)
         assert r["passed"], (sampler, r["counterexample"])
         assert r["structure"]["attn_layers"] == connectivity_layers(n)
+
+
+# --------------------------------------------------------------------------------- training preset
+
+
+def test_paths_sampler_is_path_heavy_and_balanced():
+    n = 8
+    p = _p(n=n, max_edges=16, sampler="paths")
+    x = TASK.sample(p, np.random.default_rng(3), 400)
+    assert x.shape == (400, n + 16 + 3)
+    out, _ = TASK.reference(p, x)
+    assert 0.35 < out[:, -1].mean() < 0.65  # about balanced answers
+    far = 0
+    for row, y in zip(x.tolist(), out[:, -1]):
+        g = _graph(row, n)
+        assert g.number_of_edges() in (n - 2, n - 1) and max(d for _, d in g.degree()) <= 2
+        assert nx.is_forest(g)
+        if y == 1 and row[-2] != row[-1]:
+            far += nx.shortest_path_length(g, row[-2], row[-1]) == n - 1
+    assert far > 100  # most positives need the whole path
+    with pytest.raises(ParameterError, match="needs max_edges >= n - 1 = 7"):
+        TASK.sample(_p(n=n, max_edges=5, sampler="paths"), np.random.default_rng(0), 2)
+
+
+def test_cpu_training_preset_builds_its_sweep():
+    from depthcraft.verify.crosscheck import sweep
+    from depthcraft.verify.crosscheck.presets import get_preset
+
+    cfg = sweep.make_config(get_preset("connectivity", "cpu"))
+    assert [c["n"] for c in cfg.conditions] == [8, 16] and cfg.model.causal is False
+    assert all(c["sampler"] == "paths" and c["max_edges"] == 16 for c in cfg.conditions)
+    assert cfg.depths == (2, 3, 4, 5) and cfg.control and cfg.seeds == 2
+    runs = sweep.plan(cfg, [connectivity_layers(8), connectivity_layers(16)])
+    assert len(runs) == 4 * 2 * 2 + 2 * 2  # depths x conditions x seeds, then a control at bound-1 per condition
+    controls = [r for r in runs if r.control]
+    assert [r.model.depth for r in controls] == [3, 3, 4, 4] and {r.model.width for r in controls} == {128}
+
+
+@pytest.mark.slow
+def test_cli_tiny_training_run(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        main(["train", "connectivity", "-p", "n=4", "-p", "max_edges=4", "--depths", "1-2", "--steps", "3",
+              "--width", "16", "--heads", "2", "--seeds", "1", "--eval-size", "64", "--alignment-size", "8",
+              "--no-control", "--out", str(out)])
+    assert e.value.code == 0
+    r = json.loads((out / "results.json").read_text())
+    assert r["complete"] and r["task"] == "connectivity" and [run["depth"] for run in r["runs"]] == [1, 2]
+    s = r["summary"][0]
+    assert s["construction_depth"] == connectivity_layers(4) == 3

@@ -21,10 +21,14 @@ length n + M + 3):
 * ``tree``: a uniform random labelled tree (Prüfer sequence);
 * ``er``: Erdős–Rényi G(n, p) with p = c ln(n) / n, c uniform in [0.5, 1.5], around
   the connectivity threshold (redrawn if it has more than M edges);
-* ``mix`` (default): each input from one of the five, uniformly.
+* ``mix`` (default): each input from one of the five, uniformly;
+* ``paths`` (for training, path-heavy): a Hamiltonian path, cut at one random edge half of
+  the time; the query is the path's two ends (probability 3/4) or a uniform pair, so the
+  answers are about balanced and most positives are at distance n - 1.
 
-The query is, with probability 1/2, a vertex and a vertex farthest from it in its
-component (for a path: usually its two ends), else a uniform pair (s = t allowed).
+The query (all samplers but ``paths``) is, with probability 1/2, a far pair (a double
+sweep: the vertex farthest from a random vertex, and the vertex farthest from that one;
+for a path its two ends), else a uniform pair (s = t allowed).
 The exhaustive check enumerates every graph with at most M edges (vertex block in
 order, edges sorted, no fillers) times every query pair: 2^C(n,2) n^2 inputs
 (25,600 for n = 5).
@@ -45,8 +49,8 @@ from depthcraft.rasp_programs.connectivity import (NONE, PARAMS, SAMPLERS, check
                                                    vocab_size)
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
-#: The families ``mix`` draws from (every sampler but ``mix``).
-FAMILIES = tuple(s for s in SAMPLERS if s != "mix")
+#: The graph families ``mix`` draws from.
+FAMILIES = ("path", "cycle", "two_components", "tree", "er")
 
 __all__ = ["ConnectivityTask", "encode", "decode_edges", "bfs_distances", "FAMILIES"]
 
@@ -321,6 +325,8 @@ class ConnectivityTask(Task):
         n, m = p["n"], max_edges(p)
         if families is None:
             families = FAMILIES if p["sampler"] == "mix" else (p["sampler"],)
+        if list(families) == ["paths"]:
+            return self._sample_paths(p, rng, batch)
         graphs = [family_edges(families[int(rng.integers(len(families)))], n, m, rng) for _ in range(batch)]
         adj = np.zeros((batch, n, n), bool)
         for r, edges in enumerate(graphs):
@@ -345,6 +351,25 @@ class ConnectivityTask(Task):
         for r, edges in enumerate(graphs):
             order = [edges[i] for i in rng.permutation(len(edges))]
             out[r] = encode(n, rng.permutation(n).tolist(), order, int(s[r]), int(t[r]), slots=m, rng=rng)
+        return out
+
+    def _sample_paths(self, p: Dict[str, Any], rng: np.random.Generator, batch: int) -> np.ndarray:
+        """The ``paths`` sampler: a Hamiltonian path, cut at one edge with probability 1/2; query its ends (3/4)."""
+        n, m = p["n"], max_edges(p)
+        if m < n - 1:
+            raise ParameterError(f"the paths sampler needs max_edges >= n - 1 = {n - 1}, got {m}")
+        out = np.empty((batch, n + m + 3), np.int64)
+        for r in range(batch):
+            perm = rng.permutation(n)
+            edges = _path(perm)
+            if edges and rng.random() < 0.5:
+                del edges[int(rng.integers(len(edges)))]
+            if rng.random() < 0.75:
+                s, t = (int(perm[0]), int(perm[-1])) if rng.random() < 0.5 else (int(perm[-1]), int(perm[0]))
+            else:
+                s, t = (int(v) for v in rng.integers(0, n, size=2))
+            order = [edges[i] for i in rng.permutation(len(edges))]
+            out[r] = encode(n, rng.permutation(n).tolist(), order, s, t, slots=m, rng=rng)
         return out
 
     def sample(self, p, rng, batch):
