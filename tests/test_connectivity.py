@@ -369,11 +369,11 @@ def test_cpu_training_preset_builds_its_sweep():
     cfg = sweep.make_config(get_preset("connectivity", "cpu"))
     assert [c["n"] for c in cfg.conditions] == [8, 16] and cfg.model.causal is False
     assert all(c["sampler"] == "paths" and c["max_edges"] == 16 for c in cfg.conditions)
-    assert cfg.depths == (2, 3, 4, 5) and cfg.control and cfg.seeds == 2
+    assert cfg.depths == (2, 3, 4, 5) and cfg.control and cfg.seeds == 3
     runs = sweep.plan(cfg, [connectivity_layers(8), connectivity_layers(16)])
-    assert len(runs) == 4 * 2 * 2 + 2 * 2  # depths x conditions x seeds, then a control at bound-1 per condition
+    assert len(runs) == 4 * 2 * 3 + 2 * 3  # depths x conditions x seeds, then a control at bound-1 per condition
     controls = [r for r in runs if r.control]
-    assert [r.model.depth for r in controls] == [3, 3, 4, 4] and {r.model.width for r in controls} == {128}
+    assert [r.model.depth for r in controls] == [3, 3, 3, 4, 4, 4] and {r.model.width for r in controls} == {128}
 
 
 @pytest.mark.slow
