@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 from depthcraft.constructions.catalogue.registry import Bound, Construction, register
 from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.model import CompiledModel
 from depthcraft.rasp_programs.connectivity import (PARAMS, check_params, connectivity_layers, graph_connectivity,
-                                                   seq_len, vocab_size)
+                                                   max_edges, seq_len, vocab_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(n: int, slots: int) -> CompiledModel:
+    return compile_program(graph_connectivity(n), vocab=range(vocab_size(n)),
+                           max_seq_len=seq_len({"n": n, "max_edges": slots}), causal=False)
+
+
+def build(p) -> CompiledModel:
+    """The compiled model for ``p``: the weights depend on n and M only, so one compile serves every sampler
+    (each call returns its own copy of the metadata; the weight arrays are shared and never written)."""
+    model = _compiled(p["n"], max_edges(p))
+    return dataclasses.replace(model, meta=dict(model.meta))
 
 
 register(Construction(
@@ -22,8 +39,7 @@ register(Construction(
     bounds={"attn_layers": Bound("ceil(log2(n-1)) + c, c = 1 (2 at n = 2)", lambda p: connectivity_layers(p["n"])),
             "heads": Bound("1", lambda p: 1)},
     program=lambda p: graph_connectivity(p["n"]),
-    builder=lambda p: compile_program(graph_connectivity(p["n"]), vocab=range(vocab_size(p["n"])),
-                                      max_seq_len=seq_len(p), causal=False),
+    builder=build,
     defaults=({"n": 5}, {"n": 9}),
     check=check_params,
     exhaustive_in_all=False,
