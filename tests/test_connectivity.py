@@ -388,3 +388,38 @@ def test_cli_tiny_training_run(tmp_path):
     assert r["complete"] and r["task"] == "connectivity" and [run["depth"] for run in r["runs"]] == [1, 2]
     s = r["summary"][0]
     assert s["construction_depth"] == connectivity_layers(4) == 3
+
+
+# ------------------------------------------------------------------------------------------- docgen
+
+
+def _report(n, sampler, layers, passed=True, exhaustive=None):
+    bound = connectivity_layers(n)
+    return {"construction": "graph_connectivity", "params": {"n": n, "max_edges": 0, "sampler": sampler},
+            "structure": {"attn_layers": layers, "heads": 1, "mlp_layers": layers, "d_model": 10 * n},
+            "bound_checks": {"attn_layers": {"measured": layers, "bound": bound, "kind": "upper",
+                                             "gap": bound - layers, "ok": layers <= bound}},
+            "checks": {"random": {"inputs": 100}, "edge": {"inputs": 10}, "hypothesis": {"inputs": 5},
+                       "exhaustive": None if exhaustive is None else {"inputs": exhaustive}},
+            "min_margin": {"attention": 0.9999, "output_gap": 0.5}, "passed": passed, "exact": passed}
+
+
+def test_docgen_connectivity_tables(tmp_path):
+    from depthcraft.verify import docgen
+
+    folder = tmp_path / "results" / "graph_connectivity"
+    folder.mkdir(parents=True)
+    sweep = [_report(n, s, connectivity_layers(n)) for n in (2, 3, 5) for s in FAMILIES]
+    sweep[-1] = _report(5, "er", 3, passed=False)
+    (folder / "n2-32.json").write_text(json.dumps({"results": sweep}))
+    (folder / "exhaustive_n2-5.json").write_text(json.dumps({"results": [_report(5, "mix", 3, exhaustive=25600)]}))
+    text = docgen.render_connectivity(tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith("| 5 ")]
+    # n = 5: L 3, log 2, c 1, bound 3, H 1, 3 MLP layers, d_model 50, one sampler failing, exhaustive, inputs
+    assert rows == ["| 5 | 3 | 2 | 1 | 3 | 1 | 3 | 50 | 4/5 (fails: er) | 25,600 exact | 26,290 | 0.999900 | 0.500 |"]
+    assert "| 2 | 2 | 0 | 2 | 2 | 1 | 2 | 20 | 5/5 | — | 575 |" in text
+    claims = docgen.render_theorems_connectivity(tmp_path)
+    assert claims.count("**differs**") == 2  # one failing report: neither the theorem nor the construction row
+    line = docgen._connectivity_line(tmp_path)
+    assert line.startswith("n = 2-3, 5: L = 2, 2, 3 (= ceil(log2(n-1)) + c, c = 1-2; within the registered bound")
+    assert line.endswith("H = 1; d_model 20..50; 15/16 pass")
