@@ -422,4 +422,4 @@ def test_docgen_connectivity_tables(tmp_path):
     assert claims.count("**differs**") == 2  # one failing report: neither the theorem nor the construction row
     line = docgen._connectivity_line(tmp_path)
     assert line.startswith("n = 2-3, 5: L = 2, 2, 3 (= ceil(log2(n-1)) + c, c = 1-2; within the registered bound")
-    assert line.endswith("H = 1; d_model 20..50; 15/16 pass")
+    assert line.endswith("H = 1; d_model 20..50; 15/16 pass; exhaustive for n = 5")
