@@ -237,6 +237,18 @@ _add(Preset(
          "controls at the bound minus one"))
 
 
+# Graph connectivity (SPEC §4.4): path-heavy graphs (the ``paths`` sampler: a Hamiltonian path, cut at one
+# edge half of the time, queried at its two ends 3/4 of the time), so the answer needs the whole path;
+# graph_connectivity's depth is max(2, ceil(log2(n-1)) + 1): 4 at n = 8, 5 at n = 16.
+_add(Preset(
+    task="connectivity", name="cpu", params={"n": (8, 16), "max_edges": 16, "sampler": "paths"}, mixed=False,
+    depths=(2, 3, 4, 5), heads=4, width=64, steps=2000, batch=256, lr=2e-3, warmup=200, seeds=3, control=True,
+    construction="graph_connectivity", checkpoint_every=500, eval_size=512,
+    note="connectivity on 2 CPU cores: path-heavy graphs (a Hamiltonian path, cut at one edge half of the "
+         "time, queried at its ends) at n = 8 and 16 (16 edge slots), bidirectional, depths 2-5 around "
+         "log2 n (construction: 4 and 5 layers), 3 seeds, capacity control at bound-1"))
+
+
 def get_preset(task: str, name: str) -> Preset:
     """The preset for ``task`` called ``name``.
 
