@@ -10,7 +10,7 @@ from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.nodes import HEAD_KINDS, HeadSpec, head_kind
 from depthcraft.constructions.primitives import (POSITION, Read, fact_lookup, last_occurrence, last_occurrence_upto,
                                                  match, memorise, pointer_lookup, position_map, prev_token,
-                                                 scored_lookup)
+                                                 scored_lookup, union)
 from depthcraft.constructions.reference import evaluate
 
 VOCAB, N = range(3), 4
@@ -34,6 +34,7 @@ PROGRAMS = {
     "match": lambda: match([(rasp.tokens, rasp.tokens)], [rasp.tokens], name="h")[0],
     "memorise": lambda: memorise([rasp.tokens], [[0, 1, 2, 0], [1, 1, 1, 1]], [2, 0], name="h"),
     "scored_lookup": lambda: _other_with_my_token(rasp.tokens),
+    "union": lambda: union(rasp.tokens, rasp.tokens, [rasp.tokens], name="h")[0],
 }
 
 
