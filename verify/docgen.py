@@ -420,6 +420,60 @@ def render_theorems_chen_zou(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+#: What ``scripts/retrieval_depth.py`` writes from the retrieval_tripling sweeps (results/retrieval_tripling/COMMAND).
+TRIPLING_SUMMARY = "results/retrieval_tripling/summary.json"
+
+
+def _tripling_rows(root: pathlib.Path) -> List[List[str]]:
+    """Claim rows for ``retrieval_tripling``: the D = 1..64 sweep and the exhaustive checks."""
+    claim = ("A matching construction: `retrieval_tripling`, L = ceil(log_3(4D+1)) = ceil(log_3(2D)) + c "
+             "with c in {0, 1}, 2 heads per layer")
+    if not (root / TRIPLING_SUMMARY).is_file():
+        return [[claim, "not run", f"`{TRIPLING_SUMMARY}` is missing: run `results/retrieval_tripling/COMMAND`"]]
+    s = load_json(root, TRIPLING_SUMMARY)
+    rows = s["rows"]
+    ok = s["all_passed"] and all(r["bound_ok"] for r in rows)
+    ds = [r["d"] for r in rows]
+    line = (f"d = {runs(ds)} (distractors = 2): {sum(r['passed'] for r in rows)}/{len(rows)} pass, L >= bound at "
+            f"every d; c = 0 at d = {runs(s['c_zero']) or 'none'}, c = 1 at d = {runs(s['c_one']) or 'none'}; "
+            f"H = {runs([r['heads'] for r in rows])}; d_model {min(r['d_model'] for r in rows)}.."
+            f"{max(r['d_model'] for r in rows)}"
+            + (f"; not measured: d = {runs(s['missing'])}" if s["missing"] else "")
+            + f" ({link(TRIPLING_SUMMARY)})")
+    out = [[claim, VERIFIED if ok else DIFFERS, line]]
+    ex = s.get("exhaustive") or []
+    if ex:
+        parts = [f"{params_text(e['params'])}: {count(e['inputs'])} inputs, {'exact' if e['exact'] else 'NOT exact'}"
+                 for e in ex]
+        out.append(["`retrieval_tripling` on every input at small D", VERIFIED if all(e["passed"] for e in ex)
+                    else DIFFERS, "; ".join(parts) + f" ({link(TRIPLING_SUMMARY)})"])
+    return out
+
+
+def render_retrieval_tripling(root: pathlib.Path) -> str:
+    """retrieval_tripling against the lower bound and retrieval_doubling, D = 1..64, runs of D with equal depths."""
+    if not (root / TRIPLING_SUMMARY).is_file():
+        return f"`{TRIPLING_SUMMARY}` is missing: run `results/retrieval_tripling/COMMAND`."
+    rows = load_json(root, TRIPLING_SUMMARY)["rows"]
+    groups: List[List[Dict[str, Any]]] = []
+    for r in rows:
+        key = (r["bound"], r["attn_layers"], r["doubling_attn_layers"])
+        if groups and (groups[-1][-1]["bound"], groups[-1][-1]["attn_layers"],
+                       groups[-1][-1]["doubling_attn_layers"]) == key and groups[-1][-1]["d"] + 1 == r["d"]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    body = []
+    for g in groups:
+        body.append([runs([r["d"] for r in g]), g[0]["bound"], g[0]["attn_layers"], g[0]["c"],
+                     g[0]["doubling_attn_layers"], runs([r["heads"] for r in g]),
+                     runs([r["mlp_layers"] for r in g]),
+                     f"{min(r['d_model'] for r in g)}..{max(r['d_model'] for r in g)}",
+                     f"{sum(r['passed'] for r in g)}/{len(g)}"])
+    return table(["D", "bound ceil(log_3 2D)", "tripling L", "c", "doubling L (measured, D <= 32)", "H", "MLP layers",
+                  "d_model", "pass"], body)
+
+
 def render_theorems_musat(root: pathlib.Path) -> str:
     """Mușat (ICLR 2025): D-step retrieval needs at least ceil(log_3 2D) layers."""
     rows = [
@@ -427,6 +481,7 @@ def render_theorems_musat(root: pathlib.Path) -> str:
                    "At least ceil(log_3(2D)) layers are needed; pointer doubling over facts "
                    "(`retrieval_doubling`) meets it from above"),
     ]
+    rows += _tripling_rows(root)
     rows += _training_rows(root, ["C5", "C6"])
     return table(["claim", "status", "what we measured"], rows)
 
@@ -538,6 +593,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
     "theorems_musat": render_theorems_musat,
+    "retrieval_tripling": render_retrieval_tripling,
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
 }
