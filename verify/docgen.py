@@ -217,8 +217,8 @@ def render_sweeps(root: pathlib.Path) -> str:
         if not (root / rel).is_file():
             continue
         lines.append(f"* {title} ({link(rel)}): {_sweep_line(sweep_facts(reports(root, rel), key), key)}.")
-    if (root / CONNECTIVITY_SWEEP).is_file():
-        lines.append(f"* `graph_connectivity`, every sampler ({link(CONNECTIVITY_SWEEP)}): "
+    if _connectivity_files(root):
+        lines.append(f"* `graph_connectivity`, every sampler ({_connectivity_links(root)}): "
                      f"{_connectivity_line(root)}.")
     return "\n".join(lines)
 
@@ -410,8 +410,17 @@ def render_theorems_musat(root: pathlib.Path) -> str:
 
 
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them).
-CONNECTIVITY_SWEEP = "results/graph_connectivity/n2-32.json"
+CONNECTIVITY_SWEEPS = ("results/graph_connectivity/n2-16.json", "results/graph_connectivity/n17-32.json")
 CONNECTIVITY_EXHAUSTIVE = "results/graph_connectivity/exhaustive_n2-5.json"
+
+
+def _connectivity_files(root: pathlib.Path) -> List[str]:
+    """The connectivity sweep files that exist (relative to the root)."""
+    return [rel for rel in CONNECTIVITY_SWEEPS if (root / rel).is_file()]
+
+
+def _connectivity_links(root: pathlib.Path) -> str:
+    return ", ".join(link(rel) for rel in _connectivity_files(root))
 
 
 def _log2_ceil(n: int) -> int:
@@ -422,7 +431,7 @@ def _log2_ceil(n: int) -> int:
 def _connectivity_by_n(root: pathlib.Path) -> Dict[int, Dict[str, Any]]:
     """Per n: the sweep's reports (one per sampler) and the exhaustive report, when there is one."""
     by_n: Dict[int, Dict[str, Any]] = {}
-    for r in reports(root, CONNECTIVITY_SWEEP):
+    for r in [r for rel in _connectivity_files(root) for r in reports(root, rel)]:
         by_n.setdefault(r["params"]["n"], {"sweep": [], "exhaustive": None})["sweep"].append(r)
     if (root / CONNECTIVITY_EXHAUSTIVE).is_file():
         for r in reports(root, CONNECTIVITY_EXHAUSTIVE):
@@ -448,8 +457,8 @@ def _connectivity_line(root: pathlib.Path) -> str:
 
 def render_connectivity(root: pathlib.Path) -> str:
     """The claims page: L, the bound, c, H and d_model of ``graph_connectivity`` by n, with the checks."""
-    if not (root / CONNECTIVITY_SWEEP).is_file():
-        return f"`{CONNECTIVITY_SWEEP}` is missing: run `results/graph_connectivity/COMMAND`."
+    if not _connectivity_files(root):
+        return f"`{CONNECTIVITY_SWEEPS[0]}` is missing: run `results/graph_connectivity/COMMAND`."
     rows = []
     for n, d in sorted(_connectivity_by_n(root).items()):
         rs = d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])
@@ -470,7 +479,7 @@ def render_connectivity(root: pathlib.Path) -> str:
                      (f"{count(ex['checks']['exhaustive']['inputs'])} {'exact' if ex['passed'] else 'NOT exact'}"
                       if ex else None),
                      count(inputs), f"{att:.6f}", f"{gap:.3f}"])
-    head = (f"`graph_connectivity` ({link(CONNECTIVITY_SWEEP)}"
+    head = (f"`graph_connectivity` ({_connectivity_links(root)}"
             + (f", {link(CONNECTIVITY_EXHAUSTIVE)}" if (root / CONNECTIVITY_EXHAUSTIVE).is_file() else "")
             + "): L measured from the weights, log = ceil(log2(n-1)), c = L - log, the registered bound, "
               "H, MLP layers, d_model, the samplers (path, cycle, two_components, tree, er) whose report passes, "
@@ -486,8 +495,8 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
                      "2024; Θ(log n): Merrill & Sabharwal 2025)")
     construction_claim = ("`graph_connectivity`: repeated squaring of reachability, L = max(2, ceil(log2(n-1)) + 1), "
                           "one head per layer")
-    if not (root / CONNECTIVITY_SWEEP).is_file():
-        missing = f"`{CONNECTIVITY_SWEEP}` is missing"
+    if not _connectivity_files(root):
+        missing = f"`{CONNECTIVITY_SWEEPS[0]}` is missing"
         theorem, construction = [theorem_claim, "not run", missing], [construction_claim, "not run", missing]
     else:
         by_n = _connectivity_by_n(root)
@@ -497,7 +506,7 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
         theorem = [theorem_claim, VERIFIED if ok else DIFFERS,
                    "a log-depth construction is exact at every n checked (next row, table below)"]
         construction = [construction_claim, VERIFIED if ok and set(cs) <= {1, 2} else DIFFERS,
-                        f"{_connectivity_line(root)} ({link(CONNECTIVITY_SWEEP)})"]
+                        f"{_connectivity_line(root)} ({_connectivity_links(root)})"]
     rows = [theorem, construction,
             ["Lower bound: Ω(log n) layers (conditional, Merrill & Sabharwal 2025)", "not testable here",
              "a statement about every transformer; the cpu training preset (`depthcraft train connectivity`) "
