@@ -36,6 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from depthcraft.constructions.cache import enable_jax_cache
+
+enable_jax_cache()  # compilations persist across processes (constructions/cache.py)
+
 ATTENTION_KINDS = ("softmax", "hardmax", "relu")
 #: Relative tolerance for hardmax ties.
 HARDMAX_TOL = 1e-4
