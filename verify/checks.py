@@ -385,7 +385,7 @@ def hypothesis_check(model: CompiledModel, task: Task, p: Dict[str, Any], max_ex
         res = None
     if res is not None and res.failed == 0:
         return res
-    return _hypothesis_one_by_one(model, task, p, max_examples, seed)
+    return hypothesis_one_by_one(model, task, p, max_examples, seed)
 
 
 def _check_examples(model: CompiledModel, task: Task, p: Dict[str, Any],
@@ -406,8 +406,10 @@ def _check_examples(model: CompiledModel, task: Task, p: Dict[str, Any],
     return res
 
 
-def _hypothesis_one_by_one(model: CompiledModel, task: Task, p: Dict[str, Any], max_examples: int,
-                           seed: int) -> CheckResult:
+def hypothesis_one_by_one(model: CompiledModel, task: Task, p: Dict[str, Any], max_examples: int,
+                          seed: int = 0) -> CheckResult:
+    """The property test example by example (one forward call each): what :func:`hypothesis_check` runs
+    when an example fails, so that hypothesis shrinks it. Arguments and result as :func:`hypothesis_check`."""
     from hypothesis import given
 
     res = CheckResult()
