@@ -19,7 +19,6 @@ Pipeline (tracr's own steps, with two additions):
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 from typing import Any, Dict, Iterable, Optional
@@ -34,31 +33,11 @@ from tracr.rasp import rasp
 from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
-from depthcraft.constructions import angles
+from depthcraft.constructions import angles, tracr_patches
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_tracr
 from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
-
-
-@contextlib.contextmanager
-def _zero_init():
-    """Make tracr's assembler skip random initialisation (same weights, ~5x faster compile).
-
-    tracr's ``assemble_craft_model`` runs a Haiku ``init`` (random
-    ``TruncatedNormal`` weights, an XLA compile per shape) and then overwrites
-    every transformer weight with zeros and the compiled values; embeddings use
-    constant initialisers. Returning zeros from ``TruncatedNormal`` therefore
-    changes no weight, only the time.
-    """
-    import haiku as hk
-
-    original = hk.initializers.TruncatedNormal.__call__
-    hk.initializers.TruncatedNormal.__call__ = lambda self, shape, dtype: np.zeros(shape, dtype)
-    try:
-        yield
-    finally:
-        hk.initializers.TruncatedNormal.__call__ = original
 
 
 def _check_vocab(vocab: Iterable[Any], max_seq_len: int) -> set:
@@ -90,7 +69,7 @@ def compile_with_tracr(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int
     """
     vocab = _check_vocab(vocab, max_seq_len)
     try:
-        with _zero_init():
+        with tracr_patches.applied():
             assembled = tracr_compiling.compile_rasp_to_model(
                 program, vocab=vocab, max_seq_len=int(max_seq_len), causal=causal,
                 compiler_bos=BOS, compiler_pad=PAD, mlp_exactness=mlp_exactness)
@@ -390,6 +369,24 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     if positions not in ("onehot", "angle"):
         raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
     n = int(max_seq_len)
+    with tracr_patches.applied():
+        craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
+                                                        positions)
+        try:
+            assembled = _assemble(craft_model, graph, sink, n, causal, positions)
+        except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
+            raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
+    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], info
+
+
+def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exactness: float, attention: str,
+                   positions: str):
+    """Steps 1-4 of the pipeline: the scheduled CRAFT model, head sizes fixed for assembly.
+
+    Returns:
+        (craft_model, graph, sink, info); ``info`` holds the compile facts for the
+        model's metadata (``soft_attention_layers``, ``positions``).
+    """
     extracted = rasp_to_graph.extract_rasp_graph(program)
     graph, sink = extracted.graph, extracted.sink
     if rasp.tokens.label not in graph.nodes:
@@ -411,15 +408,9 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     attn_blocks = [b for b in craft_model.blocks if not isinstance(b, transformers.MLP)]
     soft_layers = [a for a, b in enumerate(attn_blocks) if any(id(h) in soft for h in b.as_multi().heads())]
     _fix_head_sizes(craft_model, custom)
-    try:
-        with _zero_init():
-            assembled = _assemble(craft_model, graph, sink, n, causal, positions)
-    except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
-        raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
     # soft_attention_layers: attention sublayers (0-based) whose heads are soft by design
     # (memorise), so their weight on the top key is no hardmax margin.
-    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], {"soft_attention_layers": soft_layers,
-                                                                  "positions": positions}
+    return craft_model, graph, sink, {"soft_attention_layers": soft_layers, "positions": positions}
 
 
 def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
