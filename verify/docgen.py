@@ -504,9 +504,6 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
     "theorems_musat": render_theorems_musat,
-    "verify_targets": render_verify_targets,
-    "runtime": render_runtime,
-    "runtime_summary": render_runtime_summary,
 }
 
 
