@@ -41,6 +41,12 @@ def test_planned_forward_equals_dense_forward_exactly(resolved):
     assert np.array_equal(np.asarray(dense.residual), np.asarray(planned.residual))
     for a, b in zip(dense.attn_mass + dense.attention, planned.attn_mass + planned.attention):
         assert np.array_equal(np.asarray(a), np.asarray(b))
+    dense = model.forward_ids(ids[:8], planned=False, collect_residuals=True)
+    planned = model.forward_ids(ids[:8], planned=True, collect_residuals=True)
+    assert len(planned.residuals) == len(model.arch.sublayers) + 1 and planned.head_outputs
+    for a, b in zip(dense.residuals + dense.head_outputs + dense.scores,
+                    planned.residuals + planned.head_outputs + planned.scores):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_plan_gathers_exactly_the_one_hot_projections(resolved):
