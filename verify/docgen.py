@@ -244,6 +244,28 @@ def render_claims(root: pathlib.Path) -> str:
     return table(["claim", "paper", "statement", "verdict", "evidence (mean ± spread over seeds)", "results"], rows)
 
 
+def render_c1_table(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) beside SPEC §7a's."""
+    from depthcraft.verify.crosscheck.claims import PAPER_KHOP
+
+    if not (root / CLAIMS).is_file():
+        return f"No `{CLAIMS}` yet."
+    c1 = next((c for c in load_json(root, CLAIMS).get("claims", []) if c.get("id") == "C1"), None)
+    errors = (c1 or {}).get("measured", {}).get("errors")
+    if not errors:
+        state = (c1 or {}).get("verdict", "not run")
+        return f"C1 {'has no measured errors' if c1 else 'is missing'} in `{CLAIMS}` ({state})."
+    ks = sorted({int(k.split('=')[1]) for row in errors.values() for k in row})
+    paper_ks = sorted({k for row in PAPER_KHOP.values() for k in row})
+    rows = []
+    for L in sorted({*map(int, errors), *PAPER_KHOP}):
+        row = errors.get(str(L), {})
+        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
+        rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
+    return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
+
+
 def render_claim_rules(root: pathlib.Path) -> str:
     """docs/crosscheck.md: each claim's verdict rule and the commands of its sweeps (``claims.json``)."""
     if not (root / CLAIMS).is_file():
@@ -409,6 +431,94 @@ def render_theorems_musat(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+RUNTIME = "results/performance/runtime.json"
+VERIFY_TARGETS = "results/performance/verify_targets.json"
+VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
+
+
+def _case_text(case: Mapping[str, Any]) -> str:
+    return f"`{case['construction']}` {params_text(case['params'])}, {case['samples']} samples"
+
+
+def _run_text(case: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """``"47.1 s, 1,003 MiB"``; ``"> 300 s (stopped), ..."``; a failed run names its exit status."""
+    if case is None:
+        return None
+    wall = f"> {case['wall_s']:.0f} s (stopped)" if case["timed_out"] else f"{case['wall_s']:.1f} s"
+    text = f"{wall}, {count(case['peak_rss_mib'])} MiB"
+    if not case["timed_out"] and (case["exit"] != 0 or not case["passed"]):
+        text += f", exit {case['exit']}" + ("" if case["passed"] else ", not passed")
+    return text
+
+
+def render_verify_targets(root: pathlib.Path) -> str:
+    """docs/performance.md: wall time and peak RSS of ``depthcraft verify`` per issue-12 case, before and after."""
+    after = load_json(root, VERIFY_TARGETS)
+    before_doc = load_json(root, VERIFY_TARGETS_BEFORE) if (root / VERIFY_TARGETS_BEFORE).is_file() else None
+    key = (lambda c: (c["construction"], json.dumps(c["params"], sort_keys=True), c["samples"]))
+    before = {key(c): c for c in (before_doc or {}).get("cases", [])}
+    rows = []
+    for c in after["cases"]:
+        target = " ".join(filter(None, [f"< {c['target_wall_s']} s" if c.get("target_wall_s") else "",
+                                        f"< {c['target_rss_gib']} GiB" if c.get("target_rss_gib") else ""]))
+        met = None
+        if target:
+            met = (not c["timed_out"] and c["exit"] == 0 and
+                   (not c.get("target_wall_s") or c["wall_s"] < c["target_wall_s"]) and
+                   (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
+            met = "met" if met else "**not met**"
+        rows.append([_case_text(c), _run_text(before.get(key(c))), _run_text(c), target or None, met])
+    src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
+    head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
+            f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
+    return head + table(["case", "before", "after", "target", ""], rows)
+
+
+def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
+    return None if x is None or not base else f"{x / base:.2f}x"
+
+
+def render_runtime(root: pathlib.Path) -> str:
+    """docs/performance.md and README: inputs/s of jit(tracr), the dense runtime and the planned one, per batch."""
+    d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        label = f"k={size['k']} n={size['n']} (d_model {size['d_model']})"
+        for r in size["rows"]:
+            if "skipped" in r:
+                rows.append([label, r["batch"], "skipped: " + r["skipped"], None, None, None, None])
+                continue
+            base = r["jit(tracr)"]
+            rows.append([label, r["batch"], f"{base:,.1f}", f"{r['dense']:,.1f}", f"{r['plan']:,.1f}",
+                         _ratio(r["dense"], base), _ratio(r["plan"], base)])
+        best = size["best"]
+        if "jit(tracr)" in best:
+            base = best["jit(tracr)"][0]
+            rows.append([label, "best", *(f"{best[i][0]:,.1f} (at {best[i][1]})" if i in best else None
+                                          for i in ("jit(tracr)", "dense", "plan")),
+                         _ratio(best.get("dense", [None])[0], base), _ratio(best.get("plan", [None])[0], base)])
+    head = (f"`{d['construction']}` (vocab {d['vocab']}), inputs per second on the same compiled weights in one "
+            f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
+    return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
+                         "planned / jit"], rows)
+
+
+def render_runtime_summary(root: pathlib.Path) -> str:
+    """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
+    d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        best = size["best"]
+        base = best.get("jit(tracr)", [None])[0]
+        cells = [f"{best[i][0]:,.0f}/s (batch {best[i][1]})" if i in best else None
+                 for i in ("jit(tracr)", "dense", "plan")]
+        rows.append([f"k={size['k']} n={size['n']}", size["d_model"], *cells,
+                     _ratio(best.get("plan", [None])[0], base)])
+    return (f"`{d['construction']}`, each at its best batch, same weights, one process "
+            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
+            table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+
+
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them).
 CONNECTIVITY_SWEEPS = ("results/graph_connectivity/n2-16.json", "results/graph_connectivity/n17-32.json")
 CONNECTIVITY_EXHAUSTIVE = "results/graph_connectivity/exhaustive_n2-5.json"
@@ -519,6 +629,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "sweeps": render_sweeps,
     "claims": render_claims,
     "claim_rules": render_claim_rules,
+    "c1_table": render_c1_table,
     "precision": render_precision,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,

@@ -209,16 +209,16 @@ _add(Preset(
 _C4 = dict(mlp=False, heads=2, width=32, lr=3e-3, warmup=200, seeds=3, checkpoint_every=500, alignment_size=0)
 _add(Preset(
     task="sc", name="c4", params={"sequences": (256,), "n": 8, "vocab": 4, "classes": 4}, mixed=False,
-    depths=(1,), steps=1500, batch=256, construction="sc_memorize", **_C4,
+    depths=(1,), steps=1500, batch=256, **_C4,
     note="C4 (Chen & Zou) SC: memorise 256 sequences of length 8, depth 1, width 32; run with --heads 1, 2, 4"))
 _add(Preset(
     task="icqa", name="c4", params={"m": (4,), "questions": 8, "answers": 8}, mixed=False, depths=(2,),
-    steps=2000, batch=1024, construction="icqa_copy_match", **_C4,
+    steps=2000, batch=1024, **_C4,
     note="C4 (Chen & Zou) ICQA at depth 2, width 32; run with --heads 1, 2, 4"))
 _add(Preset(
     task="tm", name="c4", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 8, "held_out": 0,
                                   "split": "all"}, mixed=False, depths=(2,), steps=2000, batch=512,
-    construction="tm_parse_map", **_C4,
+    **_C4,
     note="C4 (Chen & Zou) TM at depth 2, width 32, all tokens; run with --heads 1, 2, 4"))
 _add(Preset(
     task="retrieval_slots", name="c5", params={"d": 3, "distractors": 1, "targets": ("every", "final")},
