@@ -106,12 +106,25 @@ class ForwardOutput(NamedTuple):
         more than ``TIE_NATS`` below, so this is the weight on the intended keys, 1.0 =
         hardmax; ReLU: 1.0 when no key below the top score gets weight).
     residual: [batch, seq, D] final residual stream.
+    residuals: only when ``collect_residuals`` (else an empty tuple): the residual stream
+        [batch, seq, D] before the first sublayer (the embeddings, entry 0) and after every
+        sublayer (entry i + 1 after ``arch.sublayers[i]``), so ``residuals[-1]`` is ``residual``
+        and ``residuals[i + 1] - residuals[i]`` is what sublayer i wrote.
+    head_outputs: only when ``collect_residuals``: per attention sublayer, [batch, heads, seq, Do]
+        what each head writes into the sublayer's ``out_rows`` (``Do`` of them; all D when None);
+        the sublayer's write is their sum plus the output bias ``b_o`` when there is one.
+    scores: only when ``collect_residuals``: per attention sublayer, [batch, heads, seq, seq]
+        attention scores (query rows, key columns; times ``qk_scale``, before masking: masked
+        keys hold the score they would have had).
     """
 
     logits: jax.Array
     attention: Tuple[jax.Array, ...]
     attn_mass: Tuple[jax.Array, ...]
     residual: jax.Array
+    residuals: Tuple[jax.Array, ...] = ()
+    head_outputs: Tuple[jax.Array, ...] = ()
+    scores: Tuple[jax.Array, ...] = ()
 
 
 def _take(x, rows):
@@ -180,7 +193,7 @@ def mantissa_rounder(mantissa_bits):
     return rnd
 
 
-def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=lambda a: a):
+def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=lambda a: a, trace=None):
     q = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.q_rows), p["w_q"]))
     k = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.k_rows), p["w_k"]))
     v = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.v_rows), p["w_v"]))
@@ -195,6 +208,9 @@ def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=l
     if "b_o" in p:
         out = rnd(out + p["b_o"])
     mass = _top_mass(scores, w, mask, query_ok, kind)
+    if trace is not None:  # per-head writes and scores, only when residuals are collected
+        trace["head_outputs"].append(rnd(jnp.einsum("bhte,hed->bhtd", z, p["w_o"])))
+        trace["scores"].append(scores)
     return rnd(_write(x, spec.out_rows, out)), (w if collect else None), mass
 
 
@@ -203,9 +219,10 @@ def _mlp(x, h, p, spec: SublayerSpec, rnd=lambda a: a):
     return rnd(_write(x, spec.out_rows, rnd(hidden @ p["w_2"] + p["b_2"])))
 
 
-@functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype"))
+@functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype", "collect_residuals"))
 def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attention: bool = False,
-            dtype: Any = jnp.float32, mantissa_bits: Optional[Any] = None) -> ForwardOutput:
+            dtype: Any = jnp.float32, mantissa_bits: Optional[Any] = None,
+            collect_residuals: bool = False) -> ForwardOutput:
     """Run a model on a batch of token ids.
 
     Args:
@@ -221,6 +238,10 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
             weights, sublayer outputs, residual sums) are rounded to nearest (ties to even);
             sums inside one matrix product accumulate in ``dtype``, as on mixed-precision
             hardware. A traced integer: all widths share one compilation. None = off.
+        collect_residuals: also return the residual stream after every sublayer, each head's
+            output and the attention scores (``ForwardOutput.residuals``, ``head_outputs``,
+            ``scores``; memory: batch*seq*D per sublayer). Off (the default), the traced
+            computation is the same as without the option.
     Returns:
         :class:`ForwardOutput`.
     """
@@ -237,17 +258,24 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
         mask = mask & (ids != arch.pad_id)[:, None, None, :]
         query_ok = (ids != arch.pad_id)[:, None, :]
     maps, masses = [], []
+    trace = {"residuals": [x], "head_outputs": [], "scores": []} if collect_residuals else None
     for spec, p in zip(arch.sublayers, params["layers"]):
         h = _layer_norm(x, p["ln"]) if arch.layer_norm else x
         if spec.kind == "attn":
-            x, w, mass = _attention(x, h, p, spec, mask, query_ok, arch.attention, collect_attention, rnd)
+            x, w, mass = _attention(x, h, p, spec, mask, query_ok, arch.attention, collect_attention, rnd, trace)
             masses.append(mass)
             if collect_attention:
                 maps.append(w)
         else:
             x = _mlp(x, h, p, spec, rnd)
+        if trace is not None:
+            trace["residuals"].append(x)
     out = _layer_norm(x, params["ln_final"]) if arch.layer_norm else x
     logits = out @ params["unembed"]["w"]
     if "b" in params["unembed"]:
         logits = logits + params["unembed"]["b"]
-    return ForwardOutput(logits=logits, attention=tuple(maps), attn_mass=tuple(masses), residual=x)
+    if trace is None:
+        return ForwardOutput(logits=logits, attention=tuple(maps), attn_mass=tuple(masses), residual=x)
+    return ForwardOutput(logits=logits, attention=tuple(maps), attn_mass=tuple(masses), residual=x,
+                         residuals=tuple(trace["residuals"]), head_outputs=tuple(trace["head_outputs"]),
+                         scores=tuple(trace["scores"]))
