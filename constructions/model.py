@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.errors import InputError
-from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward
+from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward, plan
 
 BOS = "BOS"
 PAD = "PAD"
@@ -72,6 +72,7 @@ class CompiledModel:
                     lut[v] = self._token_id[v]
                 self._int_lut = lut
         self._jparams = None
+        self._dense_jparams = None
 
     # ------------------------------------------------------------------ vocab
     @property
@@ -153,17 +154,36 @@ class CompiledModel:
     # ---------------------------------------------------------------- running
     @property
     def jparams(self):
-        """Weights as JAX arrays (converted once)."""
+        """The planned weights as JAX arrays (:func:`constructions.runtime.plan`; made once, at first use)."""
         if self._jparams is None:
             import jax
 
-            self._jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+            self._jparams = jax.tree_util.tree_map(jnp.asarray, plan(self.params, self.arch))
         return self._jparams
 
+    @property
+    def dense_jparams(self):
+        """The weights as they are (every projection a matmul), as JAX arrays (converted once)."""
+        if self._dense_jparams is None:
+            import jax
+
+            self._dense_jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+        return self._dense_jparams
+
     def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
-                    mantissa_bits=None, collect_residuals: bool = False) -> ForwardOutput:
-        """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`)."""
-        return forward(self.jparams, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
+                    mantissa_bits=None, collect_residuals: bool = False,
+                    planned: Optional[bool] = None) -> ForwardOutput:
+        """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`).
+
+        ``planned``: use the planned weights (:attr:`jparams`: one-hot projections as gathers,
+        exactly equal outputs) or the dense ones (:attr:`dense_jparams`). Default (None): planned
+        in float32 without mantissa emulation, dense otherwise (precision studies round every
+        matmul result as the dense forward computes it).
+        """
+        if planned is None:
+            planned = mantissa_bits is None and jnp.dtype(dtype) == jnp.float32
+        params = self.jparams if planned else self.dense_jparams
+        return forward(params, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
                        mantissa_bits=mantissa_bits, collect_residuals=collect_residuals)
 
     def residual_stream(self, tokens: Sequence[Any]) -> "ResidualStream":
