@@ -39,6 +39,14 @@ def lower_bound(d: int) -> int:
     return layers
 
 
+def tripling_formula(d: int) -> int:
+    """ceil(log_3(4D + 1)) in integers: the least L with 3^L >= 4D + 1."""
+    layers, reach = 0, 1
+    while reach < 4 * d + 1:
+        layers, reach = layers + 1, reach * 3
+    return layers
+
+
 def _reports(path: pathlib.Path) -> List[Dict[str, Any]]:
     return json.loads(path.read_text())["results"]
 
@@ -70,7 +78,9 @@ def summarise(root: pathlib.Path) -> Dict[str, Any]:
     exhaustive = []
     for path in sorted((root / TRIPLING).glob("exhaustive_*.json")):
         for r in _reports(path):
-            ex = r["checks"]["exhaustive"]
+            ex = r["checks"].get("exhaustive")
+            if not ex:
+                continue
             exhaustive.append({"params": r["params"], "inputs": ex["inputs"], "exact": ex["exact"],
                                "passed": r["passed"], "attn_layers": r["structure"]["attn_layers"],
                                "source": str(path.relative_to(root))})
@@ -98,8 +108,10 @@ def figure(summary: Dict[str, Any], path: pathlib.Path) -> None:
     dbl = [r for r in rows if r["doubling_attn_layers"] is not None]
     ax.plot([r["d"] for r in dbl], [r["doubling_attn_layers"] for r in dbl], "s", ms=3, mfc="none",
             color="tab:orange", label="retrieval_doubling (measured)")
-    ax.plot(ds, [math.floor(math.log2(d)) + 2 for d in ds], ":", color="tab:orange", lw=1,
+    ax.step(ds, [math.floor(math.log2(d)) + 2 for d in ds], ":", where="mid", color="tab:orange", lw=1,
             label="floor(log2 D)+2 (doubling formula)")
+    ax.step(ds, [tripling_formula(d) for d in ds], "--", where="mid", color="tab:blue", lw=0.8,
+            label="ceil(log3(4D+1)) (tripling formula)")
     ax.set_xlabel("D (hops)")
     ax.set_ylabel("attention layers L")
     ax.set_xscale("log", base=2)

@@ -60,7 +60,7 @@ register(Construction(
     program=lambda p: retrieval_tripling(p["d"]),
     builder=lambda p: compile_program(retrieval_tripling(p["d"]), vocab=range(num_symbols(p) + 1),
                                       max_seq_len=seq_len(p["d"], p["distractors"]), causal=False),
-    defaults=({"d": 5, "distractors": 2}, {"d": 14, "distractors": 2}),
+    defaults=({"d": 5, "distractors": 2}, {"d": 7, "distractors": 2}),  # c = 0 (L = 3) and c = 1 (L = 4)
     check=_full_chain_only("retrieval_tripling"),
     notes="Measured L = ceil(log_3(4D+1)) against the paper's lower bound ceil(log_3(2D)): c = L - bound is 0 for "
           "D = 2, 5, 6, 14..20, 41..60 and 1 otherwise (D <= 64); the query sits at the chain's end, so its segment "
