@@ -65,7 +65,7 @@ def _head_figure(weights: np.ndarray, scores, labels: List[str], causal: bool, t
                                  colorscale=[[0, MASKED], [1, MASKED]], hoverongaps=False, name="masked",
                                  hovertemplate="query %{y}, key %{x}: masked (the key comes after the query)"
                                                "<extra></extra>"))
-    side = min(max(260, 10 * t + 100), 520)
+    side = min(max(240, 9 * t + 90), 520)
     fig.update_layout(title=dict(text=html.escape(title), font=dict(size=12)), width=side + 60, height=side,
                       margin=dict(l=60, r=10, t=40, b=60), plot_bgcolor="white",
                       xaxis=dict(title="key", tickfont=dict(size=8), constrain="domain"),
