@@ -468,6 +468,7 @@ def render_retrieval_tripling(root: pathlib.Path) -> str:
         body.append([runs([r["d"] for r in g]), g[0]["bound"], g[0]["attn_layers"], g[0]["c"],
                      g[0]["doubling_attn_layers"], runs([r["heads"] for r in g]),
                      runs([r["mlp_layers"] for r in g]),
+                     runs([min(r["d_model"] for r in g)]) if len(g) == 1 else
                      f"{min(r['d_model'] for r in g)}..{max(r['d_model'] for r in g)}",
                      f"{sum(r['passed'] for r in g)}/{len(g)}"])
     return table(["D", "bound ceil(log_3 2D)", "tripling L", "c", "doubling L (measured, D <= 32)", "H", "MLP layers",
