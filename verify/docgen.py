@@ -699,7 +699,8 @@ def render_build(root: pathlib.Path) -> str:
             return None
         if "error" in r:
             return f"failed: {r['error']}"
-        return f"{r['seconds']:.1f} s, {r['peak_rss_mb']:,.0f} MB"
+        secs = r["seconds"]
+        return f"{secs:.{2 if secs < 1 else 1}f} s, {r['peak_rss_mb']:,.0f} MB"
 
     def ratio(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]], key: str) -> Optional[str]:
         if not a or not b or "error" in a or "error" in b:
