@@ -9,6 +9,9 @@ optimiser steps per second per seed (seed-steps / wall second) of
   optimiser step (the sweep's loop before issue 11);
 * ``scan-numpy``: :func:`train_seeds` with numpy-fed chunks (same data as the loop);
 * ``scan-jax``: :func:`train_seeds` with the JAX sampler, ``--seeds`` seeds vmapped;
+* ``grad-only``: forward + backward of the loss alone, seeds vmapped, on one batch already on the
+  device (no optimiser, no data): the model's own cost, a ceiling for any trainer that keeps the
+  model and its maths;
 
 and the ratio of each to ``loop``. Each configuration is timed ``--repeats`` times,
 interleaved, and the median is reported (the machine is shared; the spread is printed).
@@ -28,12 +31,15 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from depthcraft.constructions.files import write_json_atomic
 from depthcraft.verify.crosscheck.data import TaskData
 from depthcraft.verify.crosscheck.presets import get_preset
 from depthcraft.verify.crosscheck.sweep import device_info, make_config
-from depthcraft.verify.crosscheck.train import train, train_seeds
+from depthcraft.verify.crosscheck.model import init_params
+from depthcraft.verify.crosscheck.train import loss_fn, train, train_seeds
 from depthcraft.verify.tasks import get_task
 
 
@@ -73,7 +79,25 @@ def main(argv=None) -> int:
             return a.steps * len(seeds) / (time.perf_counter() - t)
         return go
 
-    configs = {"loop": run_loop, "scan-numpy": run_fast("numpy"), "scan-jax": run_fast("jax")}
+    # The model's own cost: forward + backward of the loss on one device-resident batch, the seeds
+    # vmapped, no optimiser and no data (a ceiling for any trainer that keeps the model's maths).
+    arch = model.arch(data.pad_id)
+    tx_free = jax.jit(jax.vmap(jax.value_and_grad(lambda p, i, t, m: loss_fn(p, i, t, m, arch)),
+                               in_axes=(0, None, None, None)))
+    b = data.sample(np.random.default_rng(0), cfg.train.batch)
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[
+        init_params(model, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len) for s in seeds])
+    ids, tgt, msk = jnp.asarray(b.ids), jnp.asarray(b.targets), jnp.asarray(b.loss_mask)
+
+    def run_grad():
+        t = time.perf_counter()
+        for _ in range(a.loop_steps):
+            out = tx_free(stacked, ids, tgt, msk)
+        jax.block_until_ready(out)
+        return a.loop_steps * len(seeds) / (time.perf_counter() - t)
+
+    configs = {"loop": run_loop, "scan-numpy": run_fast("numpy"), "scan-jax": run_fast("jax"),
+               "grad-only": run_grad}
     # Warm-up: compile every configuration once (same shapes and chunk lengths as the timed runs).
     for fn in configs.values():
         fn()

@@ -178,7 +178,7 @@ def test_khop_jax_sampler_draws_valid_instances_with_the_paper_distribution():
     ref = data.condition_batch(c, KHOP.sample(conds[c], np.random.default_rng(0), len(xs[c])))
     ours = data.condition_batch(c, xs[c])
     none_cls = data.classes.index(data.none_value)
-    f_ref, f_ours = (b.targets[:, 1:13] == none_cls).mean(0) for b in (ref, ours))
+    f_ref, f_ours = ((b.targets[:, 1:13] == none_cls).mean(0) for b in (ref, ours))
     se = np.sqrt(np.maximum(f_ref * (1 - f_ref), 1e-4) * 2 / len(xs[c]))
     assert (np.abs(f_ref - f_ours) < 5 * se).all()
 

@@ -31,6 +31,7 @@ class _RichProgress(sweep_mod.Progress):
         self.bar = bar
         self.overall = None
         self.current = None
+        self.done = {}  # run_id -> steps counted in the overall bar
 
     def begin(self, runs):
         self.overall = self.bar.add_task(f"sweep ({len(runs)} runs)", total=sum(r.train.steps for r in runs))
@@ -41,10 +42,13 @@ class _RichProgress(sweep_mod.Progress):
         what = f"run {index + 1}/{total} {run.run_id}" + (f" (resumed at {resumed_from})" if resumed_from else "")
         self.current = self.bar.add_task(what, total=run.train.steps, completed=resumed_from)
         self.bar.advance(self.overall, resumed_from)
+        self.done[run.run_id] = resumed_from
 
     def step(self, run, step, loss):
-        self.bar.advance(self.current, 1)
-        self.bar.advance(self.overall, 1)
+        # the fast trainer reports once per chunk, for each seed of a group: count each run's steps once
+        self.bar.advance(self.overall, step - self.done.get(run.run_id, 0))
+        self.done[run.run_id] = step
+        self.bar.update(self.current, completed=step)
         if loss is not None:
             self.bar.update(self.current, description=f"{run.run_id} loss {loss:.4f}")
 
