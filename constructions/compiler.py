@@ -11,17 +11,23 @@ Pipeline (tracr's own steps, with two additions):
 4. Blocks are scheduled as early as their inputs allow (:func:`_schedule`):
    attention sublayers at even, MLP sublayers at odd positions. This is the
    minimum depth for the graph; tracr's heuristic may leave empty sublayers.
-5. tracr's ``craft_model_to_transformer`` assembles the weights; the result is
-   converted by :func:`constructions.model.from_tracr`.
+5. The weights are built from each CRAFT block's live residual rows
+   (:func:`constructions.model.from_craft`; no d_model x d_model array), or, with
+   ``assembly="tracr"``, by tracr's ``craft_model_to_transformer`` and converted by
+   :func:`constructions.model.from_tracr`: the same weights bit for bit.
+
+tracr runs with the patches of :mod:`constructions.tracr_patches` (speed only).
 
 :func:`compile_with_tracr` is the unmodified tracr pipeline, for baselines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import math
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Iterator, Optional
 
 import networkx as nx
 import numpy as np
@@ -33,11 +39,12 @@ from tracr.rasp import rasp
 from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
-from depthcraft.constructions import angles, tracr_patches
+from depthcraft.constructions import angles, setmlp, tracr_patches
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
-from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_tracr
-from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
+from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_craft, from_tracr
+from depthcraft.constructions.nodes import (LABEL, POSITION, HeadRead, HeadSpec, SetMeet, apply_fn, is_multi,
+                                            is_pointer)
 
 
 def _check_vocab(vocab: Iterable[Any], max_seq_len: int) -> set:
@@ -101,13 +108,18 @@ def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
         if read.source is POSITION:
             out = {apply_fn(read.fn, v) for v in range(n + 1)}
         else:
-            out = {apply_fn(read.fn, v) for v in vs(read.source)}
+            out = set()
+            for v in vs(read.source):  # a value map may send a value to a set: its elements
+                mapped = apply_fn(read.fn, v)
+                out |= mapped if isinstance(mapped, frozenset) and expr.multi else {mapped}
         bos = expr.bos_value
         if isinstance(bos, frozenset):
             out |= bos
         elif bos is not None:
             out.add(bos)
         return out
+    if isinstance(expr, SetMeet):
+        return {0, 1}
     if isinstance(expr, rasp.TokensType):
         return set(vocab)
     if isinstance(expr, rasp.IndicesType):
@@ -215,6 +227,8 @@ def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal
             # its own subspace; reads nobody uses are not written.
             outputs = [(r.read, space_of(r)) for r in reads_of.get(expr.label, [])]
             block = build_head(expr, space_of, outputs, n, bos_dir, positions)
+        elif isinstance(expr, SetMeet):
+            block = setmlp.meet_mlp(space_of(expr.a), space_of(expr.b), space_of(expr), expr.label)
         elif isinstance(expr, rasp.SOp) and not isinstance(expr, (rasp.TokensType, rasp.IndicesType, HeadRead)):
             if any(is_multi(graph.nodes[pred][nodes.EXPR]) for pred in graph.predecessors(node_id)):
                 raise CompileError(f"{node_id} reads a set-valued SOp: only hand-built heads can read those")
@@ -401,7 +415,10 @@ def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exac
     for i in graph.nodes:
         expr = graph.nodes[i][nodes.EXPR]
         if isinstance(expr, HeadSpec):
-            ids = {id(h) for h in graph.nodes[i][nodes.MODEL_BLOCK].as_multi().heads()}
+            block = graph.nodes[i][nodes.MODEL_BLOCK]
+            if isinstance(block, transformers.SeriesWithResiduals):  # a head with its own MLP (union)
+                block = block.blocks[0]
+            ids = {id(h) for h in block.as_multi().heads()}
             custom |= ids
             if expr.kind.soft:
                 soft |= ids
@@ -413,9 +430,40 @@ def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exac
     return craft_model, graph, sink, {"soft_attention_layers": soft_layers, "positions": positions}
 
 
+#: Ways :func:`compile_program` turns the CRAFT model into weights: ``"rows"`` (default,
+#: :func:`constructions.model.from_craft`, each block on its live residual rows) or
+#: ``"tracr"`` (tracr's ``assemble_craft_model``, dense d_model x d_model, then
+#: :func:`constructions.model.from_tracr`). Both give the same weights bit for bit.
+ASSEMBLIES = ("rows", "tracr")
+_ASSEMBLY: contextvars.ContextVar = contextvars.ContextVar("depthcraft_assembly", default="rows")
+
+
+@contextlib.contextmanager
+def using_assembly(mode: str) -> Iterator[None]:
+    """Make ``mode`` (one of :data:`ASSEMBLIES`) the default assembly of :func:`compile_program` in the body.
+
+    For benchmarks and tests that build registered constructions both ways (their
+    builders call :func:`compile_program` without an ``assembly`` argument).
+
+    Raises:
+        CompileError: ``mode`` is not one of :data:`ASSEMBLIES`.
+    """
+    _check_assembly(mode)
+    token = _ASSEMBLY.set(mode)
+    try:
+        yield
+    finally:
+        _ASSEMBLY.reset(token)
+
+
+def _check_assembly(mode: str) -> None:
+    if mode not in ASSEMBLIES:
+        raise CompileError(f"assembly must be one of {', '.join(map(repr, ASSEMBLIES))}, got {mode!r}")
+
+
 def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
                     mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot",
-                    meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
+                    meta: Optional[Dict[str, Any]] = None, assembly: Optional[str] = None) -> CompiledModel:
     """Compile a RASP program that may use the hand-built heads.
 
     Args:
@@ -430,16 +478,45 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
             positions) or ``"angle"`` (positions and pointers as (cos, sin) angles,
             width independent of N; see :mod:`constructions.angles`).
         meta: metadata stored on the model.
+        assembly: ``"rows"`` or ``"tracr"`` (see :data:`ASSEMBLIES`; same weights,
+            ``"rows"`` holds no d_model x d_model array); default: ``"rows"``, or
+            the mode of an enclosing :func:`using_assembly`.
     Returns:
         :class:`~constructions.model.CompiledModel`.
     Raises:
-        CompileError: unsupported expression, empty program, bad vocab or length, mixed attention kinds.
+        CompileError: unsupported expression, empty program, bad vocab or length, mixed attention kinds,
+            unknown ``assembly``.
     """
-    assembled, output_labels, info = assemble_program(program, vocab, max_seq_len, causal=causal,
-                                                       mlp_exactness=mlp_exactness, attention=attention,
-                                                       positions=positions)
-    model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
-                       attention=attention, meta={"compiler": "depthcraft", **info, **(meta or {})})
+    mode = _ASSEMBLY.get() if assembly is None else assembly
+    _check_assembly(mode)
+    meta_in = meta or {}
+    if mode == "tracr":
+        assembled, output_labels, info = assemble_program(program, vocab, max_seq_len, causal=causal,
+                                                           mlp_exactness=mlp_exactness, attention=attention,
+                                                           positions=positions)
+        model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
+                           attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
+    else:
+        vocab = _check_vocab(vocab, max_seq_len)
+        if positions not in ("onehot", "angle"):
+            raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
+        n = int(max_seq_len)
+        with tracr_patches.applied():
+            craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
+                                                            positions)
+        # The spaces tracr's craft_model_to_transformer (onehot) or our _assemble (angle) would use.
+        tokens_space = bases.VectorSpaceWithBasis.from_values(
+            rasp.tokens.label, graph.nodes[rasp.tokens.label][nodes.VALUE_SET] | {BOS, PAD})
+        indices_space = bases.VectorSpaceWithBasis.from_values(rasp.indices.label, range(n)) \
+            if positions == "onehot" else bases.VectorSpaceWithBasis([])
+        try:
+            model = from_craft(craft_model, tokens_space=tokens_space, indices_space=indices_space,
+                               output_space=bases.VectorSpaceWithBasis(sink[nodes.OUTPUT_BASIS]),
+                               output_labels=[str(d) for d in sink[nodes.OUTPUT_BASIS]],
+                               categorical=rasp.is_categorical(sink[nodes.EXPR]), max_seq_len=n, causal=causal,
+                               attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
+        except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
+            raise CompileError(f"could not assemble {program.label}: {type(e).__name__}: {e}") from e
     if positions == "angle":
         _angle_embedding(model)
     return model
