@@ -1,12 +1,18 @@
-"""Training one model: optax AdamW with warm-up and cosine decay, a jitted step, exact resume.
+"""Training: the one-step loop (:func:`train`) and the fast trainer (:func:`train_seeds`), exact resume.
 
-Each step draws a fresh batch from the task's sampler with
+:func:`train`: each step draws a fresh batch from the task's sampler with
 ``numpy.random.default_rng([seed, step])`` (so the data of a step does not depend
 on what ran before it), takes one AdamW step on the mean cross-entropy over the
 scored positions, and every ``checkpoint_every`` steps saves the parameters and
 optimiser state (:mod:`verify.crosscheck.checkpoint`). A run that finds a
 checkpoint made with the same settings continues from it; the result is
 bit-identical to an uninterrupted run.
+
+:func:`train_seeds`: the same maths for several seeds at once (``vmap`` over
+stacked parameters and optimiser states), ``chunk`` optimiser steps per jitted
+call (``lax.scan``), batches from the numpy sampler (fed a chunk at a time) or
+drawn inside the step by :mod:`verify.crosscheck.samplers`; evaluation curves,
+the plateau exit step (:func:`plateau_exit_step`) and early exit.
 """
 
 from __future__ import annotations
