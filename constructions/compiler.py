@@ -36,7 +36,7 @@ from tracr.rasp import rasp
 from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
-from depthcraft.constructions import angles
+from depthcraft.constructions import angles, tracr_patches
 from depthcraft.constructions.dedupe import dedupe_program
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
@@ -58,26 +58,6 @@ def without_dedupe():
         yield
     finally:
         _DEDUPE.reset(token)
-
-
-@contextlib.contextmanager
-def _zero_init():
-    """Make tracr's assembler skip random initialisation (same weights, ~5x faster compile).
-
-    tracr's ``assemble_craft_model`` runs a Haiku ``init`` (random
-    ``TruncatedNormal`` weights, an XLA compile per shape) and then overwrites
-    every transformer weight with zeros and the compiled values; embeddings use
-    constant initialisers. Returning zeros from ``TruncatedNormal`` therefore
-    changes no weight, only the time.
-    """
-    import haiku as hk
-
-    original = hk.initializers.TruncatedNormal.__call__
-    hk.initializers.TruncatedNormal.__call__ = lambda self, shape, dtype: np.zeros(shape, dtype)
-    try:
-        yield
-    finally:
-        hk.initializers.TruncatedNormal.__call__ = original
 
 
 def _check_vocab(vocab: Iterable[Any], max_seq_len: int) -> set:
@@ -109,7 +89,7 @@ def compile_with_tracr(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int
     """
     vocab = _check_vocab(vocab, max_seq_len)
     try:
-        with _zero_init():
+        with tracr_patches.applied():
             assembled = tracr_compiling.compile_rasp_to_model(
                 program, vocab=vocab, max_seq_len=int(max_seq_len), causal=causal,
                 compiler_bos=BOS, compiler_pad=PAD, mlp_exactness=mlp_exactness)
@@ -416,6 +396,25 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     if _DEDUPE.get() if dedupe is None else dedupe:
         deduped = dedupe_program(program)  # identical SOps share one residual subspace
         program, merged = deduped.program, deduped.merged
+    with tracr_patches.applied():
+        craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
+                                                        positions)
+        try:
+            assembled = _assemble(craft_model, graph, sink, n, causal, positions)
+        except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
+            raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
+    info["deduped"] = [list(m) for m in merged]
+    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], info
+
+
+def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exactness: float, attention: str,
+                   positions: str):
+    """Steps 1-4 of the pipeline: the scheduled CRAFT model, head sizes fixed for assembly.
+
+    Returns:
+        (craft_model, graph, sink, info); ``info`` holds the compile facts for the
+        model's metadata (``soft_attention_layers``, ``positions``).
+    """
     extracted = rasp_to_graph.extract_rasp_graph(program)
     graph, sink = extracted.graph, extracted.sink
     if rasp.tokens.label not in graph.nodes:
@@ -437,16 +436,9 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     attn_blocks = [b for b in craft_model.blocks if not isinstance(b, transformers.MLP)]
     soft_layers = [a for a, b in enumerate(attn_blocks) if any(id(h) in soft for h in b.as_multi().heads())]
     _fix_head_sizes(craft_model, custom)
-    try:
-        with _zero_init():
-            assembled = _assemble(craft_model, graph, sink, n, causal, positions)
-    except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
-        raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
     # soft_attention_layers: attention sublayers (0-based) whose heads are soft by design
     # (memorise), so their weight on the top key is no hardmax margin.
-    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], {"soft_attention_layers": soft_layers,
-                                                                  "positions": positions,
-                                                                  "deduped": [list(m) for m in merged]}
+    return craft_model, graph, sink, {"soft_attention_layers": soft_layers, "positions": positions}
 
 
 def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,

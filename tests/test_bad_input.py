@@ -178,8 +178,11 @@ def test_cli_interrupted_writes_leave_nothing(capsys, tmp_path, monkeypatch):
 
 def test_sigint_in_a_real_process(tmp_path):
     out = tmp_path / "big.safetensors"
-    proc = subprocess.Popen([sys.executable, "-m", "depthcraft", "save", "khop_doubling", "-p", "k=16", "-p", "n=600",
-                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # k=64 n=1024 takes seconds to compile even with the live-row build, so the interrupt lands mid-compile.
+    # SIGINT is reset to its default in the child: a pytest started in the background inherits it ignored.
+    proc = subprocess.Popen([sys.executable, "-m", "depthcraft", "save", "khop_doubling", "-p", "k=64", "-p", "n=1024",
+                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stderr.readline()  # printed once the command runs (imports done)
     assert first.startswith("compiling khop_doubling"), first
     time.sleep(0.5)

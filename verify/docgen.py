@@ -221,7 +221,8 @@ def render_sweeps(root: pathlib.Path) -> str:
 
 
 def render_claims(root: pathlib.Path) -> str:
-    """The trained cross-check's verdict per training claim C1-C6 (``results/crosscheck/claims.json``)."""
+    """The trained cross-check's verdict per training claim C1-C6 (``results/crosscheck/claims.json``,
+    written by ``depthcraft claims``): statement, verdict, the measured numbers, the results folder."""
     if not (root / CLAIMS).is_file():
         return (f"No `{CLAIMS}` yet: the trained cross-check has not been summarised "
                 "(see docs/crosscheck.md for the command).")
@@ -232,11 +233,28 @@ def render_claims(root: pathlib.Path) -> str:
     rows = []
     for c in claims:
         try:
-            where = link(c["results"], pathlib.PurePosixPath(c["results"]).parent.name) if c.get("results") else None
+            folder = c["results"].rstrip("/")
+            where = link(folder + "/", folder.split("/")[-1]) if (root / folder).is_dir() else "—"
             rows.append([c["id"], c["source"], c["statement"], f"**{c['verdict']}**", c["evidence"], where])
         except KeyError as e:
             raise DocgenError(f"{CLAIMS}: claim {c.get('id', '?')} has no {e}") from None
-    return table(["claim", "paper", "statement", "verdict", "evidence", "results"], rows)
+    return table(["claim", "paper", "statement", "verdict", "evidence (mean ± spread over seeds)", "results"], rows)
+
+
+def render_claim_rules(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: each claim's verdict rule and the commands of its sweeps (``claims.json``)."""
+    if not (root / CLAIMS).is_file():
+        return f"No `{CLAIMS}` yet."
+    doc = load_json(root, CLAIMS)
+    lines = []
+    for c in doc.get("claims", []):
+        lines.append(f"**{c['id']}** ({c['source']}): {c['statement']}. *Rule:* {c.get('rule', '—')}")
+        lines.append("")
+        lines.append("```")
+        lines += [s["command"] for s in c.get("sweeps", [])]
+        lines.append("```")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
 
 
 def render_precision(root: pathlib.Path) -> str:
@@ -392,6 +410,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "status": render_status,
     "sweeps": render_sweeps,
     "claims": render_claims,
+    "claim_rules": render_claim_rules,
     "precision": render_precision,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,

@@ -20,6 +20,7 @@ from depthcraft.constructions.params import (MAX_ALIGNMENT, MAX_BATCH, MAX_EVAL,
 from depthcraft.verify.cli import options
 from depthcraft.verify.cli.render import console
 from depthcraft.verify.crosscheck import sweep as sweep_mod
+from depthcraft.verify.crosscheck.model import EMBEDDINGS
 from depthcraft.verify.crosscheck.presets import PRESET_NAMES, get_preset
 
 
@@ -98,6 +99,8 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--mlp/--no-mlp", default=None, help="MLP after each attention layer.")
 @click.option("--layer-norm/--no-layer-norm", default=None, help="Pre-LayerNorm.")
 @click.option("--attention", type=click.Choice(["softmax", "relu"]), default=None, help="Attention kind.")
+@click.option("--embedding", type=click.Choice(list(EMBEDDINGS)), default=None,
+              help="Token embedding: learned, or fixed onehot / random rows (never updated).")
 @click.option("--mixed/--separate", default=None,
               help="One model on all swept conditions (named by the BOS token), or one model per condition.")
 @click.option("--control/--no-control", default=None,
@@ -114,8 +117,8 @@ def print_summary(results: Dict[str, Any]) -> None:
               help="Output directory (default results/crosscheck/TASK_PRESET).")
 @click.option("--fresh", is_flag=True, help="Discard existing checkpoints of these runs (default: resume them).")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
-              attention, mixed, control, threshold, construction, eval_size, alignment_size, checkpoint_every, out_dir,
-              fresh) -> None:
+              attention, embedding, mixed, control, threshold, construction, eval_size, alignment_size,
+              checkpoint_every, out_dir, fresh) -> None:
     """Train transformers of several depths on TASK and compare with the construction's bound.
 
     One run per (condition, depth, seed); writes results.json and error_by_depth.png
@@ -132,8 +135,9 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         p, parse_assignments(params),
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
-        attention=attention, mixed=mixed, control=control, threshold=threshold, construction=construction,
-        eval_size=eval_size, alignment_size=alignment_size, checkpoint_every=checkpoint_every)
+        attention=attention, embedding=embedding, mixed=mixed, control=control, threshold=threshold,
+        construction=construction, eval_size=eval_size, alignment_size=alignment_size,
+        checkpoint_every=checkpoint_every)
     out_dir = out_dir or os.path.join("results", "crosscheck", f"{task}_{preset}")
     _check_out_dir(out_dir)
     command = _command_line(click.get_current_context())

@@ -11,13 +11,20 @@ The model is a ``(params, arch)`` pair of :mod:`constructions.runtime`: the
 same jitted :func:`~constructions.runtime.forward` runs compiled constructions
 and trained models, so attention maps of both come from the same code.
 Full-width projections use ``q_rows = k_rows = v_rows = out_rows = None``.
+
+Token embeddings (``embedding``): ``learned`` (normal(0, 0.02), trained), or fixed
+and never updated: ``onehot`` (row i = e_i, needs width >= input vocabulary) or
+``random`` (normal(0, 1/width), unit expected row norm, drawn from the run's seed).
+A learned embedding of a token that never occurs in training gets no gradient: it
+stays at its initialisation (shrunk only by weight decay), which is why template
+matching on held-out tokens is also run with fixed embeddings (issue 11).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +35,9 @@ from depthcraft.constructions.runtime import ATTENTION_KINDS, Arch, SublayerSpec
 
 #: Standard deviation of the normal initialisation (GPT-2).
 INIT_STD = 0.02
+
+#: Token embedding kinds: trained, or fixed (one-hot rows / random rows, never updated).
+EMBEDDINGS = ("learned", "onehot", "random")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +53,8 @@ class ModelConfig:
         layer_norm: pre-LayerNorm before every sublayer and the read-out.
         attention: ``"softmax"`` or ``"relu"`` (``"hardmax"`` has no gradient).
         causal: mask keys after the query position.
+        embedding: token embedding, one of :data:`EMBEDDINGS` (``onehot`` and ``random`` are
+            fixed: the optimiser never updates them, see :meth:`frozen`).
     Raises:
         ParameterError: on any value outside these ranges.
     """
@@ -55,6 +67,7 @@ class ModelConfig:
     layer_norm: bool = True
     attention: str = "softmax"
     causal: bool = True
+    embedding: str = "learned"
 
     def __post_init__(self):
         for name in ("depth", "heads", "width", "mlp_ratio"):
@@ -66,6 +79,14 @@ class ModelConfig:
                                  f"(d_head = width / heads)")
         if self.attention not in ATTENTION_KINDS or self.attention == "hardmax":
             raise ParameterError(f"attention={self.attention!r} cannot be trained; expected 'softmax' or 'relu'")
+        if self.embedding not in EMBEDDINGS:
+            raise ParameterError(f"embedding={self.embedding!r}; expected one of {', '.join(EMBEDDINGS)}")
+
+    @property
+    def frozen(self) -> Tuple[Tuple[str, ...], ...]:
+        """Parameter paths the optimiser must leave unchanged: ``(("embed", "token"),)`` for a
+        fixed token embedding, else none."""
+        return () if self.embedding == "learned" else (("embed", "token"),)
 
     @property
     def d_head(self) -> int:
@@ -110,6 +131,10 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
         per attention sublayer w_q/w_k/w_v [H, d, d/H], w_o [H, d/H, d], biases
         b_q/b_k/b_v [H, d/H], b_o [d]; per MLP w_1 [d, r*d], b_1, w_2 [r*d, d], b_2;
         unembed w [d, O], b [O]; LayerNorm ``ln`` per sublayer and ``ln_final``.
+        The token embedding follows ``cfg.embedding`` (module docstring); the random
+        stream of every other weight does not depend on it.
+    Raises:
+        ParameterError: ``embedding="onehot"`` with ``width < n_inputs``.
     """
     d, h, e = cfg.width, cfg.heads, cfg.d_head
     out_std = INIT_STD / math.sqrt(2 * cfg.depth)
@@ -142,6 +167,14 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
             next(keys), next(keys)  # keep the key stream independent of ``mlp``
     if cfg.layer_norm:
         params["ln_final"] = _ln(d)
+    if cfg.embedding == "onehot":
+        if d < n_inputs:
+            raise ParameterError(f"embedding='onehot' needs width >= the input vocabulary ({n_inputs}), "
+                                 f"got width={d}")
+        params["embed"]["token"] = jnp.eye(n_inputs, d, dtype=jnp.float32)
+    elif cfg.embedding == "random":
+        sub = jax.random.fold_in(key, 0x7E)  # its own stream: the other weights stay those of "learned"
+        params["embed"]["token"] = jax.random.normal(sub, (n_inputs, d), jnp.float32) / math.sqrt(d)
     return params
 
 

@@ -30,8 +30,10 @@ import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.retrieval import lower_bound_layers
 
-PRESET_NAMES = ("cpu", "paper")
+#: ``cpu`` and ``paper`` per task, and one preset per training claim C1-C6 (issue 11).
+PRESET_NAMES = ("cpu", "paper", "c1", "c2", "c3", "c4", "c5", "c6")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +48,8 @@ class Preset:
         mixed: train one model on all conditions (named by the BOS token) instead of one
             model per condition.
         depths: attention depths to train.
-        heads, width, mlp, layer_norm, attention: architecture (:class:`~verify.crosscheck.model.ModelConfig`).
+        heads, width, mlp, layer_norm, attention, embedding: architecture
+            (:class:`~verify.crosscheck.model.ModelConfig`; ``embedding``: learned, onehot or random).
         steps, batch, lr, warmup, weight_decay: optimisation (:class:`~verify.crosscheck.train.TrainConfig`).
         seeds: seeds per (condition, depth).
         control: also train at bound-1 with twice the heads and width (SPEC §7).
@@ -56,6 +59,8 @@ class Preset:
         eval_size: evaluation sequences per condition.
         alignment_size: sequences per condition for the attention alignment.
         checkpoint_every: steps between checkpoints (0 = only at the end).
+        eval_every: also evaluate every this many steps (256 fixed sequences per condition),
+            recording each run's ``curve`` of error per position (0 = only at the end).
         eval_params: task parameters that differ at evaluation (e.g. ``{"split": "test"}``:
             template matching is evaluated on held-out tokens); empty = the training ones.
         claim_text, claim: the paper's depth claim (text, and its value at a condition),
@@ -77,6 +82,7 @@ class Preset:
     mlp: bool = True
     layer_norm: bool = True
     attention: str = "softmax"
+    embedding: str = "learned"
     weight_decay: float = 0.01
     seeds: int = 1
     control: bool = False
@@ -85,6 +91,7 @@ class Preset:
     eval_size: int = 1024
     alignment_size: int = 128
     checkpoint_every: int = 0
+    eval_every: int = 0
     eval_params: Dict[str, Any] = dataclasses.field(default_factory=dict)
     claim_text: Optional[str] = None
     claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
@@ -163,6 +170,71 @@ _add(Preset(
     depths=(1, 2, 3, 4, 5, 6), heads=4, width=128, steps=50_000, batch=64, lr=3e-4, warmup=1000,
     construction="retrieval_doubling", control=True, checkpoint_every=5000,
     note="D-step retrieval at GPU scale: D up to 14 (lower bound 4), depths 1-6 (not run on CPU)"))
+
+
+# ---------------------------------------------------------------------------------------------
+# One preset per training claim (issue 11; verdict rules in verify/crosscheck/claims.py). Each is
+# sized for 2 CPU cores (<= 20 minutes, aimed at 10-15) and runs >= 3 seeds; the capacity control
+# (bound-1 with twice the heads and width) wherever a claim says a depth fails.
+# ---------------------------------------------------------------------------------------------
+_add(Preset(
+    task="khop", name="c1", params={"k": (1, 2, 3, 4, 6, 8), "n": 32, "vocab": 4, "distribution": "paper"},
+    mixed=True, depths=(2, 3, 4, 5), heads=4, width=64, steps=5000, batch=32, lr=2e-3, warmup=200,
+    construction="khop_doubling", seeds=3, control=True, checkpoint_every=1000, eval_size=512,
+    alignment_size=0,
+    note="C1 (Sanford et al.): a reduced SPEC §7a experiment: N=32, |Σ|=4, mixed k in {1,2,3,4,6,8} named "
+         "by the BOS token, depths 2-5, 4 heads, width 64, GPT-2 block, batch 32, 5000 steps, 3 seeds, "
+         "capacity controls at ceil(log2 k)+1"))
+_C2 = dict(mlp=False, depths=(1, 2), heads=2, width=32, lr=3e-3, warmup=200, seeds=3, control=True,
+           checkpoint_every=500, alignment_size=0)
+_add(Preset(
+    task="icqa", name="c2", params={"m": (4,), "questions": 8, "answers": 8}, mixed=False, steps=2000,
+    batch=1024, construction="icqa_copy_match", claim_text="2 (copy, then match)", claim=lambda p: 2, **_C2,
+    note="C2 (Chen & Zou) ICQA: m=4, 8 questions and answers, attention-only, depths 1-2, 3 seeds, "
+         "control at depth 1 (4 heads, width 64)"))
+_add(Preset(
+    task="tm", name="c2", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 16, "held_out": 4,
+                                  "split": "train"}, eval_params={"split": "test"}, mixed=False, steps=2000,
+    batch=512, construction="tm_parse_map", claim_text="2 (parse, then map)", claim=lambda p: 2, **_C2,
+    note="C2 (Chen & Zou) TM: 16 content tokens, 4 never used in training; evaluated on inputs that use "
+         "a held-out token; run with --embedding onehot (primary: a fixed input for every token), random "
+         "and learned (a learned row of an unseen token keeps its initialisation)"))
+_add(Preset(
+    task="ictm_dense", name="c3", params={"n": 3, "m": (4,), "vocab": 8, "labels": 4, "queries": 4,
+                                          "label_draw": "distinct"}, mixed=False, depths=(1, 2, 3, 4),
+    heads=2, width=32, mlp=False, steps=3000, batch=256, lr=3e-3, warmup=200, seeds=3, control=True,
+    claim_text="3 (parse, copy, match)", claim=lambda p: 3, checkpoint_every=500, alignment_size=0,
+    note="C3 (Chen & Zou) ICTM with dense supervision (4 scored queries per sequence) and distinct labels "
+         "(no majority-label plateau): depths 1-4, 3 seeds, control at depth 2"))
+_C4 = dict(mlp=False, heads=2, width=32, lr=3e-3, warmup=200, seeds=3, checkpoint_every=500, alignment_size=0)
+_add(Preset(
+    task="sc", name="c4", params={"sequences": (256,), "n": 8, "vocab": 4, "classes": 4}, mixed=False,
+    depths=(1,), steps=1500, batch=256, construction="sc_memorize", **_C4,
+    note="C4 (Chen & Zou) SC: memorise 256 sequences of length 8, depth 1, width 32; run with --heads 1, 2, 4"))
+_add(Preset(
+    task="icqa", name="c4", params={"m": (4,), "questions": 8, "answers": 8}, mixed=False, depths=(2,),
+    steps=2000, batch=1024, construction="icqa_copy_match", **_C4,
+    note="C4 (Chen & Zou) ICQA at depth 2, width 32; run with --heads 1, 2, 4"))
+_add(Preset(
+    task="tm", name="c4", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 8, "held_out": 0,
+                                  "split": "all"}, mixed=False, depths=(2,), steps=2000, batch=512,
+    construction="tm_parse_map", **_C4,
+    note="C4 (Chen & Zou) TM at depth 2, width 32, all tokens; run with --heads 1, 2, 4"))
+_add(Preset(
+    task="retrieval_slots", name="c5", params={"d": 3, "distractors": 1, "targets": ("every", "final")},
+    mixed=False, depths=(2, 3), heads=4, width=64, steps=3000, batch=256, lr=2e-3, warmup=200, seeds=3,
+    claim_text="ceil(log_3 2D) (Mușat, lower bound)", claim=lambda p: lower_bound_layers(p["d"]), checkpoint_every=250,
+    alignment_size=0, eval_every=250,
+    note="C5 (Mușat) D=3 retrieval, 1 distractor chain, answer slots for every hop: the implicit curriculum "
+         "(targets=every) against the final answer only (targets=final) on the same inputs; depths 2-3, "
+         "3 seeds, per-hop error every 250 steps"))
+_add(Preset(
+    task="retrieval_slots", name="c6", params={"d": (2, 5), "distractors": 1, "targets": "every"},
+    mixed=False, depths=(1, 2, 3), heads=4, width=64, steps=3000, batch=256, lr=2e-3, warmup=200, seeds=3,
+    control=True, claim_text="ceil(log_3 2D) (Mușat, lower bound)", claim=lambda p: lower_bound_layers(p["d"]),
+    checkpoint_every=500, alignment_size=0,
+    note="C6 (Mușat) retrieval with the curriculum, D in {2, 5} (lower bounds 2 and 3), depths 1-3, 3 seeds, "
+         "controls at the bound minus one"))
 
 
 def get_preset(task: str, name: str) -> Preset:

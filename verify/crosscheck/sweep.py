@@ -53,6 +53,7 @@ class SweepConfig:
         threshold: error below which a depth solves a condition.
         eval_size, alignment_size: sequences per condition.
         checkpoint_every: steps between checkpoints (0 = only at the end).
+        eval_every: evaluate every this many steps too, recording each run's ``curve`` (0 = never).
         eval_conditions: the conditions evaluation samples from (None = the training ones).
         claim_text, claim: the paper's depth claim, the bound where no construction applies.
         swept: the task parameters that name the conditions: those given as lists, else those
@@ -74,6 +75,7 @@ class SweepConfig:
     alignment_size: int
     checkpoint_every: int
     eval_conditions: Optional[tuple] = None
+    eval_every: int = 0
     claim_text: Optional[str] = None
     claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
     swept: tuple = ()
@@ -146,7 +148,7 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     if len({repr(sorted(c.items())) for c in conditions}) != len(conditions):
         raise ParameterError("the swept task parameters repeat a condition")
     model = ModelConfig(depth=1, heads=p.heads, width=p.width, mlp=p.mlp, layer_norm=p.layer_norm,
-                        attention=p.attention, causal=task.causal)
+                        attention=p.attention, causal=task.causal, embedding=p.embedding)
     tcfg = TrainConfig(steps=p.steps, batch=p.batch, lr=p.lr, warmup=min(p.warmup, p.steps),
                        weight_decay=p.weight_decay, eval_size=p.eval_size,
                        log_every=max(1, min(100, p.steps // 20)))
@@ -159,7 +161,8 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
                        depths=tuple(p.depths), model=model, train=tcfg, seeds=p.seeds, control=p.control,
                        construction=p.construction, threshold=p.threshold, eval_size=p.eval_size,
                        alignment_size=p.alignment_size, checkpoint_every=p.checkpoint_every,
-                       eval_conditions=eval_conditions, claim_text=p.claim_text, claim=p.claim, swept=swept)
+                       eval_conditions=eval_conditions, claim_text=p.claim_text, claim=p.claim, swept=swept,
+                       eval_every=p.eval_every)
 
 
 # ------------------------------------------------------------------ construction
@@ -328,6 +331,45 @@ def device_info() -> Dict[str, Any]:
             "jax": jax.__version__, "cpu_count": os.cpu_count()}
 
 
+#: Evaluation sequences per condition at each point of a training curve (``eval_every``).
+CURVE_EVAL_SIZE = 256
+
+
+def _train_curve(cfg: SweepConfig, data: TaskData, run: RunSpec, ckpt: str, eval_conds, progress: "Progress"):
+    """Train ``run`` in pieces of ``cfg.eval_every`` steps (each piece resumes the checkpoint, so the
+    result is that of one uninterrupted run) and evaluate after each on CURVE_EVAL_SIZE fixed
+    sequences per condition. The curve is kept in ``ckpt/curve.json`` so that a resumed run keeps
+    the points it already has.
+
+    Returns:
+        ``[{"step", "error": {condition: error}, "error_per_position": {condition: [...]}}]``.
+    """
+    import json
+
+    from depthcraft.constructions.files import write_json_atomic
+
+    path = os.path.join(ckpt, "curve.json")
+    curve: List[Dict[str, Any]] = []
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            curve = json.load(f)
+    sets = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, eval_conds)
+    done = {c["step"] for c in curve}
+    for stop in range(cfg.eval_every, run.train.steps, cfg.eval_every):
+        if stop in done:
+            continue
+        rec = read_meta(ckpt)
+        if rec is not None and rec["step"] > stop:
+            continue  # resumed past this point without its evaluation: leave the gap
+        out = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
+                    stop_at=stop, on_step=lambda s, loss, run=run: progress.step(run, s, loss))
+        ev = evaluate(out.params, out.arch, data, sets)
+        curve.append({"step": stop, "error": {e["condition"]: e["error"] for e in ev},
+                      "error_per_position": {e["condition"]: e["error_per_position"] for e in ev}})
+        write_json_atomic(path, curve)
+    return sorted(curve, key=lambda c: c["step"])
+
+
 def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: Optional[Progress] = None,
               command: Optional[str] = None, plot: bool = True) -> Dict[str, Any]:
     """Train, evaluate and align every run of the sweep; write ``results.json`` and the plot.
@@ -368,10 +410,11 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
                         [cfg.names[c] for c in run.conditions])
         rec = read_meta(ckpt)
         progress.start_run(idx, len(runs), run, rec["step"] if rec else 0)
+        eval_conds = None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run.conditions]
+        curve = _train_curve(cfg, data, run, ckpt, eval_conds, progress) if cfg.eval_every else None
         outcome = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
                         on_step=lambda s, loss, run=run: progress.step(run, s, loss))
         t_eval = time.perf_counter()
-        eval_conds = None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run.conditions]
         ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
         ev_train = None if eval_conds is None else \
             evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
@@ -389,6 +432,8 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
             {e["condition"]: e["error"] for e in ev_train},
             "eval": ev, "alignment": align, "history": outcome.history,
         }
+        if curve is not None:
+            record["curve"] = curve
         records.append(record)
         progress.end_run(idx, run, record)
         report.write_results(out_dir, report.build_results(cfg, infos, records, runs, command,

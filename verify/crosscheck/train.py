@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -82,13 +82,31 @@ def schedule(cfg: TrainConfig) -> optax.Schedule:
                                               end_value=cfg.lr * cfg.final_lr_ratio)
 
 
-def optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
+def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> optax.GradientTransformation:
     """Gradient clipping then AdamW; weight decay only on weight matrices (ndim >= 2,
-    embeddings included), not on biases or LayerNorm parameters."""
+    embeddings included), not on biases or LayerNorm parameters.
+
+    Args:
+        cfg: optimisation settings.
+        frozen: parameter paths (dict keys from the root, e.g. ``("embed", "token")``) whose
+            update is zero: no gradient step, no weight decay, left out of the clipping norm
+            (:attr:`ModelConfig.frozen <verify.crosscheck.model.ModelConfig.frozen>`).
+    """
     decay_mask = lambda params: jax.tree_util.tree_map(lambda a: a.ndim >= 2, params)  # noqa: E731
     parts = [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
     parts.append(optax.adamw(schedule(cfg), b1=0.9, b2=cfg.b2, weight_decay=cfg.weight_decay, mask=decay_mask))
-    return optax.chain(*parts)
+    tx = optax.chain(*parts)
+    if not frozen:
+        return tx
+    frozen_set = {tuple(f) for f in frozen}
+
+    def labels(params):
+        def label(path, _):
+            keys = tuple(getattr(k, "key", getattr(k, "idx", None)) for k in path)
+            return "frozen" if any(keys[:len(f)] == f for f in frozen_set) else "trained"
+        return jax.tree_util.tree_map_with_path(label, params)
+
+    return optax.multi_transform({"trained": tx, "frozen": optax.set_to_zero()}, labels)
 
 
 def loss_fn(params: Dict[str, Any], ids: jax.Array, targets: jax.Array, mask: jax.Array, arch: Arch) -> jax.Array:
@@ -108,13 +126,13 @@ def _optimiser_key(cfg: TrainConfig) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=16)
-def make_step(arch: Arch, cfg: TrainConfig) -> Callable:
+def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
     """The jitted train step ``(params, opt_state, ids, targets, mask) -> (params, opt_state, loss)``.
 
-    Cached per (architecture, optimiser settings), so runs that differ only in the
-    seed reuse one compiled step.
+    Cached per (architecture, optimiser settings, frozen parameters), so runs that differ
+    only in the seed reuse one compiled step.
     """
-    tx = optimizer(cfg)
+    tx = optimizer(cfg, frozen)
 
     @jax.jit
     def step(params, opt_state, ids, targets, mask):
@@ -177,7 +195,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
         InputError: the checkpoint is corrupt.
     """
     arch = model_cfg.arch(data.pad_id)
-    tx = optimizer(train_cfg)
+    tx = optimizer(train_cfg, model_cfg.frozen)
     params = init_params(model_cfg, jax.random.PRNGKey(train_cfg.seed), data.n_inputs, data.n_classes, data.seq_len)
     state = {"params": params, "opt_state": tx.init(params)}
     desc = _describe(data, model_cfg, train_cfg)
@@ -195,7 +213,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
             history, seconds = list(meta.get("history", [])), float(meta.get("seconds", 0.0))
     resumed_from = start
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
-    step_fn = make_step(arch, _optimiser_key(train_cfg))
+    step_fn = make_step(arch, _optimiser_key(train_cfg), model_cfg.frozen)
     params, opt_state = state["params"], state["opt_state"]
     t0 = time.perf_counter()
 

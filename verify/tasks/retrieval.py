@@ -35,6 +35,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
@@ -94,7 +95,7 @@ def follow(tokens: np.ndarray, hops: int, num_syms: int) -> np.ndarray:
     return out
 
 
-__all__ = ["RetrievalTask", "layout", "follow", "num_symbols", "query_token", "seq_len", "BOT"]
+__all__ = ["RetrievalTask", "RetrievalSlotsTask", "layout", "follow", "num_symbols", "query_token", "seq_len", "BOT"]
 
 
 class RetrievalTask(Task):
@@ -257,4 +258,115 @@ class RetrievalTask(Task):
         s = num_symbols(p)
         names = {v: (string.ascii_lowercase[v] if s <= 26 else str(v)) for v in range(s)}
         names[s] = "?"
+        return names
+
+
+class RetrievalSlotsTask(RetrievalTask):
+    """D-step retrieval with one answer slot per hop: the paper's implicit curriculum (training variant).
+
+    Mușat's "implicit curriculum" asks at the query for every intermediate value
+    x_{D-1}, ..., x_0. The trained model has one output per position, so this variant
+    appends D - 1 *answer slots* (the token ``#`` = S + 1) after the query symbol and
+    reads hop h at the h-th output position from the query on::
+
+        facts ... ? x_D # # ... #      (D - 1 slots)
+        position of x_D -> x_{D-1} (hop 1), slot j -> x_{D-1-j} (hop j + 1), last slot -> x_0
+
+    ``targets`` decides what is scored on the *same* inputs: ``every`` (every hop: the
+    curriculum) or ``final`` (only x_0 at the last position: no curriculum). The final
+    answer is always at the last position, so the task's error at the last position
+    is D-step retrieval's error in both. This is a training-only task (no construction
+    reads answer slots); the facts, the fact order and ⊥ for broken chains follow
+    :class:`RetrievalTask`.
+
+    Token layout: symbols 0..S-1, ``?`` = S, ``#`` = S + 1.
+    """
+
+    name = "retrieval_slots"
+    title = "D-step retrieval with one answer slot per hop (Mușat's implicit curriculum; training variant)"
+    params = tuple(s for s in PARAMS if s.name != "hops") + (
+        ParamSpec("targets", str, "every", "scored answer slots: every hop (implicit curriculum) or only the "
+                  "final one", choices=("every", "final")),
+    )
+
+    def check(self, p):
+        check_params({**p, "hops": 0})
+
+    def slot_token(self, p) -> int:
+        """The answer-slot token ``#`` (= S + 1)."""
+        return num_symbols(p) + 1
+
+    def vocab(self, p):
+        return list(range(num_symbols(p) + 2))
+
+    def max_seq_len(self, p):
+        return seq_len(p["d"], p["distractors"]) + p["d"] - 1
+
+    def with_slots(self, p, base: np.ndarray) -> np.ndarray:
+        """[b, 2F+2] retrieval inputs -> [b, 2F+2 + D-1] with the answer slots appended."""
+        base = np.asarray(base, np.int64)
+        return np.concatenate([base, np.full((len(base), p["d"] - 1), self.slot_token(p), np.int64)], 1)
+
+    def base(self, p, tokens) -> np.ndarray:
+        """Strip and check the D - 1 answer slots; return the [b, 2F+2] retrieval part, checked.
+
+        Raises:
+            InputError: the input does not end with exactly D - 1 slots, or its retrieval part is malformed.
+        """
+        x = np.asarray(tokens)
+        if x.ndim != 2 or not np.issubdtype(x.dtype, np.integer):
+            raise InputError(f"retrieval_slots: expected a [batch, n] integer array, got shape {x.shape}, "
+                             f"dtype {x.dtype}")
+        k = p["d"] - 1
+        slot = self.slot_token(p)
+        if x.shape[1] < k + 2 or (k and (x[:, x.shape[1] - k:] != slot).any()):
+            raise InputError(f"retrieval_slots: an input ends with d - 1 = {k} answer slots # after the query "
+                             f"symbol; got {x.shape[1]} tokens without them")
+        core = x[:, :x.shape[1] - k].astype(np.int64)
+        if (core == slot).any():
+            r, c = (int(i) for i in np.argwhere(core == slot)[0])
+            raise InputError(f"retrieval_slots: input {r} has # at position {c + 1}; # belongs only after the query")
+        return RetrievalTask.check_inputs(self, p, core)
+
+    def check_inputs(self, p, tokens):
+        self.base(p, tokens)
+        return np.asarray(tokens, np.int64)
+
+    def parse_tokens(self, p, text):
+        tokens = Task.parse_tokens(self, p, text)
+        self.base(p, np.asarray([tokens], np.int64))
+        return tokens
+
+    def reference(self, p, tokens):
+        """Hop h (x_{D-h}) at the h-th position from the query symbol on (⊥ where a chain breaks);
+        scored: every hop (``targets=every``) or only the last position (``final``).
+
+        Raises:
+            InputError: a malformed input.
+        """
+        core = self.base(p, tokens)
+        d = p["d"]
+        b, n = core.shape
+        out = np.full((b, n + d - 1), BOT, np.int64)
+        out[:, n - 1:] = follow(core, d, num_symbols(p))
+        scored = np.zeros(out.shape, bool)
+        scored[:, (n - 1 if p["targets"] == "every" else n + d - 2):] = True
+        return out, scored
+
+    def sample(self, p, rng, batch):
+        return self.with_slots(p, RetrievalTask.sample(self, p, rng, batch))
+
+    def edge_cases(self, p):
+        return [self.with_slots(p, g) for g in RetrievalTask.edge_cases(self, p)]
+
+    def exhaustive(self, p, batch: int = 1 << 15):
+        total, gen = RetrievalTask.exhaustive(self, p, batch)
+        return total, (self.with_slots(p, g) for g in gen)
+
+    def strategy(self, p):
+        return RetrievalTask.strategy(self, p).map(lambda x: x + [self.slot_token(p)] * (p["d"] - 1))
+
+    def token_names(self, p):
+        names = RetrievalTask.token_names(self, p)
+        names[self.slot_token(p)] = "#"
         return names

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs import templates as tpl
-from depthcraft.verify.tasks.chen_zou.common import ReadoutTask, check_range, letters
+from depthcraft.verify.tasks.chen_zou.common import NONE, ReadoutTask, check_range, letters
 
 
 class ICTMTask(ReadoutTask):
@@ -187,3 +187,137 @@ class ICTMTask(ReadoutTask):
             return list(map(int, x[0]))
 
         return ictm()
+
+
+class ICTMDenseTask(ICTMTask):
+    """ICTM with several scored queries per sequence and optionally distinct labels (training variant).
+
+    The ICTM input (m example blocks with distinct templates, then a query block) is
+    extended with ``queries`` = q query blocks; each but the last is followed by its
+    correct label, so every query is an in-context answer with earlier examples::
+
+        e^1 l_1 ... e^m l_m   z^1 y_1   z^2 y_2   ...   z^q      (y_j: the label of z^j's template)
+
+    Scored: the last content token of every query block (q positions), target the label
+    of the example whose template equals the query's: dense supervision, as k-hop scores
+    every position. ``label_draw``: ``distinct`` gives the m examples m different labels
+    (needs labels >= m), so that no label is more frequent in context and answering the
+    most frequent label (the plateau of iid labels, error about 0.47 at m = 4, C = 4) is
+    no better than guessing among the m; ``iid`` draws them independently as ICTM does.
+    Every block uses its own fresh injective substitution; queries pick an example
+    uniformly, independently of each other. With q = 1 and ``iid`` this is ICTM.
+    Training-only: no construction reads more than one query.
+    """
+
+    name = "ictm_dense"
+    title = "ICTM with q scored queries per sequence (dense supervision; training variant of Chen & Zou's ICTM)"
+    params = ICTMTask.params + (
+        ParamSpec("queries", int, 4, "q, query blocks per sequence (each scored)", minimum=1, maximum=64),
+        ParamSpec("label_draw", str, "distinct", "example labels: distinct (a random injection into the "
+                  "labels) or iid", choices=("distinct", "iid")),
+    )
+
+    def check(self, p):
+        super().check(p)
+        if p["label_draw"] == "distinct" and p["labels"] < p["m"]:
+            raise ParameterError(f"label_draw=distinct needs labels >= m, got labels={p['labels']}, m={p['m']}")
+
+    def max_seq_len(self, p):
+        return (p["m"] + p["queries"] - 1) * (p["n"] + 1) + p["n"]
+
+    def query_positions(self, p) -> np.ndarray:
+        """0-based input positions of the q scored tokens (the last content token of each query block)."""
+        n, m = p["n"], p["m"]
+        return np.asarray([(m + j) * (n + 1) + n - 1 for j in range(p["queries"])], np.int64)
+
+    def answers(self, p, tokens) -> np.ndarray:
+        """[b, q] label tokens of the queries, after checking the layout.
+
+        Raises:
+            InputError: wrong length, a token out of its range, repeated example templates,
+                a query whose template is no example's, or a wrong label after a query.
+        """
+        x = np.asarray(tokens)
+        if x.ndim != 2 or not np.issubdtype(x.dtype, np.integer):
+            raise InputError(f"ictm_dense: expected a [batch, n] integer array, got shape {x.shape}")
+        n, m, q, v, c = p["n"], p["m"], p["queries"], p["vocab"], p["labels"]
+        if x.shape[1] != self.max_seq_len(p):
+            raise InputError(f"ictm_dense: an input is m + q - 1 = {m + q - 1} blocks of n + 1 = {n + 1} tokens "
+                             f"then n = {n} query tokens, length {self.max_seq_len(p)}; got {x.shape[1]}")
+        x = x.astype(np.int64)
+        b = len(x)
+        full = np.concatenate([x, np.full((b, 1), v, np.int64)], 1).reshape(b, m + q, n + 1)
+        content, labels = full[:, :, :n], full[:, :, n]
+        check_range("ictm_dense", content.reshape(b, -1), 0, v, "content")
+        check_range("ictm_dense", labels[:, :-1], v, v + c, "label")
+        codes = tpl.pattern_codes(tpl.canonical_pattern(content.reshape(-1, n))).reshape(b, m + q)
+        ex = codes[:, :m]
+        s = np.sort(ex, 1)
+        dup = (s[:, 1:] == s[:, :-1]).any(1)
+        if dup.any():
+            raise InputError(f"ictm_dense: input {int(np.flatnonzero(dup)[0])} has two examples with the same "
+                             "template (example templates must be distinct)")
+        hit = codes[:, m:, None] == ex[:, None, :]  # [b, q, m]
+        miss = ~hit.any(2)
+        if miss.any():
+            r, j = (int(i) for i in np.argwhere(miss)[0])
+            raise InputError(f"ictm_dense: input {r}: the template of query {j + 1} is not an example's")
+        out = np.take_along_axis(labels[:, :m], hit.argmax(2), 1)
+        wrong = out[:, :-1] != labels[:, m:-1]
+        if wrong.any():
+            r, j = (int(i) for i in np.argwhere(wrong)[0])
+            raise InputError(f"ictm_dense: input {r}: query {j + 1} is followed by label "
+                             f"{int(labels[r, m + j])}, but its example's label is {int(out[r, j])}")
+        return out
+
+    def reference(self, p, tokens):
+        out = self.answers(p, tokens)
+        x = np.asarray(tokens)
+        targets = np.full(x.shape, NONE, np.int64)
+        scored = np.zeros(x.shape, bool)
+        pos = self.query_positions(p)
+        targets[:, pos] = out
+        scored[:, pos] = True
+        return targets, scored
+
+    def dense_instances(self, p, rng: np.random.Generator, template_ids: np.ndarray, query_index: np.ndarray,
+                        labels: np.ndarray) -> np.ndarray:
+        """Inputs from example pool indices [b, m] (distinct per row), queried examples [b, q] and label
+        tokens [b, m]; every block gets its own random injective substitution."""
+        pool = self.pool(p)
+        b, m = template_ids.shape
+        q = query_index.shape[1]
+        n, k = p["n"], min(p["n"], p["vocab"])
+        ids = np.concatenate([template_ids, np.take_along_axis(template_ids, query_index, 1)], 1)
+        subs = tpl.random_injective(rng, b * (m + q), k, range(p["vocab"]))
+        blocks = tpl.substitute(pool[ids].reshape(-1, n), subs).reshape(b, m + q, n)
+        lab = np.concatenate([labels, np.take_along_axis(labels, query_index, 1)], 1)
+        full = np.concatenate([blocks, lab[:, :, None]], 2).reshape(b, (m + q) * (n + 1))
+        return full[:, :-1].astype(np.int64)
+
+    def sample(self, p, rng, batch):
+        m, q, v, c = p["m"], p["queries"], p["vocab"], p["labels"]
+        ids = tpl.random_injective(rng, batch, m, range(len(self.pool(p))))
+        if p["label_draw"] == "distinct":
+            labels = tpl.random_injective(rng, batch, m, range(v, v + c))
+        else:
+            labels = rng.integers(v, v + c, size=(batch, m))
+        return self.dense_instances(p, rng, ids, rng.integers(0, m, size=(batch, q)), labels)
+
+    def edge_cases(self, p):
+        """Every query on the first example, every query on the last, and queries in example order."""
+        rng = np.random.default_rng(1234)
+        m, q, v, c = p["m"], p["queries"], p["vocab"], p["labels"]
+        pool = self.pool(p)
+        ids = np.stack([np.arange(m), np.arange(len(pool) - m, len(pool))])
+        labels = np.stack([v + np.arange(m) % c] * 2)
+        out = [self.dense_instances(p, rng, ids, np.full((2, q), j), labels) for j in (0, m - 1)]
+        out.append(self.dense_instances(p, rng, ids, np.tile(np.arange(q) % m, (2, 1)), labels))
+        return [np.concatenate(out)]
+
+    def exhaustive(self, p, batch: int = 1 << 15):
+        raise ParameterError("ictm_dense has no exhaustive check (a training variant); use random inputs")
+
+    def strategy(self, p):
+        return st.integers(0, 2 ** 32 - 1).map(
+            lambda s: list(map(int, self.sample(p, np.random.default_rng(s), 1)[0])))

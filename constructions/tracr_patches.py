@@ -1,0 +1,142 @@
+"""The one place where the project patches tracr (and the Haiku it assembles with), for speed only.
+
+Every patch here changes how long tracr takes, never a number it produces:
+``tests/test_tracr_patches.py`` compiles several constructions with and without
+the patches and compares every weight bit for bit.
+
+The patches are active only inside :func:`applied` (the compiler enters it
+around tracr's block building and assembly); outside it tracr and Haiku are
+unmodified. :func:`disabled` switches named patches off inside it (benchmarks
+use it to measure tracr as shipped).
+
+Patches (``PATCHES``):
+
+``zero_init``
+    ``haiku.initializers.TruncatedNormal.__call__`` returns zeros. tracr's
+    ``assemble_craft_model`` runs a Haiku ``init`` (random ``TruncatedNormal``
+    weights, one XLA compile per shape) and then overwrites every transformer
+    weight with zeros and the compiled values; embeddings use constant
+    initialisers. Zeros there change no weight, only the time (~5x faster
+    compile).
+``fast_project``
+    ``tracr.craft.vectorspace_fns.project`` builds its 0/1 matrix by index
+    instead of through ``Linear.from_action``, which makes a
+    ``np.eye(num_dims)`` row for every basis direction of the source space:
+    O(D_from * D_to) time and memory per direction, O(D^3) over tracr's
+    assembly of a D-wide residual stream. The patched version writes the
+    same float64 matrix (1.0 where the directions are equal, 0.0 elsewhere)
+    in O(D_from + D_to). Measured in docs/performance.md (section Build).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Dict, Iterator
+
+import numpy as np
+from tracr.craft import bases, vectorspace_fns
+
+#: The patches, by name (see the module docstring).
+PATCHES = ("zero_init", "fast_project")
+
+_ORIGINAL_PROJECT = vectorspace_fns.project
+_lock = threading.RLock()
+_off: Dict[str, int] = {}
+
+
+def index_project(from_space: bases.VectorSpaceWithBasis,
+                  to_space: bases.VectorSpaceWithBasis) -> vectorspace_fns.Linear:
+    """tracr's ``vectorspace_fns.project`` computed by index: the same ``Linear``, bit for bit.
+
+    Args:
+        from_space: source space (D_from directions, sorted as tracr keeps them).
+        to_space: target space (D_to directions).
+    Returns:
+        ``Linear(from_space, to_space, matrix)`` with ``matrix`` float64
+        [D_from, D_to]: ``matrix[i, j] = 1.0`` where ``from_space.basis[i] ==
+        to_space.basis[j]`` (a direction of the source that the target lacks
+        maps to 0), as ``tracr.craft.vectorspace_fns.project`` returns it.
+    """
+    matrix = np.zeros((from_space.num_dims, to_space.num_dims))
+    index = to_space.index_by_direction  # a dict: same hash/eq lookup as tracr's `direction in to_space`
+    rows, cols = [], []
+    for i, direction in enumerate(from_space.basis):
+        j = index.get(direction)
+        if j is not None:
+            rows.append(i)
+            cols.append(j)
+    matrix[rows, cols] = 1.0
+    return vectorspace_fns.Linear(from_space, to_space, matrix)
+
+
+def _zeros(self, shape, dtype=np.float32):
+    return np.zeros(shape, dtype)
+
+
+def is_active(name: str) -> bool:
+    """Whether patch ``name`` (one of :data:`PATCHES`) is in effect right now.
+
+    Raises:
+        ValueError: ``name`` is not a patch.
+    """
+    _check(name)
+    if name == "fast_project":
+        return vectorspace_fns.project is index_project
+    import haiku as hk
+
+    return hk.initializers.TruncatedNormal.__call__ is _zeros
+
+
+def _check(name: str) -> None:
+    if name not in PATCHES:
+        raise ValueError(f"unknown tracr patch {name!r}; the patches are {', '.join(PATCHES)}")
+
+
+@contextlib.contextmanager
+def applied() -> Iterator[None]:
+    """Apply every patch of :data:`PATCHES` (except those :func:`disabled`) for the ``with`` body.
+
+    Re-entrant; restores tracr's and Haiku's own functions on exit (also on an
+    exception). Not for use from several threads at once (the patches replace
+    module attributes); a lock serialises entry and exit.
+    """
+    import haiku as hk
+
+    with _lock:
+        saved_project = vectorspace_fns.project
+        saved_init = hk.initializers.TruncatedNormal.__call__
+        if not _off.get("fast_project"):
+            vectorspace_fns.project = index_project
+        if not _off.get("zero_init"):
+            hk.initializers.TruncatedNormal.__call__ = _zeros
+        try:
+            yield
+        finally:
+            vectorspace_fns.project = saved_project
+            hk.initializers.TruncatedNormal.__call__ = saved_init
+
+
+@contextlib.contextmanager
+def disabled(*names: str) -> Iterator[None]:
+    """Keep the named patches off inside the ``with`` body, even where :func:`applied` is entered.
+
+    Raises:
+        ValueError: a name is not one of :data:`PATCHES`.
+    """
+    for name in names:
+        _check(name)
+    with _lock:
+        for name in names:
+            _off[name] = _off.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            for name in names:
+                _off[name] -= 1
+
+
+def original_project(from_space: bases.VectorSpaceWithBasis,
+                     to_space: bases.VectorSpaceWithBasis) -> vectorspace_fns.Linear:
+    """tracr's own ``vectorspace_fns.project`` (unpatched), for comparisons."""
+    return _ORIGINAL_PROJECT(from_space, to_space)

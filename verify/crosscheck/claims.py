@@ -1,0 +1,672 @@
+"""The papers' training claims C1-C6 (SPEC §7, issue 11): which sweeps answer each, and its verdict.
+
+Each :class:`Claim` names its paper, its statement, the sweeps that answer it (a
+task, a preset and extra ``depthcraft train`` options, written to
+``results/crosscheck/<claim>/<label>/``) and a *rule* that turns their
+``results.json`` into a verdict: ``reproduced``, ``not reproduced`` or
+``inconclusive``, with the measured numbers. :func:`write_claims` writes
+``results/crosscheck/claims.json``; ``depthcraft docs`` renders it
+(:func:`verify.docgen.render_claims`).
+
+The rules were written before any of their sweeps ran and are not tuned to the
+results. Shared definitions (every number from the non-control runs of one
+(condition, depth, heads, width), over their seeds):
+
+* ``mean``, ``std``: mean and population standard deviation of the seeds' errors
+  (``std`` is the spread reported beside every mean);
+* a configuration **learns** when its mean error is below :data:`LEARNED` (0.05,
+  SPEC §7's threshold and Sanford et al.'s "small error"), and **fails** when its
+  mean error is at least :data:`FAILED` (0.25); between the two it is *unclear*;
+* a configuration is **decided** only with at least :data:`MIN_SEEDS` (3) seeds;
+  fewer make its part of a claim inconclusive;
+* the **learning step** of a run is the first logged step at which its training
+  loss is at most :data:`LEARNED_LOSS` (0.1 nats), None when it never is; a
+  configuration's learning step is the median over its seeds (a seed that never
+  learns counts as the run's last step + 1, so the median is an upper bound);
+* the **capacity control** is the depth-(bound - 1) run with twice the heads and
+  width (SPEC §7). A claim that a depth fails is reproduced only if its control
+  fails too; a control that learns means the shallow depth suffices, so the claim
+  is not reproduced.
+
+A missing ``results.json``, or one whose sweep is not complete, makes its claim
+``not run`` (never a verdict).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from depthcraft.constructions.errors import InputError
+
+#: Mean error below which a configuration learns (SPEC §7's threshold).
+LEARNED = 0.05
+#: Mean error at or above which a configuration fails.
+FAILED = 0.25
+#: Seeds a configuration needs to be decided.
+MIN_SEEDS = 3
+#: Training loss (nats) at or below which a run counts as having learned.
+LEARNED_LOSS = 0.1
+#: A speed difference is "clear" when one learning step is at most this fraction of the other.
+CLEAR_SPEEDUP = 0.67
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = "reproduced", "not reproduced", "inconclusive", "not run"
+
+#: Where the claims' sweeps and claims.json live (relative to the project root).
+ROOT = "results/crosscheck"
+CLAIMS_FILE = f"{ROOT}/claims.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One ``depthcraft train`` sweep a claim reads.
+
+    Attributes:
+        label: sub-folder of the claim's results folder.
+        task: task name.
+        preset: preset name (:mod:`verify.crosscheck.presets`).
+        args: extra command-line arguments (e.g. ``("--embedding", "onehot")``).
+    """
+
+    label: str
+    task: str
+    preset: str
+    args: Tuple[str, ...] = ()
+
+    def out_dir(self, claim_id: str) -> str:
+        return f"{ROOT}/{claim_id.lower()}/{self.label}"
+
+    def command(self, claim_id: str) -> str:
+        parts = ["depthcraft", "train", self.task, "--preset", self.preset, *self.args,
+                 "--out", self.out_dir(claim_id)]
+        return " ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A training claim of a paper, the sweeps that answer it, and its verdict rule."""
+
+    id: str
+    source: str
+    statement: str
+    sweeps: Tuple[Sweep, ...]
+    rule: str
+    judge: Callable[["Results"], Dict[str, Any]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading results
+# ---------------------------------------------------------------------------------------------
+
+
+class Results:
+    """The ``results.json`` of a claim's sweeps, by label (missing or incomplete ones listed apart)."""
+
+    def __init__(self, root: pathlib.Path, claim_id: str, sweeps: Sequence[Sweep]):
+        self.docs: Dict[str, Dict[str, Any]] = {}
+        self.missing: List[str] = []
+        for s in sweeps:
+            path = root / s.out_dir(claim_id) / "results.json"
+            if not path.is_file():
+                self.missing.append(f"{s.label} ({path.relative_to(root)} missing)")
+                continue
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise InputError(f"{path}: not JSON ({e})") from None
+            if not doc.get("complete", False):
+                self.missing.append(f"{s.label} (sweep not complete: {len(doc.get('runs', []))} of "
+                                    f"{len(doc.get('planned_runs', []))} runs)")
+                continue
+            self.docs[s.label] = doc
+
+    def __getitem__(self, label: str) -> Dict[str, Any]:
+        return self.docs[label]
+
+
+def run_error(run: Dict[str, Any], condition: str, position: Optional[int] = None) -> Optional[float]:
+    """A run's evaluation error at a condition: overall, or at one model position (1-based,
+    negative counts from the end, -1 = the last position)."""
+    if position is None:
+        return run.get("error", {}).get(condition)
+    for e in run.get("eval", []):
+        if e.get("condition") == condition:
+            per = e.get("error_per_position") or []
+            try:
+                return per[position - 1 if position > 0 else position]
+            except IndexError:
+                return None
+    return None
+
+
+def learning_step(run: Dict[str, Any], level: float = LEARNED_LOSS) -> Optional[int]:
+    """First logged step with training loss <= ``level`` (None when it never is)."""
+    for h in run.get("history", []):
+        if h.get("loss") is not None and h["loss"] <= level:
+            return int(h["step"])
+    return None
+
+
+def select(doc: Dict[str, Any], *, depth: Optional[int] = None, control: bool = False,
+           heads: Optional[int] = None, condition: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The runs of a sweep matching depth / control / heads / condition."""
+    out = []
+    for r in doc.get("runs", []):
+        if bool(r.get("control")) != control:
+            continue
+        if depth is not None and r.get("depth") != depth:
+            continue
+        if heads is not None and r.get("heads") != heads:
+            continue
+        if condition is not None and condition not in r.get("conditions", []):
+            continue
+        out.append(r)
+    return out
+
+
+@dataclasses.dataclass
+class Stat:
+    """Errors of one configuration over seeds."""
+
+    errors: List[float]
+    steps: List[Optional[int]] = dataclasses.field(default_factory=list)
+    last_step: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.errors)
+
+    @property
+    def mean(self) -> Optional[float]:
+        return float(np.mean(self.errors)) if self.errors else None
+
+    @property
+    def std(self) -> Optional[float]:
+        return float(np.std(self.errors)) if self.errors else None
+
+    @property
+    def decided(self) -> bool:
+        return self.n >= MIN_SEEDS
+
+    @property
+    def learns(self) -> bool:
+        return self.decided and self.mean < LEARNED
+
+    @property
+    def fails(self) -> bool:
+        return self.decided and self.mean >= FAILED
+
+    @property
+    def state(self) -> str:
+        if not self.decided:
+            return f"undecided ({self.n} seed{'s' if self.n != 1 else ''} < {MIN_SEEDS})"
+        return "learns" if self.learns else "fails" if self.fails else "unclear"
+
+    @property
+    def median_step(self) -> Optional[float]:
+        """Median learning step over seeds (never learned = last step + 1)."""
+        if not self.steps:
+            return None
+        return float(np.median([s if s is not None else self.last_step + 1 for s in self.steps]))
+
+    def text(self) -> str:
+        if not self.errors:
+            return "not run"
+        return f"{self.mean:.3f} ± {self.std:.3f} (n={self.n})"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"mean": _r(self.mean), "std": _r(self.std), "seeds": [_r(e) for e in self.errors],
+                "state": self.state, "learning_steps": self.steps, "median_learning_step": self.median_step}
+
+
+def _r(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(float(x), 4)
+
+
+def stat(doc: Dict[str, Any], condition: str, *, depth: Optional[int] = None, control: bool = False,
+         heads: Optional[int] = None, position: Optional[int] = None) -> Stat:
+    """Errors over seeds of one configuration (see :func:`select`), with learning steps."""
+    runs = select(doc, depth=depth, control=control, heads=heads, condition=condition)
+    errs, steps = [], []
+    last = 0
+    for r in runs:
+        e = run_error(r, condition, position)
+        if e is None:
+            continue
+        errs.append(float(e))
+        steps.append(learning_step(r))
+        last = max(last, int(r.get("steps") or 0))
+    return Stat(errs, steps, last)
+
+
+def conditions(doc: Dict[str, Any]) -> List[str]:
+    return list(doc.get("settings", {}).get("condition_names") or [s["condition"] for s in doc.get("summary", [])])
+
+
+def depths(doc: Dict[str, Any]) -> List[int]:
+    return sorted({int(r["depth"]) for r in doc.get("runs", []) if not r.get("control")})
+
+
+def recipe(doc: Dict[str, Any]) -> str:
+    """What was tried: steps, batch, lr, width, heads, MLP, embedding, seeds (from the settings)."""
+    s = doc.get("settings", {})
+    m, t = s.get("model", {}), s.get("train", {})
+    return (f"{t.get('steps')} steps, batch {t.get('batch')}, lr {t.get('lr')}, width {m.get('width')}, "
+            f"{m.get('heads')} heads, {'MLP' if m.get('mlp') else 'attention-only'}, "
+            f"{m.get('embedding', 'learned')} embedding, {s.get('seeds')} seeds")
+
+
+def combine(parts: Sequence[str]) -> str:
+    """A claim with several parts: reproduced only if every part is; not reproduced if any part is not."""
+    if any(p == NOT_RUN for p in parts):
+        return NOT_RUN
+    if any(p == NOT_REPRODUCED for p in parts):
+        return NOT_REPRODUCED
+    if all(p == REPRODUCED for p in parts):
+        return REPRODUCED
+    return INCONCLUSIVE
+
+
+def _verdict(verdict: str, evidence: str, **measured) -> Dict[str, Any]:
+    return {"verdict": verdict, "evidence": evidence, "measured": measured}
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules
+# ---------------------------------------------------------------------------------------------
+
+
+def depth_threshold(doc: Dict[str, Any], condition: str, shallow: Sequence[int], deep: int,
+                    position: Optional[int] = None) -> Tuple[str, str, Dict[str, Any]]:
+    """Part rule "depths ``shallow`` fail, depth ``deep`` learns" (with the capacity control at
+    max(shallow) when the sweep has one).
+
+    reproduced: every shallow depth fails, the deep one learns, and the control (if run) fails;
+    not reproduced: a shallow depth or the control learns, or the deep depth fails;
+    inconclusive: otherwise (unclear or undecided configurations, depths missing).
+    """
+    stats = {d: stat(doc, condition, depth=d, position=position) for d in (*shallow, deep)}
+    ctrl = stat(doc, condition, depth=max(shallow), control=True, position=position)
+    text = "; ".join(f"L={d} {s.text()}" for d, s in stats.items())
+    if ctrl.errors:
+        text += f"; control L={max(shallow)} (2x heads, 2x width) {ctrl.text()}"
+    measured = {f"L{d}": s.to_json() for d, s in stats.items()}
+    measured["control"] = ctrl.to_json() if ctrl.errors else None
+    if any(not s.errors for s in stats.values()):
+        return INCONCLUSIVE, text + " (a depth was not trained)", measured
+    if any(stats[d].learns for d in shallow) or ctrl.learns:
+        return NOT_REPRODUCED, text, measured
+    if stats[deep].fails:
+        return NOT_REPRODUCED, text, measured
+    if all(stats[d].fails for d in shallow) and stats[deep].learns and (not ctrl.errors or ctrl.fails):
+        return REPRODUCED, text, measured
+    return INCONCLUSIVE, text, measured
+
+
+def judge_c1(res: Results) -> Dict[str, Any]:
+    """C1 rule. For each trained depth L, k*(L) = the largest k of the sweep whose mean error
+    is < 0.05 (0 when none); a depth with fewer than 3 seeds makes the claim inconclusive.
+    Consecutive depths L, L+1 with 1 <= k*(L) < max k: the step is "doubling" when
+    1.5 <= k*(L+1) / k*(L) <= 3. reproduced: k* never decreases, every such step doubles,
+    at least two steps are measured, and no capacity control (2x heads and width at a depth
+    L) reaches a larger k than k*(L) (which would make depth L's limit a capacity limit);
+    not reproduced: k* decreases somewhere, or some step grows by less than 1.5x or more
+    than 3x; inconclusive: otherwise (fewer than two measured steps, a control learns more)."""
+    doc = res["khop"]
+    conds = conditions(doc)
+    ks = {c: int(c.split("=")[1]) for c in conds if c.startswith("k=")}
+    ds = depths(doc)
+    table: Dict[str, Dict[str, Any]] = {}
+    kstar: Dict[int, int] = {}
+    undecided = False
+    for d in ds:
+        row = {}
+        best = 0
+        for c, k in sorted(ks.items(), key=lambda x: x[1]):
+            s = stat(doc, c, depth=d)
+            row[f"k={k}"] = s.to_json()
+            undecided |= not s.decided
+            if s.decided and s.mean < LEARNED:
+                best = max(best, k)
+        table[str(d)] = row
+        kstar[d] = best
+    control_rows: Dict[str, Dict[str, Any]] = {}
+    control_beats = []
+    for d in sorted({int(r["depth"]) for r in select(doc, control=True)}):
+        row, best = {}, 0
+        for c, k in ks.items():
+            s = stat(doc, c, depth=d, control=True)
+            if s.errors:
+                row[f"k={k}"] = s.to_json()
+                if s.decided and s.mean < LEARNED:
+                    best = max(best, k)
+        control_rows[str(d)] = row
+        if d in kstar and best > kstar[d]:
+            control_beats.append(f"L={d}: control k* = {best} > {kstar[d]}")
+    kmax = max(ks.values()) if ks else 0
+    steps = []
+    decreasing = any(kstar[a] > kstar[b] for a, b in zip(ds, ds[1:]))
+    for a, b in zip(ds, ds[1:]):
+        if b == a + 1 and 1 <= kstar[a] < kmax:
+            steps.append((a, kstar[a], kstar[b], kstar[b] / kstar[a]))
+    bad = [s for s in steps if not 1.5 <= s[3] <= 3]
+    ktext = ", ".join(f"L={d}: {kstar[d]}" for d in ds)
+    evidence = f"largest k with mean error < {LEARNED} (k*): {ktext}"
+    if steps:
+        evidence += "; steps " + ", ".join(f"L{a}->L{a + 1} x{r:.2f}" for a, _, _, r in steps)
+    if control_beats:
+        evidence += "; capacity controls: " + "; ".join(control_beats)
+    measured = {"k_star": {str(d): kstar[d] for d in ds}, "errors": table, "control": control_rows,
+                "steps": [{"from": a, "k_from": x, "k_to": y, "ratio": round(r, 3)} for a, x, y, r in steps],
+                "recipe": recipe(doc)}
+    if undecided:
+        return _verdict(INCONCLUSIVE, evidence + f" (a configuration has fewer than {MIN_SEEDS} seeds)", **measured)
+    if decreasing or bad:
+        return _verdict(NOT_REPRODUCED, evidence, **measured)
+    if len(steps) >= 2 and not control_beats:
+        return _verdict(REPRODUCED, evidence, **measured)
+    return _verdict(INCONCLUSIVE, evidence + " (fewer than two measured steps, or a control learns more)",
+                    **measured)
+
+
+def judge_c2(res: Results) -> Dict[str, Any]:
+    """C2 rule. ICQA: depth 1 fails, depth 2 learns, and the depth-1 capacity control fails
+    (:func:`depth_threshold`). TM, evaluated on held-out tokens (every test input uses a token
+    never seen in training): the same rule, with the one-hot (fixed) token embedding as the
+    primary reading, since a learned embedding of an unseen token is never trained; the
+    learned and random embeddings are reported beside it. reproduced: both parts are;
+    not reproduced: either part is not; else inconclusive."""
+    parts, texts, measured = [], [], {}
+    doc = res["icqa"]
+    v, t, m = depth_threshold(doc, conditions(doc)[0], [1], 2)
+    parts.append(v)
+    texts.append(f"ICQA ({v}): {t}")
+    measured["icqa"] = m
+    doc = res["tm_onehot"]
+    v, t, m = depth_threshold(doc, conditions(doc)[0], [1], 2)
+    parts.append(v)
+    texts.append(f"TM on held-out tokens, one-hot embedding ({v}): {t}")
+    measured["tm_onehot"] = m
+    for label, what in (("tm_random", "random fixed"), ("tm_learned", "learned")):
+        if label in res.docs:
+            doc = res[label]
+            v2, t2, m2 = depth_threshold(doc, conditions(doc)[0], [1], 2)
+            texts.append(f"TM, {what} embedding (reported, not part of the verdict: {v2}): {t2}")
+            measured[label] = m2
+    measured["recipe"] = {k: recipe(res[k]) for k in res.docs}
+    return _verdict(combine(parts), ". ".join(texts), **measured)
+
+
+def judge_c3(res: Results) -> Dict[str, Any]:
+    """C3 rule. Depth part: depths 1 and 2 fail, depth 3 learns, the depth-2 capacity control
+    fails (:func:`depth_threshold`; "near chance" is read as failing: mean error >= 0.25).
+    Speed part: depth 4 learns and its median learning step is at most 0.67 x depth 3's
+    (reproduced); at least depth 3's (not reproduced); in between, inconclusive.
+    The claim is reproduced when both parts are."""
+    doc = res["ictm"]
+    cond = conditions(doc)[0]
+    v1, t1, m = depth_threshold(doc, cond, [1, 2], 3)
+    s3, s4 = stat(doc, cond, depth=3), stat(doc, cond, depth=4)
+    if not (s3.learns and s4.learns):
+        v2 = INCONCLUSIVE
+        t2 = f"L=3 {s3.state}, L=4 {s4.state}: speed not compared"
+    else:
+        a, b = s3.median_step, s4.median_step
+        v2 = REPRODUCED if b <= CLEAR_SPEEDUP * a else NOT_REPRODUCED if b >= a else INCONCLUSIVE
+        t2 = f"median learning step (loss <= {LEARNED_LOSS}) L=3 {a:.0f}, L=4 {b:.0f}"
+    m["L4"] = s4.to_json()
+    m["recipe"] = recipe(doc)
+    return _verdict(combine([v1, v2]), f"depth ({v1}): {t1}; speed ({v2}): {t2}", **m)
+
+
+def heads_speed(doc: Dict[str, Any], heads: Sequence[int]) -> Tuple[Dict[int, Stat], Optional[str]]:
+    """Stats per head count at the sweep's one depth, and whether more heads *clearly* learn
+    faster: every head count learns, median learning steps do not increase with heads, and
+    the most heads' step is at most 0.67 x the fewest heads' ("yes"); "no" when some count
+    learns slower with more heads or the ratio is above 0.67; None when a count does not learn."""
+    cond = conditions(doc)[0]
+    stats = {h: stat(doc, cond, heads=h) for h in heads}
+    if not all(s.learns for s in stats.values()):
+        return stats, None
+    med = [stats[h].median_step for h in heads]
+    monotone = all(b <= a for a, b in zip(med, med[1:]))
+    return stats, "yes" if monotone and med[-1] <= CLEAR_SPEEDUP * med[0] else "no"
+
+
+def judge_c4(res: Results) -> Dict[str, Any]:
+    """C4 rule. Each of SC, ICQA, TM is trained at one depth (1 for SC, 2 for ICQA and TM) with
+    1, 2 and 4 heads at the same width (:func:`heads_speed`). reproduced: more heads clearly
+    speed up SC, and do not clearly speed up ICQA or TM; not reproduced: SC is not clearly
+    faster, or ICQA or TM is; inconclusive: a head count does not learn (mean error >= 0.05)
+    or has fewer than 3 seeds."""
+    verdicts, texts, measured = [], [], {}
+    for task, want in (("sc", "yes"), ("icqa", "no"), ("tm", "no")):
+        doc = merged([res[f"{task}_h{h}"] for h in HEADS])
+        stats, clear = heads_speed(doc, HEADS)
+        parts = ", ".join(f"H={h}: error {s.text()}, median learning step "
+                          f"{'-' if s.median_step is None else f'{s.median_step:.0f}'}" for h, s in stats.items())
+        v = INCONCLUSIVE if clear is None else REPRODUCED if clear == want else NOT_REPRODUCED
+        verdicts.append(v)
+        texts.append(f"{task.upper()} (more heads clearly faster: {clear or 'undecided'}; {v}): {parts}")
+        measured[task] = {"heads": {str(h): s.to_json() for h, s in stats.items()}, "clearly_faster": clear,
+                          "recipe": recipe(res[f"{task}_h1"])}
+    return _verdict(combine(verdicts), ". ".join(texts), **measured)
+
+
+#: Head counts C4 compares.
+HEADS = (1, 2, 4)
+
+
+def merged(docs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """Sweeps of the same task and condition (e.g. one per head count) as one: runs concatenated."""
+    out = dict(docs[0])
+    out["runs"] = [r for d in docs for r in d.get("runs", [])]
+    return out
+
+
+def judge_c5(res: Results) -> Dict[str, Any]:
+    """C5 rule (D = 3 retrieval, answer slots, the final answer at the last position).
+    Without the curriculum (``targets=final``): not learned when every run at every trained
+    depth has final-answer error >= 0.25. With it (``targets=every``): learned when some
+    trained depth's mean final-answer error is < 0.05. Order: in the curriculum runs of the
+    shallowest depth that learns, hop h's learning step (first evaluation at which its error
+    is < 0.05, from the run's ``curve``) does not decrease with h in the median over seeds.
+    reproduced: all three; not reproduced: a no-curriculum run learns (< 0.05 mean at a
+    depth), the curriculum does not learn at any depth with every depth decided, or the
+    hops are learned out of order; inconclusive otherwise (order not measured included)."""
+    doc = res["retrieval"]
+    names = conditions(doc)
+    every = next(c for c in names if "targets=every" in c)
+    final = next(c for c in names if "targets=final" in c)
+    ds = depths(doc)
+    no_cur = {d: stat(doc, final, depth=d, position=-1) for d in ds}
+    cur = {d: stat(doc, every, depth=d, position=-1) for d in ds}
+    all_runs_high = all(all(e >= FAILED for e in s.errors) and s.decided for s in no_cur.values())
+    no_cur_learns = any(s.learns for s in no_cur.values())
+    learned = [d for d in ds if cur[d].learns]
+    cur_fails = not learned and all(s.decided for s in cur.values())
+    order_v, order_t, order_m = INCONCLUSIVE, "per-hop order not measured", None
+    if learned:
+        d = learned[0]
+        runs = select(doc, depth=d, condition=every)
+        hop_steps = []
+        for r in runs:
+            curve = r.get("curve")
+            if not curve:
+                hop_steps = []
+                break
+            final_point = {"step": int(r.get("steps") or 0),
+                           "error_per_position": {every: next(e["error_per_position"] for e in r["eval"]
+                                                              if e["condition"] == every)}}
+            hop_steps.append(_hop_learning_steps([*curve, final_point], every))
+        if hop_steps:
+            med = [float(np.median([h[i] for h in hop_steps])) for i in range(len(hop_steps[0]))]
+            ordered = all(b >= a for a, b in zip(med, med[1:]))
+            order_v = REPRODUCED if ordered else NOT_REPRODUCED
+            order_t = f"L={d}: median step each hop's error falls below {LEARNED}: " + \
+                      ", ".join(f"hop {i + 1} {m:.0f}" for i, m in enumerate(med))
+            order_m = {"depth": d, "median_steps": med, "per_seed": hop_steps}
+    if no_cur_learns or cur_fails:
+        v = NOT_REPRODUCED
+    else:
+        v = combine([REPRODUCED if all_runs_high else INCONCLUSIVE, REPRODUCED if learned else INCONCLUSIVE,
+                     order_v])
+    evidence = ("final-answer error without curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in no_cur.items())
+                + "; with curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in cur.items())
+                + f"; {order_t}")
+    return _verdict(v, evidence, without={str(d): s.to_json() for d, s in no_cur.items()},
+                    with_curriculum={str(d): s.to_json() for d, s in cur.items()}, order=order_m, recipe=recipe(doc))
+
+
+def _hop_learning_steps(curve: List[Dict[str, Any]], condition: str) -> List[float]:
+    """Per hop (the last D model positions), the first curve step with error < LEARNED
+    (the run's last step + 1 when never)."""
+    first = curve[0]["error_per_position"][condition]
+    d = _hop_count(condition)
+    out = []
+    n = len(first)
+    last = max(c["step"] for c in curve)
+    for h in range(d):
+        pos = n - d + h
+        step = next((c["step"] for c in curve
+                     if (c["error_per_position"][condition][pos] is not None
+                         and c["error_per_position"][condition][pos] < LEARNED)), last + 1)
+        out.append(float(step))
+    return out
+
+
+def _hop_count(condition: str) -> int:
+    for part in condition.split():
+        if part.startswith("d="):
+            return int(part[2:])
+    raise InputError(f"condition {condition!r} does not name d")
+
+
+def judge_c6(res: Results) -> Dict[str, Any]:
+    """C6 rule (retrieval with the curriculum, final-answer error; bound B(D) = ceil(log_3 2D),
+    a lower bound). Per D: the smallest depth whose mean error is < 0.05. reproduced: at least
+    two values of D are learned at some depth, none below B(D), the depth-(B-1) capacity
+    controls fail (where B > 1), and at least one D is learned at exactly B(D) (the bound is met
+    by training, not only respected); not reproduced: some D is learned below B(D) (by the
+    model or its control); inconclusive otherwise."""
+    from depthcraft.rasp_programs.retrieval import lower_bound_layers
+
+    doc = res["retrieval"]
+    ds = depths(doc)
+    rows, below, at_bound, learned = [], [], [], []
+    measured: Dict[str, Any] = {}
+    for c in conditions(doc):
+        d = _hop_count(c)
+        bound = lower_bound_layers(d)
+        st = {L: stat(doc, c, depth=L, position=-1) for L in ds}
+        ctrl = stat(doc, c, depth=bound - 1, control=True, position=-1) if bound > 1 else Stat([])
+        ok = [L for L in ds if st[L].learns]
+        smallest = ok[0] if ok else None
+        if smallest is not None:
+            learned.append(d)
+            if smallest < bound:
+                below.append(d)
+            if smallest == bound:
+                at_bound.append(d)
+        if ctrl.learns:
+            below.append(d)
+        rows.append(f"D={d} (bound {bound}): " + ", ".join(f"L={L} {s.text()}" for L, s in st.items())
+                    + (f", control L={bound - 1} {ctrl.text()}" if ctrl.errors else "")
+                    + f" -> smallest learning depth {smallest if smallest is not None else 'none'}")
+        measured[f"d={d}"] = {"bound": bound, "smallest_depth": smallest,
+                              "errors": {str(L): s.to_json() for L, s in st.items()},
+                              "control": ctrl.to_json() if ctrl.errors else None}
+    if below:
+        v = NOT_REPRODUCED
+    elif len(learned) >= 2 and at_bound:
+        v = REPRODUCED
+    else:
+        v = INCONCLUSIVE
+    measured["recipe"] = recipe(doc)
+    return _verdict(v, "; ".join(rows), **measured)
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims
+# ---------------------------------------------------------------------------------------------
+
+CLAIMS: Tuple[Claim, ...] = (
+    Claim("C1", "Sanford, Hsu & Telgarsky (ICML 2024)",
+          "each added layer roughly doubles the largest k learned with small error (SPEC §7a)",
+          (Sweep("khop", "khop", "c1"),), judge_c1.__doc__ or "", judge_c1),
+    Claim("C2", "Chen & Zou (ICML 2024)",
+          "one attention layer fails ICQA and TM; two layers learn them (TM on tokens never seen in training)",
+          (Sweep("icqa", "icqa", "c2"), Sweep("tm_onehot", "tm", "c2", ("--embedding", "onehot")),
+           Sweep("tm_random", "tm", "c2", ("--embedding", "random")),
+           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned"))), judge_c2.__doc__ or "", judge_c2),
+    Claim("C3", "Chen & Zou (ICML 2024)",
+          "ICTM is learned by 3 layers while 1 and 2 stay near chance; 4 layers learn faster",
+          (Sweep("ictm", "ictm_dense", "c3"),), judge_c3.__doc__ or "", judge_c3),
+    Claim("C4", "Chen & Zou (ICML 2024)",
+          "more heads make SC memorisation learn faster; for ICQA and TM more heads do not clearly help",
+          tuple(Sweep(f"{t}_h{h}", t, "c4", ("--heads", str(h))) for t in ("sc", "icqa", "tm") for h in HEADS),
+          judge_c4.__doc__ or "", judge_c4),
+    Claim("C5", "Mușat (ICLR 2025)",
+          "without the implicit curriculum D = 3 retrieval is not learned; with it, it is, and the per-hop "
+          "targets are learned one after the other",
+          (Sweep("retrieval", "retrieval_slots", "c5"),), judge_c5.__doc__ or "", judge_c5),
+    Claim("C6", "Mușat (ICLR 2025)", "the depth at which training succeeds, against ceil(log_3 2D)",
+          (Sweep("retrieval", "retrieval_slots", "c6"),), judge_c6.__doc__ or "", judge_c6),
+)
+
+
+def get_claim(claim_id: str) -> Claim:
+    """The claim ``C1``..``C6`` (case-insensitive).
+
+    Raises:
+        InputError: no such claim (the message lists them).
+    """
+    for c in CLAIMS:
+        if c.id.lower() == claim_id.lower():
+            return c
+    raise InputError(f"no claim {claim_id!r}; the claims are {', '.join(c.id for c in CLAIMS)}")
+
+
+def _rule_text(doc: str) -> str:
+    return " ".join(doc.split())
+
+
+def evaluate_claim(root: pathlib.Path, claim: Claim) -> Dict[str, Any]:
+    """The entry of one claim in ``claims.json``: statement, source, sweeps, rule, verdict, evidence."""
+    res = Results(root, claim.id, claim.sweeps)
+    entry = {"id": claim.id, "source": claim.source, "statement": claim.statement,
+             "results": f"{ROOT}/{claim.id.lower()}/",
+             "sweeps": [{"label": s.label, "command": s.command(claim.id),
+                         "results": f"{s.out_dir(claim.id)}/results.json",
+                         "present": s.label in res.docs} for s in claim.sweeps],
+             "rule": _rule_text(claim.rule)}
+    needed = [s.label for s in claim.sweeps if not (claim.id == "C2" and s.label in ("tm_random", "tm_learned"))]
+    absent = [m for m in res.missing if m.split(" ")[0] in needed]
+    if absent:
+        entry.update(verdict=NOT_RUN, evidence="not run: " + "; ".join(absent), measured={})
+        return entry
+    entry.update(claim.judge(res))
+    return entry
+
+
+def build_claims(root: pathlib.Path) -> Dict[str, Any]:
+    """``claims.json``: the thresholds and one entry per claim."""
+    return {"definitions": {"learned_mean_error_below": LEARNED, "failed_mean_error_at_least": FAILED,
+                            "min_seeds": MIN_SEEDS, "learned_loss_nats": LEARNED_LOSS,
+                            "clear_speedup": CLEAR_SPEEDUP, "rules_text": _rule_text(__doc__ or "")},
+            "claims": [evaluate_claim(root, c) for c in CLAIMS]}
+
+
+def write_claims(root: pathlib.Path) -> pathlib.Path:
+    """Write ``results/crosscheck/claims.json`` under ``root`` (atomically); returns its path."""
+    from depthcraft.constructions.files import write_json_atomic
+
+    path = pathlib.Path(root) / CLAIMS_FILE
+    os.makedirs(path.parent, exist_ok=True)
+    write_json_atomic(str(path), build_claims(pathlib.Path(root)))
+    return path
