@@ -70,6 +70,13 @@ def width_changes(old, new, saved):
                         f"expected a saving of {saved}")
     new = json.loads(json.dumps(new))
     new["structure"]["d_model"] = old["structure"]["d_model"]
+    # A d_model bound (an upper bound): the measured value drops by the saving, the gap grows by it.
+    old_b, new_b = (old.get("bound_checks") or {}).get("d_model"), (new.get("bound_checks") or {}).get("d_model")
+    if old_b and new_b:
+        if old_b["kind"] != "upper" or new_b["measured"] != old_b["measured"] - saved \
+                or new_b["gap"] != old_b["gap"] + saved:
+            problems.append(f".bound_checks.d_model: {old_b} -> {new_b}, expected a saving of {saved}")
+        new_b["measured"], new_b["gap"] = old_b["measured"], old_b["gap"]
     for path in sorted(NARROWER):
         *parents, leaf = path.strip(".").split(".")
         a, b = old, new
@@ -90,6 +97,12 @@ def test_width_changes_sees_a_wrong_saving():
     wider = json.loads(json.dumps(ok))
     wider["structure"]["d_head"] = 106
     assert width_changes(old, wider, 101)[0] == [".structure.d_head: 105 -> 106 (may only go down)"]
+    bounded = {**old, "bound_checks": {"d_model": {"measured": 535, "bound": 600, "kind": "upper", "gap": 65,
+                                                  "ok": True}}}
+    narrowed = {**ok, "bound_checks": {"d_model": {"measured": 434, "bound": 600, "kind": "upper", "gap": 166,
+                                                    "ok": True}}}
+    assert width_changes(bounded, narrowed, 101) == ([], bounded)
+    assert width_changes(bounded, narrowed, 100)[0][1].startswith(".bound_checks.d_model: ")
     fewer_heads = json.loads(json.dumps(ok))
     fewer_heads["structure"]["heads"] = 0
     assert differences(old, width_changes(old, fewer_heads, 101)[1]) == [".structure.heads: 1 -> 0"]

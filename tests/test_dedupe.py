@@ -139,3 +139,24 @@ def _walk(sink):
         if hasattr(e, "head"):
             stack.append(e.head)
     return out
+
+
+def test_dedupe_cli(tmp_path, capsys):
+    import json
+
+    from depthcraft.verify import cli
+
+    def run(*args):
+        with pytest.raises(SystemExit) as e:
+            cli.main(list(args))
+        out = capsys.readouterr()
+        return e.value.code, out.out, out.err
+
+    path = tmp_path / "d.json"
+    code, out, err = run("dedupe", "khop_doubling", "-p", "k=8", "-p", "n=12", "-p", "vocab=3", "--json", str(path))
+    assert code == 0 and err == ""
+    assert "d_model 89 -> 76 (saved 13); merged: R1=find2" in out
+    row = json.loads(path.read_text())["rows"][0]
+    assert (row["d_model_before"], row["d_model_after"], row["saved"]) == (89, 76, 13)
+    code, out, err = run("dedupe")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "NAME or --all" in err
