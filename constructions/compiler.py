@@ -36,12 +36,13 @@ from tracr.rasp import rasp
 from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
-from depthcraft.constructions import angles, tracr_patches
+from depthcraft.constructions import angles, setmlp, tracr_patches
 from depthcraft.constructions.dedupe import dedupe_program
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_tracr
-from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
+from depthcraft.constructions.nodes import (LABEL, POSITION, HeadRead, HeadSpec, SetMeet, apply_fn, is_multi,
+                                            is_pointer)
 
 
 #: Whether compiles that leave ``dedupe`` unset store identical SOps once (see :func:`without_dedupe`).
@@ -121,13 +122,18 @@ def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
         if read.source is POSITION:
             out = {apply_fn(read.fn, v) for v in range(n + 1)}
         else:
-            out = {apply_fn(read.fn, v) for v in vs(read.source)}
+            out = set()
+            for v in vs(read.source):  # a value map may send a value to a set: its elements
+                mapped = apply_fn(read.fn, v)
+                out |= mapped if isinstance(mapped, frozenset) and expr.multi else {mapped}
         bos = expr.bos_value
         if isinstance(bos, frozenset):
             out |= bos
         elif bos is not None:
             out.add(bos)
         return out
+    if isinstance(expr, SetMeet):
+        return {0, 1}
     if isinstance(expr, rasp.TokensType):
         return set(vocab)
     if isinstance(expr, rasp.IndicesType):
@@ -235,6 +241,8 @@ def _add_blocks(graph: nx.DiGraph, n: int, bos_dir, mlp_exactness: float, causal
             # its own subspace; reads nobody uses are not written.
             outputs = [(r.read, space_of(r)) for r in reads_of.get(expr.label, [])]
             block = build_head(expr, space_of, outputs, n, bos_dir, positions)
+        elif isinstance(expr, SetMeet):
+            block = setmlp.meet_mlp(space_of(expr.a), space_of(expr.b), space_of(expr), expr.label)
         elif isinstance(expr, rasp.SOp) and not isinstance(expr, (rasp.TokensType, rasp.IndicesType, HeadRead)):
             if any(is_multi(graph.nodes[pred][nodes.EXPR]) for pred in graph.predecessors(node_id)):
                 raise CompileError(f"{node_id} reads a set-valued SOp: only hand-built heads can read those")
@@ -429,7 +437,10 @@ def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exac
     for i in graph.nodes:
         expr = graph.nodes[i][nodes.EXPR]
         if isinstance(expr, HeadSpec):
-            ids = {id(h) for h in graph.nodes[i][nodes.MODEL_BLOCK].as_multi().heads()}
+            block = graph.nodes[i][nodes.MODEL_BLOCK]
+            if isinstance(block, transformers.SeriesWithResiduals):  # a head with its own MLP (union)
+                block = block.blocks[0]
+            ids = {id(h) for h in block.as_multi().heads()}
             custom |= ids
             if expr.kind.soft:
                 soft |= ids

@@ -20,7 +20,7 @@ from tracr.craft import bases, transformers, vectorspace_fns
 from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions import angles
+from depthcraft.constructions import angles, setmlp
 from depthcraft.constructions.directions import ONE, index_dir, model_position, position_space
 from depthcraft.constructions.memory import build_memory
 from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, Read, apply_fn, is_multi, is_pointer
@@ -40,7 +40,8 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
     Returns:
         A ``tracr.craft.transformers.AttentionHead`` (logits in nats, before tracr's
         1/sqrt(d_head) scaling, which :mod:`constructions.compiler` compensates); a
-        ``MultiAttentionHead`` for a ``memorise`` head (several heads, one output).
+        ``MultiAttentionHead`` for a ``memorise`` head (several heads, one output); a
+        ``SeriesWithResiduals`` (head, threshold MLP) for a ``union`` head.
     Raises:
         CompileError: if a read's source is not in the residual stream, or the head
             kind does not exist in this position encoding.
@@ -51,9 +52,55 @@ def build_head(head: HeadSpec, space_of: Callable[[rasp.SOp], bases.VectorSpaceW
         return build_memory(head, space_of, outputs, max_seq_len, bos_dir)
     qk = angles.angle_qk if positions == "angle" else _QK[head.kind.selects]
     w_qk = qk(head, space_of, max_seq_len, bos_dir)
+    if head.kind.sets:
+        return _union_block(head, w_qk, space_of, outputs, max_seq_len, bos_dir)
     w_ov = _ov(space_of, outputs, max_seq_len, bos_dir, positions)
     return transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov,
                                       causal=head.kind.causal is True)
+
+
+def _union_block(head: HeadSpec, w_qk, space_of, outputs, n: int, bos_dir) -> transformers.SeriesWithResiduals:
+    """A ``union`` head: attention into scratch subspaces, then the threshold MLP into the reads' subspaces."""
+    scratch = [(read, bases.VectorSpaceWithBasis([bases.BasisDirection(f"{d.name}_sum", d.value)
+                                                  for d in out.basis])) for read, out in outputs]
+    w_ov = _ov(space_of, scratch, n, bos_dir)
+    attn = transformers.AttentionHead(w_qk=w_qk, w_ov=w_ov, causal=head.kind.causal is True)
+    mlp = setmlp.threshold_mlp([(s, out) for (_, s), (_, out) in zip(scratch, outputs)],
+                               setmlp.threshold_scale(head.attention, n), head.label)
+    return transformers.SeriesWithResiduals([attn, mlp])
+
+
+def _qk_union(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+    """``selects="union"``: 2g per (query element, key value) satisfying the predicate; BOS g (softmax).
+
+    ReLU: 1 per satisfied pair, BOS 1 for the BOS query only. See
+    :func:`constructions.primitives.union`.
+    """
+    g = head.hardness
+    relu = head.attention == "relu"
+    qspace, kspace = space_of(head.query), space_of(head.key)
+    if set(kspace.basis) & {bos_dir} or set(qspace.basis) & {bos_dir, ONE}:
+        raise CompileError(f"{head.label}: the union's query and key must not hold BOS or one")
+    if not relu and g < setmlp.min_hardness(n):
+        raise CompileError(f"{head.label}: hardness {g:g} is below ln(4N(N+1)) = {setmlp.min_hardness(n):.2f} "
+                           f"for N = {n}: non-members would not stay below the threshold")
+    if is_multi(head.query):
+        for k in kspace.basis:
+            hits = [q.value for q in qspace.basis if head.predicate(k.value, q.value)]
+            if len(hits) > 1:
+                raise CompileError(f"{head.label}: key value {k.value!r} satisfies the predicate for several "
+                                   f"elements {hits[:4]} of the set-valued query; the matches would not tie")
+    left = bases.join_vector_spaces(qspace, bases.VectorSpaceWithBasis([bos_dir if relu else ONE]))
+    right = bases.join_vector_spaces(kspace, bases.VectorSpaceWithBasis([bos_dir]))
+
+    def score(q, k):
+        if k == bos_dir:
+            return (1.0 if q == bos_dir else 0.0) if relu else (g if q == ONE else 0.0)
+        if q in (ONE, bos_dir):
+            return 0.0
+        return (1.0 if relu else 2 * g) if head.predicate(k.value, q.value) else 0.0
+
+    return vectorspace_fns.ScalarBilinear.from_action(left, right, score)
 
 
 def _qk_pointer(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
@@ -132,13 +179,17 @@ def _ov(space_of, outputs, n: int, bos_dir, positions: str = "onehot") -> vector
         else:
             src = space_of(read.source)
             for d in src.basis:
-                value = apply_fn(read.fn, d.value)
-                if d == bos_dir or value not in out_dirs:
+                if d == bos_dir:
                     continue
-                table[d] = out_dirs[value]
+                value = apply_fn(read.fn, d.value)
+                # A value map may send one value to a set (a union head's read): write every element.
+                targets = [out_dirs[v] for v in sorted(value, key=repr) if v in out_dirs] \
+                    if isinstance(value, frozenset) else ([out_dirs[value]] if value in out_dirs else [])
+                if targets:
+                    table[d] = targets
             if read.source is rasp.tokens and read.bos_value is not None:
                 table[bos_dir] = out_dirs[read.bos_value]
-        tables.append(table)
+        tables.append({d: (t if isinstance(t, list) else [t]) for d, t in table.items()})
         in_spaces.append(bases.VectorSpaceWithBasis(list(table)))
     input_space = bases.join_vector_spaces(*in_spaces)
     output_space = bases.join_vector_spaces(*out_spaces)
@@ -146,8 +197,8 @@ def _ov(space_of, outputs, n: int, bos_dir, positions: str = "onehot") -> vector
     def action(d):
         vec = output_space.null_vector()
         for table in tables:
-            if d in table:
-                vec = vec + output_space.vector_from_basis_direction(table[d])
+            for target in table.get(d, ()):
+                vec = vec + output_space.vector_from_basis_direction(target)
         return vec
 
     return vectorspace_fns.Linear.from_action(input_space, output_space, action)
@@ -306,4 +357,5 @@ def _bos_vector(sops, space_of, head) -> Dict[bases.BasisDirection, float]:
 
 #: QK builder of each way of selecting (:attr:`HeadKind.selects`); "readout" heads are built by
 #: :func:`constructions.memory.build_memory`.
-_QK = {"position": _qk_position_map, "pointer": _qk_pointer, "search": _qk_search, "match": _qk_match}
+_QK = {"position": _qk_position_map, "pointer": _qk_pointer, "search": _qk_search, "match": _qk_match,
+       "union": _qk_union}

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.errors import InputError
-from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward
+from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward, plan
 
 BOS = "BOS"
 PAD = "PAD"
@@ -66,6 +66,7 @@ class CompiledModel:
                     lut[v] = self._token_id[v]
                 self._int_lut = lut
         self._jparams = None
+        self._dense_jparams = None
 
     # ------------------------------------------------------------------ vocab
     @property
@@ -147,18 +148,41 @@ class CompiledModel:
     # ---------------------------------------------------------------- running
     @property
     def jparams(self):
-        """Weights as JAX arrays (converted once)."""
+        """The planned weights as JAX arrays (:func:`constructions.runtime.plan`; made once, at first use)."""
         if self._jparams is None:
             import jax
 
-            self._jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+            self._jparams = jax.tree_util.tree_map(jnp.asarray, plan(self.params, self.arch))
         return self._jparams
 
+    @property
+    def dense_jparams(self):
+        """The weights as they are (every projection a matmul), as JAX arrays (converted once)."""
+        if self._dense_jparams is None:
+            import jax
+
+            self._dense_jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+        return self._dense_jparams
+
     def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
-                    mantissa_bits=None) -> ForwardOutput:
-        """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`)."""
-        return forward(self.jparams, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
-                       mantissa_bits=mantissa_bits)
+                    mantissa_bits=None, collect_residuals: bool = False,
+                    planned: Optional[bool] = None) -> ForwardOutput:
+        """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`).
+
+        ``planned``: use the planned weights (:attr:`jparams`: one-hot projections as gathers,
+        exactly equal outputs) or the dense ones (:attr:`dense_jparams`). Default (None): planned
+        in float32 without mantissa emulation, dense otherwise (precision studies round every
+        matmul result as the dense forward computes it).
+        """
+        if planned is None:
+            planned = mantissa_bits is None and jnp.dtype(dtype) == jnp.float32
+        params = self.jparams if planned else self.dense_jparams
+        return forward(params, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
+                       mantissa_bits=mantissa_bits, collect_residuals=collect_residuals)
+
+    def residual_stream(self, tokens: Sequence[Any]) -> "ResidualStream":
+        """The residual stream of one input after every sublayer (see :func:`residual_stream`)."""
+        return residual_stream(self, tokens)
 
     def decode(self, logits: np.ndarray, none_value: Any = None) -> np.ndarray:
         """Read-out scores [batch, seq, O] -> output values [batch, seq].
@@ -197,6 +221,83 @@ class CompiledModel:
         n = max(len(s) for s in tokens) if not isinstance(tokens, np.ndarray) else tokens.shape[1]
         out = self.forward_ids(ids)
         return self.decode(np.asarray(out.logits)[:, 1:n + 1], none_value)
+
+
+def sublayer_names(arch: Arch) -> List[str]:
+    """Display names of the sublayers in order: ``attn 1``, ``MLP 1``, ``attn 2``, ... (numbered per kind)."""
+    names, count = [], {"attn": 0, "mlp": 0}
+    for spec in arch.sublayers:
+        count[spec.kind] += 1
+        names.append(f"{'attn' if spec.kind == 'attn' else 'MLP'} {count[spec.kind]}")
+    return names
+
+
+@dataclasses.dataclass
+class ResidualStream:
+    """The residual stream of one input, before the first sublayer and after every sublayer.
+
+    Positions are model positions (SPEC §3): 0 is BOS, the tokens sit at 1..n; T = n + 1.
+
+    Attributes:
+        tokens: the input token values ([n], BOS not included).
+        labels: name of each residual direction ([D], tracr's ``name:value`` or ``name``).
+        stages: ``"embeddings"`` then one name per sublayer (:func:`sublayer_names`); [S + 1].
+        values: [S + 1, T, D] float32: ``values[0]`` the token + position embeddings,
+            ``values[i + 1]`` the stream after sublayer i (``values[-1]`` is the final residual).
+        attention: per attention sublayer, [H, T, T] weights (query rows, key columns).
+        scores: per attention sublayer, [H, T, T] scores (times ``qk_scale``, before masking).
+        head_outputs: per attention sublayer, [H, T, D] what each head writes (zero outside
+            the sublayer's output rows); their sum is the sublayer's write (biases aside).
+        logits: [T, O] read-out scores.
+        causal: whether keys after the query are masked.
+    """
+
+    tokens: List[Any]
+    labels: List[str]
+    stages: List[str]
+    values: np.ndarray
+    attention: List[np.ndarray]
+    scores: List[np.ndarray]
+    head_outputs: List[np.ndarray]
+    logits: np.ndarray
+    causal: bool
+
+    def written(self, i: int) -> np.ndarray:
+        """[T, D]: what sublayer ``i`` (0-based) added to the stream, ``values[i + 1] - values[i]``."""
+        if not 0 <= i < len(self.stages) - 1:
+            raise IndexError(f"sublayer {i} out of range 0..{len(self.stages) - 2}")
+        return self.values[i + 1] - self.values[i]
+
+
+def residual_stream(model: "CompiledModel", tokens: Sequence[Any]) -> ResidualStream:
+    """Run ``model`` on one input and keep the residual stream after every sublayer.
+
+    One forward pass of :func:`constructions.runtime.forward` with ``collect_residuals``
+    and ``collect_attention`` (the same jitted code as every other run, not a re-implementation).
+
+    Args:
+        model: a compiled model.
+        tokens: one input (token values, no BOS), length 1..``max_seq_len``.
+    Returns:
+        :class:`ResidualStream` (shapes in its docstring).
+    Raises:
+        InputError: a token outside the vocabulary, an empty or too long input.
+    """
+    tokens = list(tokens)
+    out = model.forward_ids(model.encode([tokens]), collect_attention=True, collect_residuals=True)
+    d = len(model.residual_labels)
+    heads = []
+    attn = [s for s in model.arch.sublayers if s.kind == "attn"]
+    for spec, h in zip(attn, out.head_outputs):
+        full = np.zeros(h.shape[1:3] + (d,), np.float32)
+        full[..., spec.rows("out_rows", d)] = np.asarray(h[0])
+        heads.append(full)
+    return ResidualStream(tokens=tokens, labels=list(model.residual_labels),
+                          stages=["embeddings"] + sublayer_names(model.arch),
+                          values=np.stack([np.asarray(r[0]) for r in out.residuals]),
+                          attention=[np.asarray(a[0]) for a in out.attention],
+                          scores=[np.asarray(a[0]) for a in out.scores], head_outputs=heads,
+                          logits=np.asarray(out.logits[0]), causal=model.arch.causal)
 
 
 def _nonzero_rows(*mats: np.ndarray) -> np.ndarray:

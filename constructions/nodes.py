@@ -58,7 +58,7 @@ from depthcraft.constructions.errors import CompileError
 #: Attention kinds a hand-built head can be designed for.
 HEAD_ATTENTION = ("softmax", "relu")
 #: How a head selects its key(s) (:attr:`HeadKind.selects`).
-SELECTS = ("position", "pointer", "search", "match", "readout")
+SELECTS = ("position", "pointer", "search", "match", "readout", "union")
 
 
 class _Position:
@@ -179,7 +179,9 @@ class HeadKind:
             value under ``predicate`` (up to the query, up to a stored ``pointer``, or over
             the allowed ``key_positions``);
             ``"match"`` the keys agreeing on several SOp pairs in a window (:class:`MatchSpec`);
-            ``"readout"`` no attended key: a read-out fitted to labelled inputs (:class:`MemorySpec`).
+            ``"readout"`` no attended key: a read-out fitted to labelled inputs (:class:`MemorySpec`);
+            ``"union"`` every key whose ``key`` value satisfies ``predicate`` with the query's
+            ``query`` value (or with one element of a set-valued query), all alike.
         causal: True: keys after the query are masked (the head compiles as a causal head,
             and only into a causal model); False: bidirectional, it sees keys after the
             query (only in a model compiled with ``causal=False``); None: either model, its
@@ -194,6 +196,8 @@ class HeadKind:
         angle: has a QK circuit in angle position mode (:mod:`constructions.angles`).
         soft: soft by design: its attention weights are no hardmax (no margin to check).
         readable: other heads may read its outputs (False when its value at BOS is unspecified).
+        sets: its reads are sets, the union of what every attended key holds (the head
+            brings its own MLP that turns the attention average back into a 0/1 multi-hot).
     """
 
     name: str
@@ -208,6 +212,7 @@ class HeadKind:
     angle: bool = False
     soft: bool = False
     readable: bool = True
+    sets: bool = False
 
     def __post_init__(self) -> None:
         if self.selects not in SELECTS:
@@ -234,10 +239,11 @@ FACT_LOOKUP = HeadKind("fact_lookup", "search", causal=False, attention=("softma
 MATCH = HeadKind("match", "match", causal=True, attention=("softmax", "relu"), spec=MatchSpec)
 MEMORISE = HeadKind("memorise", "readout", causal=True, attention=("softmax", "relu"), spec=MemorySpec,
                     soft=True, readable=False)
+UNION = HeadKind("union", "union", causal=False, attention=("softmax", "relu"), query=True, key=True, sets=True)
 
 #: The one table of head kinds (see :class:`HeadKind`).
 HEAD_KINDS: Tuple[HeadKind, ...] = (PREV_TOKEN, LAST_OCCURRENCE, POINTER_LOOKUP, POSITION_MAP, MATCH, MEMORISE,
-                                    LAST_OCCURRENCE_UPTO, FACT_LOOKUP)
+                                    LAST_OCCURRENCE_UPTO, FACT_LOOKUP, UNION)
 _BY_NAME: Dict[str, HeadKind] = {k.name: k for k in HEAD_KINDS}
 
 
@@ -286,17 +292,17 @@ class HeadSpec(rasp.RASPExpr):
 
     Do not build directly: use the factories of :mod:`constructions.primitives`
     (``prev_token``, ``last_occurrence``, ``pointer_lookup``, ``position_map``,
-    ``match``, ``memorise``, ``last_occurrence_upto``, ``fact_lookup``), which
-    return the head's :class:`HeadRead` outputs.
+    ``match``, ``memorise``, ``last_occurrence_upto``, ``fact_lookup``, ``union``),
+    which return the head's :class:`HeadRead` outputs.
 
     Attributes:
         kind: the :class:`HeadKind` (a row of :data:`HEAD_KINDS`; the constructor
             also takes its name).
         query: query SOp (``search`` kinds: the value to match; ``pointer_lookup``:
-            the pointer), or None.
-        key: key SOp (the ``search`` kinds only), or None.
+            the pointer; ``union``: a value or a set), or None.
+        key: key SOp (the ``search`` and ``union`` kinds), or None.
         predicate: ``predicate(key_value, query_value) -> bool`` for the ``search``
-            kinds (tracr's argument order).
+            and ``union`` kinds (tracr's argument order).
         reads: what the head copies from the attended position.
         hardness: logit gap (nats) between the intended key and every other key
             (softmax heads; ReLU heads give the intended keys score exactly 1).
@@ -394,7 +400,7 @@ class HeadRead(rasp.SOp):
         read = head.reads[index]
         #: True when the SOp is set-valued: its value is a frozenset, encoded multi-hot
         #: (a ReLU head that adds up every selected key, or a copy of such an SOp).
-        self.multi = (head.spec is not None and head.spec.set_valued) or is_multi(read.source)
+        self.multi = head.kind.sets or (head.spec is not None and head.spec.set_valued) or is_multi(read.source)
         self.bos_value = bos_value_of(read)
         if self.multi and self.bos_value is None:
             self.bos_value = frozenset()
@@ -432,6 +438,33 @@ def bos_value_of(read: Read) -> Any:
 def is_multi(sop: Any) -> bool:
     """True for a set-valued SOp (see :attr:`HeadRead.multi`)."""
     return isinstance(sop, HeadRead) and sop.multi
+
+
+class SetMeet(rasp.SOp):
+    """Whether two set-valued SOps meet: 1 where ``a[i] & b[i]`` is non-empty, else 0 (an MLP).
+
+    Made by :func:`constructions.primitives.meet`; compiled to one MLP sublayer by
+    :mod:`constructions.setmlp` (no attention). Categorical, values {0, 1}.
+
+    Attributes:
+        a, b: set-valued SOps (:func:`is_multi`) at the same position.
+    """
+
+    def __init__(self, a: rasp.SOp, b: rasp.SOp, name: Optional[str] = None):
+        super().__init__()
+        for s in (a, b):
+            if not is_multi(s):
+                raise CompileError(f"meet compares two set-valued SOps; {getattr(s, 'label', s)!r} is not one")
+        if a.label == b.label:
+            raise CompileError("meet needs two different SOps (a set always meets itself unless it is empty)")
+        self.a = a
+        self.b = b
+        self._annotations = rasp._Annotations(  # pylint: disable=protected-access
+            self, name=name or "meet", encoding=rasp.Encoding.CATEGORICAL)
+
+    @property
+    def children(self) -> List[rasp.RASPExpr]:
+        return [self.a, self.b]
 
 
 def apply_fn(fn: Optional[Callable[[Any], Any]], value: Any) -> Any:

@@ -10,7 +10,8 @@ them as RASP expressions so programs stay readable RASP;
 
 This module is where programs import from: the factories (:func:`prev_token`,
 :func:`last_occurrence`, :func:`pointer_lookup`, :func:`last_occurrence_upto`,
-:func:`fact_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`), what
+:func:`fact_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`,
+:func:`union`; and the set read-out :func:`meet`), what
 a head can read (:data:`POSITION`, :data:`LABEL`, :class:`Read`) and
 :data:`DEFAULT_HARDNESS`. The node types themselves, the table of head kinds
 and the position conventions (model position 0 = BOS, RASP index t = model
@@ -26,9 +27,9 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.nodes import (FACT_LOOKUP, LABEL, LAST_OCCURRENCE, LAST_OCCURRENCE_UPTO, MATCH,
-                                            MEMORISE, POINTER_LOOKUP, POSITION, POSITION_MAP, PREV_TOKEN, HeadKind,
-                                            HeadRead, HeadSpec, MatchSpec, MemorySpec, PositionMapSpec, Read,
-                                            is_multi)
+                                            MEMORISE, POINTER_LOOKUP, POSITION, POSITION_MAP, PREV_TOKEN, UNION,
+                                            HeadKind, HeadRead, HeadSpec, MatchSpec, MemorySpec, PositionMapSpec,
+                                            Read, SetMeet, is_multi)
 
 #: Default logit gap (in nats) between the intended key and any other key of a
 #: hand-built head. With gap g and at most T keys the softmax weight on the
@@ -358,5 +359,88 @@ def memorise(keys: Sequence[rasp.SOp], examples: Sequence[Sequence[Any]], labels
                  spec=spec)[0]
 
 
+def union(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
+          predicate: Callable[[Any, Any], bool] = lambda k, q: k == q, attention: str = "softmax",
+          hardness: float = DEFAULT_HARDNESS, name: Optional[str] = None) -> List[HeadRead]:
+    """Union head: position i reads the union of the sets held by every key that matches its query.
+
+    The squaring step of reachability (Sanford, Hsu & Telgarsky 2024, the
+    connectivity construction; Merrill & Sabharwal 2025): with ``query`` = the
+    reachable set R(v) and ``key`` = the vertex token of each position, vertex v
+    attends to every vertex u in R(v) and reads R(u), so the union is R∘R.
+
+    Semantics: key j (1 <= j <= N, keys after the query included: bidirectional)
+    *matches* query i when ``predicate(key[j], q)`` holds for the query value q
+    (a categorical ``query``) or for some element q of the set ``query[i]`` (a
+    set-valued ``query``, :func:`constructions.nodes.is_multi`). Each read is the
+    union over the matching keys of the value each holds (a set-valued source: its
+    set; a value: the singleton; ``fn`` may map a value to a set); no match reads
+    the empty set (the head attends to BOS).
+
+    Weights (N = max_seq_len, g = hardness). Softmax: score(i, j) =
+    2g * #{q in query[i] : predicate(key[j], q)} (0 or 1, see below), BOS scores g;
+    so the matches share the weight evenly (each gets >= 1/(N+1)), BOS takes the
+    rest when nothing matches, and every non-matching key gets <= e^-g. The OV
+    writes the attended keys' sets as multi-hot vectors into a scratch subspace,
+    where an element held by a matching key has weight >= 1/(N+1) and any other
+    element <= N e^-g; the head's own MLP (:mod:`constructions.setmlp`) maps
+    x -> clip(2(N+1) x - 1/2, 0, 1), which is exactly 1 above 3/(4(N+1)) and
+    exactly 0 below 1/(4(N+1)): a 0/1 multi-hot again, provided N e^-g <= 1/(4(N+1)),
+    i.e. g >= ln(4N(N+1)) (checked at compile time). ReLU: matches score exactly 1,
+    every other key 0 (the BOS query attends to BOS only), the scratch holds the
+    number of matching keys that hold each element, and the MLP maps
+    x -> clip(2x - 1/2, 0, 1). Cost: 1 head and 1 MLP sublayer (2 hidden units per
+    element of each read); QK width |query values| + 1 by |key values| + 1.
+
+    Args:
+        query: categorical or set-valued SOp at the query position.
+        key: categorical SOp at key positions (None never matches).
+        reads: values copied from the matching keys (categorical or set-valued SOps,
+            ``rasp.tokens``; a :class:`Read` with ``fn`` may map a value to a frozenset).
+        predicate: ``predicate(key_value, query_element) -> bool``; default equality.
+            With a set-valued query, every key value may satisfy it for at most one
+            element (so a key's score is 0 or 2g, and the matches tie).
+        attention: ``"softmax"`` or ``"relu"``.
+        hardness: logit gap in nats (softmax).
+        name: head name.
+    Returns:
+        One set-valued HeadRead SOp per read (frozensets, encoded multi-hot).
+    Raises:
+        CompileError: no reads, a numerical SOp, a set-valued key, a predicate that a key
+            value satisfies for two elements of a set-valued query (at compile time), or
+            hardness below ln(4N(N+1)) (at compile time).
+    """
+    if is_multi(key):
+        raise CompileError("union: the key must be a single value per position (categorical), not a set")
+    return _make(UNION, reads, query=query, key=key, predicate=predicate, hardness=hardness, name=name,
+                 attention=attention)
+
+
+def meet(a: rasp.SOp, b: rasp.SOp, *, name: Optional[str] = None) -> SetMeet:
+    """Set read-out: 1 where the sets ``a[i]`` and ``b[i]`` share an element, else 0.
+
+    The last step of the connectivity construction: with a = R(t) and b = R(s), both
+    covering paths of length <= r, they meet iff t is reachable from s by a path of
+    length <= 2r (for undirected graphs).
+
+    Weights: one MLP sublayer (:mod:`constructions.setmlp`), no attention. Hidden
+    units h_e = ReLU(a_e + b_e - 1), one per element e present in both value sets,
+    and a constant unit; the read-out writes 2 * sum_e h_e to the value 1 and the
+    constant 1 to the value 0. On 0/1 multi-hot inputs: no common element gives
+    (value 0: 1, value 1: 0); a common element gives value 1 a score >= 2 against 1.
+
+    Args:
+        a, b: set-valued SOps (:func:`constructions.nodes.is_multi`), e.g. reads of
+            :func:`union` heads or copies of them.
+        name: name of the output SOp.
+    Returns:
+        Categorical SOp with values {0, 1}.
+    Raises:
+        CompileError: an argument that is not set-valued, or a and b the same SOp.
+    """
+    return SetMeet(a, b, name=name)
+
+
 __all__ = ["DEFAULT_HARDNESS", "POSITION", "LABEL", "Read", "ReadLike", "prev_token", "last_occurrence",
-           "pointer_lookup", "last_occurrence_upto", "fact_lookup", "position_map", "match", "memorise"]
+           "pointer_lookup", "last_occurrence_upto", "fact_lookup", "position_map", "match", "memorise",
+           "union", "meet"]

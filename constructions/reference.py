@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, MatchSpec, MemorySpec, apply_fn
+from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, MatchSpec, MemorySpec, SetMeet, apply_fn
 
 #: Attended model positions of one head: for each query position 1..n, a list of key positions.
 Attended = List[List[int]]
@@ -113,9 +113,25 @@ def _match_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> Attended:
     return out
 
 
+def _union_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> Attended:
+    """``selects="union"``: every key j (1..n, after the query too) with predicate(key[j], q) for the query
+    value q, or for some element q of a set-valued query; BOS (softmax) or nothing (ReLU) when none."""
+    q = ev.evaluate(head.query, xs)
+    k = ev.evaluate(head.key, xs)
+    out = []
+    for i in range(len(xs)):
+        qi = q[i]
+        elements = () if qi is None else (qi if isinstance(qi, frozenset) else (qi,))
+        hits = [j + 1 for j in range(len(xs))
+                if k[j] is not None and any(head.predicate(k[j], e) for e in elements)]
+        out.append(hits or ([0] if head.attention == "softmax" else []))
+    return out
+
+
 #: Attended keys of each way of selecting (:attr:`HeadKind.selects`); "readout" heads attend to nothing.
 _ATTENDED: Dict[str, Callable[[HeadSpec, "Evaluator", Sequence[Any]], Attended]] = {
-    "position": _position_keys, "pointer": _pointer_keys, "search": _search_keys, "match": _match_keys}
+    "position": _position_keys, "pointer": _pointer_keys, "search": _search_keys, "match": _match_keys,
+    "union": _union_keys}
 
 
 class Evaluator(rasp.DefaultRASPEvaluator):
@@ -127,6 +143,7 @@ class Evaluator(rasp.DefaultRASPEvaluator):
     def __init__(self):
         super().__init__()
         self._eval_fn_by_expr_type[HeadRead] = self._eval_head_read
+        self._eval_fn_by_expr_type[SetMeet] = self._eval_meet
         self._cache: Dict[str, Any] = {}
 
     def evaluate(self, expr, xs):
@@ -162,6 +179,10 @@ class Evaluator(rasp.DefaultRASPEvaluator):
                     vals.add(v)
             out.append(frozenset(vals))
         return out
+
+    def _eval_meet(self, sop: SetMeet, xs):
+        a, b = self.evaluate(sop.a, xs), self.evaluate(sop.b, xs)
+        return [int(bool((x or frozenset()) & (y or frozenset()))) for x, y in zip(a, b)]
 
     def _eval_memory(self, head: HeadSpec, xs):
         spec: MemorySpec = head.spec

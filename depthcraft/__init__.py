@@ -12,6 +12,7 @@ reference. The public API::
     report = depthcraft.verify("khop_doubling", k=8)   # the SPEC §6 report
     report = depthcraft.check_program(my_sop, vocab=..., max_seq_len=..., reference=...)
     depthcraft.save(model, "k8.safetensors"); depthcraft.load("k8.safetensors")
+    rs = depthcraft.residual_stream(model, [0, 1, 2, 0])  # the stream after every sublayer
 
     depthcraft.strategies.token_sequences(["a", "b"], max_len=8)  # hypothesis strategies
 
@@ -45,6 +46,8 @@ _EXPORTS: Dict[str, str] = {
     "load": "depthcraft.constructions.io:load",
     "compile_program": "depthcraft.constructions.compiler:compile_program",
     "CompiledModel": "depthcraft.constructions.model:CompiledModel",
+    "residual_stream": "depthcraft.constructions.model:residual_stream",
+    "ResidualStream": "depthcraft.constructions.model:ResidualStream",
     "DepthcraftError": "depthcraft.constructions.errors:DepthcraftError",
     "ParameterError": "depthcraft.constructions.errors:ParameterError",
     "InputError": "depthcraft.constructions.errors:InputError",

@@ -63,9 +63,14 @@ def test_depth_threshold_verdicts():
     # the capacity control learns: one layer suffices -> not reproduced
     v, _, _ = C.depth_threshold(threshold_doc([0.6, 0.5, 0.7], [0, 0, 0], [0.0, 0.01, 0.0]), "m=4", [1], 2)
     assert v == C.NOT_REPRODUCED
-    # depth 2 fails
-    v, _, _ = C.depth_threshold(threshold_doc([0.6, 0.5, 0.7], [0.5, 0.6, 0.4]), "m=4", [1], 2)
-    assert v == C.NOT_REPRODUCED
+    # depth 2 fails and nothing deeper was trained: a budget artefact is not excluded
+    v, text, _ = C.depth_threshold(threshold_doc([0.6, 0.5, 0.7], [0.5, 0.6, 0.4]), "m=4", [1], 2)
+    assert v == C.INCONCLUSIVE and "budget artefact" in text
+    # depth 2 fails while depth 3 learns with the same recipe: not reproduced
+    d = threshold_doc([0.6, 0.5, 0.7], [0.5, 0.6, 0.4])
+    d["runs"] += [run("m=4", 3, s, 0.0) for s in range(3)]
+    v, text, _ = C.depth_threshold(d, "m=4", [1], 2)
+    assert v == C.NOT_REPRODUCED and "L=3 learns" in text
     # two seeds: undecided
     v, _, _ = C.depth_threshold(threshold_doc([0.6, 0.5], [0, 0], seeds=2), "m=4", [1], 2)
     assert v == C.INCONCLUSIVE
@@ -202,3 +207,38 @@ def test_eval_every_records_a_curve_and_keeps_the_final_weights(tmp_path):
     assert "curve" not in plain["runs"][0]
     assert plain["runs"][0]["final_loss"] == r["final_loss"]  # training in pieces changes nothing
     assert plain["runs"][0]["error"] == r["error"]
+
+
+def test_c2_judges_tm_with_the_onehot_embedding_and_reports_the_training_distribution():
+    def tm(e1, e2, seen2):
+        d = threshold_doc(e1, e2, [0.6, 0.6, 0.6])
+        for r in d["runs"]:
+            r["error_training_distribution"] = {"m=4": seen2 if r["depth"] == 2 and not r["control"] else 0.4}
+        return d
+
+    icqa = threshold_doc([0.6, 0.5, 0.7], [0, 0, 0], [0.6, 0.6, 0.5])
+    out = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.0] * 3, 0.0),
+                          "tm_learned": tm([0.6] * 3, [0.5] * 3, 0.0)}))
+    assert out["verdict"] == C.REPRODUCED  # the learned embedding's failure is reported, not judged
+    assert "learned embedding (reported, not part of the verdict: not reproduced)" in out["evidence"]
+    assert out["measured"]["tm_learned"]["training_distribution"]["L2"]["mean"] == 0.0
+    bad = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.5] * 3, 0.0)}))
+    assert bad["verdict"] == C.NOT_REPRODUCED  # L=2 fails on held-out tokens but learns the seen ones
+    assert "on the training distribution: L=1 0.400 ± 0.000 (n=3); L=2 0.000 ± 0.000 (n=3)" in bad["evidence"]
+    unclear = C.judge_c2(Res({"icqa": icqa, "tm_onehot": tm([0.6] * 3, [0.5] * 3, 0.5)}))
+    assert unclear["verdict"] == C.INCONCLUSIVE  # nothing learns, even the seen tokens: maybe the budget
+
+
+def test_claim_figures_are_written_for_judged_claims(tmp_path):
+    def entry(cid, out):
+        return {"id": cid, "source": "s", "statement": "x", "results": f"results/crosscheck/{cid.lower()}/", **out}
+
+    icqa = threshold_doc([0.6, 0.5, 0.7], [0, 0, 0], [0.6, 0.6, 0.5])
+    doc_ = {"claims": [
+        entry("C1", C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})}))),
+        entry("C2", C.judge_c2(Res({"icqa": icqa, "tm_onehot": icqa}))),
+        entry("C5", C.judge_c5(Res({"retrieval": _c5_doc([0.5, 0.6, 0.5], [0.0, 0.01, 0.0], [250, 500, 750])}))),
+        {"id": "C3", "verdict": C.NOT_RUN, "measured": {}, "results": "results/crosscheck/c3/"}]}
+    written = C.write_figures(tmp_path, doc_)
+    assert sorted(pathlib.Path(p).parent.name for p in written) == ["c1", "c2", "c5"]
+    assert all(pathlib.Path(p).read_bytes()[:4] == b"\x89PNG" for p in written)

@@ -9,7 +9,7 @@ from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.nodes import HEAD_KINDS, HeadSpec, head_kind
 from depthcraft.constructions.primitives import (POSITION, Read, fact_lookup, last_occurrence, last_occurrence_upto,
-                                                 match, memorise, pointer_lookup, position_map, prev_token)
+                                                 match, memorise, pointer_lookup, position_map, prev_token, union)
 from depthcraft.constructions.reference import evaluate
 
 VOCAB, N = range(3), 4
@@ -32,6 +32,7 @@ PROGRAMS = {
                                        name="h")[0],
     "match": lambda: match([(rasp.tokens, rasp.tokens)], [rasp.tokens], name="h")[0],
     "memorise": lambda: memorise([rasp.tokens], [[0, 1, 2, 0], [1, 1, 1, 1]], [2, 0], name="h"),
+    "union": lambda: union(rasp.tokens, rasp.tokens, [rasp.tokens], name="h")[0],
 }
 
 

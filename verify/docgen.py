@@ -217,6 +217,9 @@ def render_sweeps(root: pathlib.Path) -> str:
         if not (root / rel).is_file():
             continue
         lines.append(f"* {title} ({link(rel)}): {_sweep_line(sweep_facts(reports(root, rel), key), key)}.")
+    if (root / CONNECTIVITY_SWEEP).is_file():
+        lines.append(f"* `graph_connectivity`, every sampler ({link(CONNECTIVITY_SWEEP)}): "
+                     f"{_connectivity_line(root)}.")
     return "\n".join(lines)
 
 
@@ -239,6 +242,28 @@ def render_claims(root: pathlib.Path) -> str:
         except KeyError as e:
             raise DocgenError(f"{CLAIMS}: claim {c.get('id', '?')} has no {e}") from None
     return table(["claim", "paper", "statement", "verdict", "evidence (mean ± spread over seeds)", "results"], rows)
+
+
+def render_c1_table(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) beside SPEC §7a's."""
+    from depthcraft.verify.crosscheck.claims import PAPER_KHOP
+
+    if not (root / CLAIMS).is_file():
+        return f"No `{CLAIMS}` yet."
+    c1 = next((c for c in load_json(root, CLAIMS).get("claims", []) if c.get("id") == "C1"), None)
+    errors = (c1 or {}).get("measured", {}).get("errors")
+    if not errors:
+        state = (c1 or {}).get("verdict", "not run")
+        return f"C1 {'has no measured errors' if c1 else 'is missing'} in `{CLAIMS}` ({state})."
+    ks = sorted({int(k.split('=')[1]) for row in errors.values() for k in row})
+    paper_ks = sorted({k for row in PAPER_KHOP.values() for k in row})
+    rows = []
+    for L in sorted({*map(int, errors), *PAPER_KHOP}):
+        row = errors.get(str(L), {})
+        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
+        rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
+    return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
 
 
 def render_claim_rules(root: pathlib.Path) -> str:
@@ -422,17 +447,204 @@ def render_theorems_musat(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+RUNTIME = "results/performance/runtime.json"
+VERIFY_TARGETS = "results/performance/verify_targets.json"
+VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
+
+
+def _case_text(case: Mapping[str, Any]) -> str:
+    return f"`{case['construction']}` {params_text(case['params'])}, {case['samples']} samples"
+
+
+def _run_text(case: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """``"47.1 s, 1,003 MiB"``; ``"> 300 s (stopped), ..."``; a failed run names its exit status."""
+    if case is None:
+        return None
+    wall = f"> {case['wall_s']:.0f} s (stopped)" if case["timed_out"] else f"{case['wall_s']:.1f} s"
+    text = f"{wall}, {count(case['peak_rss_mib'])} MiB"
+    if not case["timed_out"] and (case["exit"] != 0 or not case["passed"]):
+        text += f", exit {case['exit']}" + ("" if case["passed"] else ", not passed")
+    return text
+
+
+def render_verify_targets(root: pathlib.Path) -> str:
+    """docs/performance.md: wall time and peak RSS of ``depthcraft verify`` per issue-12 case, before and after."""
+    after = load_json(root, VERIFY_TARGETS)
+    before_doc = load_json(root, VERIFY_TARGETS_BEFORE) if (root / VERIFY_TARGETS_BEFORE).is_file() else None
+    key = (lambda c: (c["construction"], json.dumps(c["params"], sort_keys=True), c["samples"]))
+    before = {key(c): c for c in (before_doc or {}).get("cases", [])}
+    rows = []
+    for c in after["cases"]:
+        target = " ".join(filter(None, [f"< {c['target_wall_s']} s" if c.get("target_wall_s") else "",
+                                        f"< {c['target_rss_gib']} GiB" if c.get("target_rss_gib") else ""]))
+        met = None
+        if target:
+            met = (not c["timed_out"] and c["exit"] == 0 and
+                   (not c.get("target_wall_s") or c["wall_s"] < c["target_wall_s"]) and
+                   (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
+            met = "met" if met else "**not met**"
+        rows.append([_case_text(c), _run_text(before.get(key(c))), _run_text(c), target or None, met])
+    src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
+    head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
+            f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
+    return head + table(["case", "before", "after", "target", ""], rows)
+
+
+def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
+    return None if x is None or not base else f"{x / base:.2f}x"
+
+
+def render_runtime(root: pathlib.Path) -> str:
+    """docs/performance.md and README: inputs/s of jit(tracr), the dense runtime and the planned one, per batch."""
+    d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        label = f"k={size['k']} n={size['n']} (d_model {size['d_model']})"
+        for r in size["rows"]:
+            if "skipped" in r:
+                rows.append([label, r["batch"], "skipped: " + r["skipped"], None, None, None, None])
+                continue
+            base = r["jit(tracr)"]
+            rows.append([label, r["batch"], f"{base:,.1f}", f"{r['dense']:,.1f}", f"{r['plan']:,.1f}",
+                         _ratio(r["dense"], base), _ratio(r["plan"], base)])
+        best = size["best"]
+        if "jit(tracr)" in best:
+            base = best["jit(tracr)"][0]
+            rows.append([label, "best", *(f"{best[i][0]:,.1f} (at {best[i][1]})" if i in best else None
+                                          for i in ("jit(tracr)", "dense", "plan")),
+                         _ratio(best.get("dense", [None])[0], base), _ratio(best.get("plan", [None])[0], base)])
+    head = (f"`{d['construction']}` (vocab {d['vocab']}), inputs per second on the same compiled weights in one "
+            f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
+    return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
+                         "planned / jit"], rows)
+
+
+def render_runtime_summary(root: pathlib.Path) -> str:
+    """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
+    d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        best = size["best"]
+        base = best.get("jit(tracr)", [None])[0]
+        cells = [f"{best[i][0]:,.0f}/s (batch {best[i][1]})" if i in best else None
+                 for i in ("jit(tracr)", "dense", "plan")]
+        rows.append([f"k={size['k']} n={size['n']}", size["d_model"], *cells,
+                     _ratio(best.get("plan", [None])[0], base)])
+    return (f"`{d['construction']}`, each at its best batch, same weights, one process "
+            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
+            table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+
+
+#: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them).
+CONNECTIVITY_SWEEP = "results/graph_connectivity/n2-32.json"
+CONNECTIVITY_EXHAUSTIVE = "results/graph_connectivity/exhaustive_n2-5.json"
+
+
+def _log2_ceil(n: int) -> int:
+    """ceil(log2(n - 1)) for n >= 2 (0 at n = 2), in integers."""
+    return max(0, (n - 2).bit_length())
+
+
+def _connectivity_by_n(root: pathlib.Path) -> Dict[int, Dict[str, Any]]:
+    """Per n: the sweep's reports (one per sampler) and the exhaustive report, when there is one."""
+    by_n: Dict[int, Dict[str, Any]] = {}
+    for r in reports(root, CONNECTIVITY_SWEEP):
+        by_n.setdefault(r["params"]["n"], {"sweep": [], "exhaustive": None})["sweep"].append(r)
+    if (root / CONNECTIVITY_EXHAUSTIVE).is_file():
+        for r in reports(root, CONNECTIVITY_EXHAUSTIVE):
+            by_n.setdefault(r["params"]["n"], {"sweep": [], "exhaustive": None})["exhaustive"] = r
+    return by_n
+
+
+def _connectivity_line(root: pathlib.Path) -> str:
+    """One line on the connectivity sweep: n, L, c, H, d_model, reports passed, exhaustive sizes."""
+    by_n = _connectivity_by_n(root)
+    ns = sorted(by_n)
+    rs = [r for d in by_n.values() for r in d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])]
+    layers = [max(r["structure"]["attn_layers"] for r in by_n[n]["sweep"]) for n in ns]
+    cs = sorted({r["structure"]["attn_layers"] - _log2_ceil(r["params"]["n"]) for r in rs})
+    bounds_ok = all(b["ok"] for r in rs for b in (r.get("bound_checks") or {}).values())
+    dm = [by_n[n]["sweep"][0]["structure"]["d_model"] for n in ns]
+    ex = [n for n, d in by_n.items() if d["exhaustive"] and d["exhaustive"]["passed"]]
+    return (f"n = {runs(ns)}: L = {', '.join(map(str, layers))} (= ceil(log2(n-1)) + c, c = {runs(cs)}; "
+            f"{'within the registered bound at every n' if bounds_ok else 'bound NOT met everywhere'}); "
+            f"H = {'/'.join(map(str, sorted({r['structure']['heads'] for r in rs})))}; d_model {min(dm)}..{max(dm)}; "
+            f"{sum(r['passed'] for r in rs)}/{len(rs)} pass" + (f"; exhaustive for n = {runs(ex)}" if ex else ""))
+
+
+def render_connectivity(root: pathlib.Path) -> str:
+    """The claims page: L, the bound, c, H and d_model of ``graph_connectivity`` by n, with the checks."""
+    if not (root / CONNECTIVITY_SWEEP).is_file():
+        return f"`{CONNECTIVITY_SWEEP}` is missing: run `results/graph_connectivity/COMMAND`."
+    rows = []
+    for n, d in sorted(_connectivity_by_n(root).items()):
+        rs = d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])
+        r0 = rs[0]
+        layers = sorted({r["structure"]["attn_layers"] for r in rs})
+        bound = (r0.get("bound_checks") or {}).get("attn_layers")
+        samplers = [r["params"]["sampler"] for r in d["sweep"]]
+        ok = [r["params"]["sampler"] for r in d["sweep"] if r["passed"]]
+        ex = d["exhaustive"]
+        att = min(r["min_margin"]["attention"] for r in rs if r["min_margin"]["attention"] is not None)
+        gap = min(r["min_margin"]["output_gap"] for r in rs if r["min_margin"]["output_gap"] is not None)
+        inputs = sum(sum(checked_inputs(r).values()) for r in rs)
+        rows.append([n, "/".join(map(str, layers)), _log2_ceil(n), "/".join(str(x - _log2_ceil(n)) for x in layers),
+                     bound["bound"] if bound else None, "/".join(map(str, sorted({r["structure"]["heads"] for r in rs}))),
+                     r0["structure"]["mlp_layers"], r0["structure"]["d_model"],
+                     f"{len(ok)}/{len(samplers)}" + ("" if len(ok) == len(samplers) else
+                                                     f" (fails: {', '.join(sorted(set(samplers) - set(ok)))})"),
+                     (f"{count(ex['checks']['exhaustive']['inputs'])} {'exact' if ex['passed'] else 'NOT exact'}"
+                      if ex else None),
+                     count(inputs), f"{att:.6f}", f"{gap:.3f}"])
+    head = (f"`graph_connectivity` ({link(CONNECTIVITY_SWEEP)}"
+            + (f", {link(CONNECTIVITY_EXHAUSTIVE)}" if (root / CONNECTIVITY_EXHAUSTIVE).is_file() else "")
+            + "): L measured from the weights, log = ceil(log2(n-1)), c = L - log, the registered bound, "
+              "H, MLP layers, d_model, the samplers (path, cycle, two_components, tree, er) whose report passes, "
+              "the exhaustive check, every input checked for that n (random, edge, hypothesis, exhaustive), and "
+              "the smallest margins: attention weight on the intended keys and the read-out gap.\n\n")
+    return head + table(["n", "L", "log", "c", "bound", "H", "MLP", "d_model", "samplers", "exhaustive",
+                         "inputs", "min attention", "min gap"], rows)
+
+
+def render_theorems_connectivity(root: pathlib.Path) -> str:
+    """Sanford, Hsu & Telgarsky (2024); Merrill & Sabharwal (2025): connectivity in log depth."""
+    theorem_claim = ("Connectivity of n-vertex graphs (query s, t) in O(log n) layers (Sanford, Hsu & Telgarsky "
+                     "2024; Θ(log n): Merrill & Sabharwal 2025)")
+    construction_claim = ("`graph_connectivity`: repeated squaring of reachability, L = max(2, ceil(log2(n-1)) + 1), "
+                          "one head per layer")
+    if not (root / CONNECTIVITY_SWEEP).is_file():
+        missing = f"`{CONNECTIVITY_SWEEP}` is missing"
+        theorem, construction = [theorem_claim, "not run", missing], [construction_claim, "not run", missing]
+    else:
+        by_n = _connectivity_by_n(root)
+        rs = [r for d in by_n.values() for r in d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])]
+        cs = sorted({r["structure"]["attn_layers"] - _log2_ceil(r["params"]["n"]) for r in rs})
+        ok = all(r["passed"] for r in rs)
+        theorem = [theorem_claim, VERIFIED if ok else DIFFERS,
+                   "a log-depth construction is exact at every n checked (next row, table below)"]
+        construction = [construction_claim, VERIFIED if ok and set(cs) <= {1, 2} else DIFFERS,
+                        f"{_connectivity_line(root)} ({link(CONNECTIVITY_SWEEP)})"]
+    rows = [theorem, construction,
+            ["Lower bound: Ω(log n) layers (conditional, Merrill & Sabharwal 2025)", "not testable here",
+             "a statement about every transformer; the cpu training preset (`depthcraft train connectivity`) "
+             "probes it empirically"]]
+    return table(["claim", "status", "what we measured"], rows)
+
+
 RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "status": render_status,
     "sweeps": render_sweeps,
     "claims": render_claims,
     "claim_rules": render_claim_rules,
+    "c1_table": render_c1_table,
     "precision": render_precision,
     "dedupe": render_dedupe,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
     "theorems_musat": render_theorems_musat,
+    "theorems_connectivity": render_theorems_connectivity,
+    "connectivity": render_connectivity,
 }
 
 

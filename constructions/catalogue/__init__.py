@@ -8,7 +8,8 @@ registers every family:
   ``khop_floor``, ``khop_constant_width``;
 * :mod:`~depthcraft.constructions.catalogue.chen_zou`: ``sc_memorize``,
   ``icqa_copy_match``, ``tm_parse_map``, ``ictm_parse_copy_match``;
-* :mod:`~depthcraft.constructions.catalogue.retrieval`: ``retrieval_doubling``.
+* :mod:`~depthcraft.constructions.catalogue.retrieval`: ``retrieval_doubling``;
+* :mod:`~depthcraft.constructions.catalogue.connectivity`: ``graph_connectivity``.
 
 Look a construction up with :func:`get`; resolve its parameters (its own and its
 task's) with :func:`depthcraft.verify.lookup.resolve`.
@@ -20,5 +21,6 @@ from depthcraft.constructions.catalogue.registry import (BOUND_KEYS, Bound, Cons
 from depthcraft.constructions.catalogue import khop  # noqa: F401,E402  isort: skip
 from depthcraft.constructions.catalogue import chen_zou  # noqa: F401,E402  isort: skip
 from depthcraft.constructions.catalogue import retrieval  # noqa: F401,E402  isort: skip
+from depthcraft.constructions.catalogue import connectivity  # noqa: F401,E402  isort: skip
 
 __all__ = ["BOUND_KEYS", "Bound", "Construction", "all_constructions", "get", "register"]

@@ -1,7 +1,7 @@
 """``depthcraft claims``: the verdict of each training claim C1-C6 from the committed sweeps.
 
 Writes ``results/crosscheck/claims.json`` (:func:`depthcraft.verify.crosscheck.claims.write_claims`)
-and prints one line per claim. ``--commands`` prints the ``depthcraft train`` commands that
+and each judged claim's ``claim.png``, and prints one line per claim. ``--commands`` prints the ``depthcraft train`` commands that
 produce each claim's sweeps instead (the claim's COMMAND file holds the same lines).
 """
 
@@ -32,9 +32,11 @@ def claims_cmd(root, show_commands) -> None:
         return
     path = claims_mod.write_claims(base)
     doc = claims_mod.build_claims(base)
+    figures = claims_mod.write_figures(base, doc)
     for c in doc["claims"]:
         echo(f"{c['id']}: {c['verdict']}")
-    echo(f"written: {path.relative_to(base)}")
+    for f in [str(path), *figures]:
+        echo(f"written: {pathlib.Path(f).relative_to(base)}")
 
 
 __all__ = ["claims_cmd"]

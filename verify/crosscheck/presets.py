@@ -209,16 +209,16 @@ _add(Preset(
 _C4 = dict(mlp=False, heads=2, width=32, lr=3e-3, warmup=200, seeds=3, checkpoint_every=500, alignment_size=0)
 _add(Preset(
     task="sc", name="c4", params={"sequences": (256,), "n": 8, "vocab": 4, "classes": 4}, mixed=False,
-    depths=(1,), steps=1500, batch=256, construction="sc_memorize", **_C4,
+    depths=(1,), steps=1500, batch=256, **_C4,
     note="C4 (Chen & Zou) SC: memorise 256 sequences of length 8, depth 1, width 32; run with --heads 1, 2, 4"))
 _add(Preset(
     task="icqa", name="c4", params={"m": (4,), "questions": 8, "answers": 8}, mixed=False, depths=(2,),
-    steps=2000, batch=1024, construction="icqa_copy_match", **_C4,
+    steps=2000, batch=1024, **_C4,
     note="C4 (Chen & Zou) ICQA at depth 2, width 32; run with --heads 1, 2, 4"))
 _add(Preset(
     task="tm", name="c4", params={"n": 5, "templates": (12,), "classes": 4, "vocab": 8, "held_out": 0,
                                   "split": "all"}, mixed=False, depths=(2,), steps=2000, batch=512,
-    construction="tm_parse_map", **_C4,
+    **_C4,
     note="C4 (Chen & Zou) TM at depth 2, width 32, all tokens; run with --heads 1, 2, 4"))
 _add(Preset(
     task="retrieval_slots", name="c5", params={"d": 3, "distractors": 1, "targets": ("every", "final")},
@@ -235,6 +235,18 @@ _add(Preset(
     checkpoint_every=500, alignment_size=0,
     note="C6 (Mușat) retrieval with the curriculum, D in {2, 5} (lower bounds 2 and 3), depths 1-3, 3 seeds, "
          "controls at the bound minus one"))
+
+
+# Graph connectivity (SPEC §4.4): path-heavy graphs (the ``paths`` sampler: a Hamiltonian path, cut at one
+# edge half of the time, queried at its two ends 3/4 of the time), so the answer needs the whole path;
+# graph_connectivity's depth is max(2, ceil(log2(n-1)) + 1): 4 at n = 8, 5 at n = 16.
+_add(Preset(
+    task="connectivity", name="cpu", params={"n": (8, 16), "max_edges": 16, "sampler": "paths"}, mixed=False,
+    depths=(2, 3, 4, 5), heads=4, width=64, steps=2000, batch=256, lr=2e-3, warmup=200, seeds=3, control=True,
+    construction="graph_connectivity", checkpoint_every=500, eval_size=512,
+    note="connectivity on 2 CPU cores: path-heavy graphs (a Hamiltonian path, cut at one edge half of the "
+         "time, queried at its ends) at n = 8 and 16 (16 edge slots), bidirectional, depths 2-5 around "
+         "log2 n (construction: 4 and 5 layers), 3 seeds, capacity control at bound-1"))
 
 
 def get_preset(task: str, name: str) -> Preset:

@@ -55,7 +55,7 @@ def _n(expr: Any) -> str:
 
 def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
     """One line ``name = operation(arguments)`` for an SOp (None for selectors and heads)."""
-    from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead
+    from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead, SetMeet
 
     enc = "" if isinstance(expr, HeadRead) or not isinstance(expr, rasp.SOp) else \
         (" [numerical]" if rasp.is_numerical(expr) else "")
@@ -69,6 +69,8 @@ def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
         marker = expr.read.source is POSITION or expr.read.source is LABEL  # not SOps: no label
         src = repr(expr.read.source) if marker else _n(expr.read.source)
         return f"{_n(expr)} = {head.kind}({args}).read({src})  [hand-built head {_n(head)}]"
+    if isinstance(expr, SetMeet):
+        return f"{_n(expr)} = meet({_n(expr.a)}, {_n(expr.b)})  [MLP: 1 when the sets share an element]"
     if isinstance(expr, rasp.Map):
         return f"{_n(expr)} = Map({_fn_name(expr.f)}, {_n(expr.inner)}){enc}"
     if isinstance(expr, rasp.SequenceMap):
