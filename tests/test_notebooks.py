@@ -48,6 +48,7 @@ def test_khop_log_depth_runs_and_shows_the_doubling():
     assert f"after attn 2: find1 = {f1}, find2 = None, find4 = None" in text
     assert f"after attn 3: find1 = {f1}, find2 = {f2}, find4 = None" in text
     assert f"after attn 4: find1 = {f1}, find2 = {f2}, find4 = {f4}" in text
+    assert "attn 3 wrote at position 24: find2, tok_R1" in text  # R1 has no directions: stored as find2
     assert "stored once by the compile-time dedupe: [['R1', 'find2']]" in text
     for layer in range(1, 6):
         assert f"without layer {layer}: exact on " in text

@@ -106,9 +106,10 @@ for row in dedupe["rows"]:
 # %% [markdown]
 # ## 3. Step by step: the doubling, layer by layer
 #
-# Run the weights on the input and follow position 24. After each attention layer, read the
-# pointers the residual stream holds there (a pointer is one-hot over the model positions
-# 0..N, so it is read by an argmax over its block of directions).
+# Run the weights on the input and keep the residual stream after every sublayer
+# (`depthcraft.residual_stream`), then follow position 24: after each attention layer, read the
+# pointers the stream holds there (a pointer is one-hot over the model positions 0..N, so it is
+# read by an argmax over its block of directions; an empty block reads None).
 
 # %%
 labels = list(model.residual_labels)
@@ -128,22 +129,16 @@ def read(residual, name, position):
 
 
 tokens = x[0].tolist()
-if hasattr(model, "residual_stream"):  # the residual stream after every sublayer
-    stream = model.residual_stream(tokens)
-    stages = [(name, stream.values[i + 1]) for i, name in enumerate(stream.stages[1:]) if name.startswith("attn")]
-else:  # the stream after layer l = the final stream of the model with the layers after l zeroed
-    from depthcraft.verify.ablation import without_layer
-
-    stages = []
-    for layer in range(1, structure["attn_layers"] + 1):
-        truncated = model
-        for later in range(layer, structure["attn_layers"]):
-            truncated = without_layer(truncated, later)
-        stages.append((f"attn {layer}", np.asarray(truncated.forward_ids(truncated.encode([tokens])).residual[0])))
+stream = depthcraft.residual_stream(model, tokens)  # [sublayers + 1, positions, d_model]
+print("stages:", stream.stages, "values:", stream.values.shape)
+stages = [(name, stream.values[i]) for i, name in enumerate(stream.stages) if name.startswith("attn")]
 for name, residual in stages:
     held = {sop: read(residual, sop, n) for sop in ("find1", "find2", "find4")}
     print(f"after {name}: " + ", ".join(f"{k} = {v}" for k, v in held.items()))
 print("true find^1, find^2, find^4 of 24:", chain[1], chain[2], chain[4])
+for i, name in enumerate(stream.stages[1:]):
+    wrote = sorted({labels[d].rsplit("_", 1)[0] for d in np.flatnonzero(np.abs(stream.written(i)[n]) > 0.5)})
+    print(f"{name} wrote at position 24: {', '.join(wrote)}")
 
 # %% [markdown]
 # Where each head attends from position 24: the jumps are 1, 1, 2 and 4 hops.
