@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -21,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.errors import DepthcraftError, InputError, ParameterError
 from depthcraft.constructions.runtime import Arch, forward
 from depthcraft.verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from depthcraft.verify.crosscheck.data import Batch, TaskData
@@ -304,3 +305,55 @@ def evaluate(params: Dict[str, Any], arch: Arch, data: TaskData, sets: List[Batc
             "error_per_position": [round(float(w / n), 5) if n else None for w, n in zip(wrong[1:], scored[1:])],
         })
     return out
+
+
+@dataclasses.dataclass
+class TrainedModel:
+    """A trained model read back from a checkpoint directory (:func:`load_trained`).
+
+    Attributes:
+        params: weights (runtime layout, JAX arrays).
+        arch: runtime architecture.
+        data: the task and its conditions (input ids, output classes, sequence length).
+        model: architecture settings.
+        step: training steps done.
+        directory: the checkpoint directory.
+    """
+
+    params: Dict[str, Any]
+    arch: Arch
+    data: TaskData
+    model: ModelConfig
+    step: int
+    directory: str
+
+
+def load_trained(directory: str) -> TrainedModel:
+    """Load the model of a training checkpoint (``depthcraft train``'s ``checkpoints/<run>``).
+
+    The checkpoint's record names the task, its conditions and the model and training
+    settings; the arrays are read through :func:`load_checkpoint` into a freshly
+    initialised state of that structure (so a file that does not match is refused).
+
+    Raises:
+        InputError: no checkpoint in ``directory``, an unreadable or inconsistent one.
+    """
+    from depthcraft.verify.tasks import get_task
+
+    record = read_meta(directory)
+    if record is None:
+        raise InputError(f"{directory} holds no training checkpoint ({os.path.join(directory, 'checkpoint.json')} "
+                         f"is missing)")
+    try:
+        config = record["meta"]["config"]
+        task = get_task(config["task"])
+        data = TaskData(task, [dict(c) for c in config["conditions"]])
+        model_cfg = ModelConfig(**config["model"])
+        train_cfg = TrainConfig(**config["train"])
+    except (KeyError, TypeError, DepthcraftError) as e:
+        raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
+    params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
+    template = {"params": params, "opt_state": optimizer(train_cfg, model_cfg.frozen).init(params)}
+    step, state, _ = load_checkpoint(directory, template)
+    return TrainedModel(params=state["params"], arch=model_cfg.arch(data.pad_id), data=data, model=model_cfg,
+                        step=step, directory=directory)
