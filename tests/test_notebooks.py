@@ -55,8 +55,9 @@ def test_khop_log_depth_runs_and_shows_the_doubling():
     assert "100.0%" not in text  # no layer is redundant
     # The trained sweep and the precision study are read from results/ and their figure is shown.
     assert "k=4: construction depth 4" in text and "float32   (23 mantissa bits)" in text
-    assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
-               for c in nb.cells for o in c.get("outputs", []))
+    # Two figures: the attention maps (a matplotlib Figure) and the committed depth-sweep PNG.
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 2
 
 
 def test_chen_zou_runs_every_task_at_the_papers_depth():

@@ -25,6 +25,7 @@
 # `tests/test_notebooks.py`), or read from the committed `results/` files.
 
 # %%
+import io
 import json
 import pathlib
 
@@ -155,11 +156,15 @@ assert np.array_equal(model.run(x, none_value=-1), hop_k(x, 8))
 # The attention maps as a slide (`depthcraft show ... --png`; masked keys hatched):
 
 # %%
+from IPython.display import Image  # noqa: E402
+
 from depthcraft.verify import views  # noqa: E402
 from depthcraft.verify.views.figures import build_figure  # noqa: E402
 
 data, _ = views.for_construction("khop_doubling", params, text)
-build_figure(data)
+png = io.BytesIO()
+build_figure(data).savefig(png, format="png", dpi=80)
+Image(data=png.getvalue(), width=960)
 
 # %% [markdown]
 # ## 4. Every layer is needed: ablation
@@ -189,8 +194,6 @@ for s in sweep["summary"]:
           f"smallest depth under {s['threshold']}: {s['smallest_depth']} ({s['verdict']})")
 
 # %%
-from IPython.display import Image  # noqa: E402
-
 Image(filename=str(ROOT / "results/crosscheck/khop_cpu/error_by_depth.png"), width=640)
 
 # %% [markdown]
