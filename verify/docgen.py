@@ -538,11 +538,12 @@ def render_verify_targets(root: pathlib.Path) -> str:
                    (not c.get("target_wall_s") or c["wall_s"] < c["target_wall_s"]) and
                    (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
             met = "met" if met else "**not met**"
-        rows.append([_case_text(c), _run_text(before.get(key(c))), _run_text(c), target or None, met])
+        before_cell = [] if before_doc is None else [_run_text(before.get(key(c)))]
+        rows.append([_case_text(c), *before_cell, _run_text(c), target or None, met])
     src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
     head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
             f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
-    return head + table(["case", "before", "after", "target", ""], rows)
+    return head + table(["case", *([] if before_doc is None else ["before"]), "wall, peak RSS", "target", ""], rows)
 
 
 def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
@@ -710,6 +711,9 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "retrieval_tripling": render_retrieval_tripling,
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
+    "verify_targets": render_verify_targets,
+    "runtime": render_runtime,
+    "runtime_summary": render_runtime_summary,
 }
 
 
