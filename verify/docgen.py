@@ -312,6 +312,22 @@ def render_precision(root: pathlib.Path) -> str:
     return head + table([d["over"], *dtypes, "mantissa bits needed"], rows) + fit_text
 
 
+def render_dedupe(root: pathlib.Path) -> str:
+    """d_model before and after the compile-time dedupe (``depthcraft dedupe --all``), the models it narrows."""
+    rel = "results/dedupe/dedupe.json"
+    d = load_json(root, rel)
+    rows = d.get("rows") if isinstance(d, dict) else None
+    if not rows:
+        raise DocgenError(f"{rel} holds no rows ({{'rows': [...]}})")
+    narrowed = [r for r in rows if r["saved"]]
+    body = table(["construction", "parameters", "d_model before", "after", "saved", "stored once (dropped = kept)"],
+                 [[f"`{r['construction']}`", params_text(r["params"]), r["d_model_before"], r["d_model_after"],
+                   r["saved"], ", ".join(f"`{a}` = `{b}`" for a, b in r["merged"])] for r in narrowed])
+    return (f"Of the {len(rows)} models of `verify --all`, the dedupe narrows {len(narrowed)} "
+            f"({d['total_saved']} residual dimensions in all); depth and heads are unchanged in every row "
+            f"({link(rel)}):\n\n" + body)
+
+
 def render_architecture(root: pathlib.Path) -> str:
     """``docs/architecture.md``: every module, by layer, with the first line of its docstring."""
     from depthcraft.verify import architecture as arch
@@ -687,6 +703,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "claim_rules": render_claim_rules,
     "c1_table": render_c1_table,
     "precision": render_precision,
+    "dedupe": render_dedupe,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
