@@ -284,8 +284,10 @@ def retrieval_tripling(d: int) -> rasp.SOp:
     attended, and t keeps its names: hi_l(t) = e.
     The left end is the mirror image (the chain's first slot s is a key slot whose
     symbol is no value; for the queried chain s is ``?``). Distinct chains share
-    no symbol and no position, so no score term links them. Every key scores at
-    most 1 but the attended one, which scores >= 2: the gap is >= 1 unit.
+    no symbol and no position, so no score term links them. In every case the
+    attended key beats all others by >= 1 unit (>= 4 against <= 3, 3 against
+    <= 2, 2 against <= 1; BOS scores 1), so a softmax head with hardness g puts
+    weight >= 1 / (1 + n e^-g) on it.
 
     The answer: the query is P_0, so hi_L(P_0) = min(2D, r_L) = 2D when
     r_L >= 2D, i.e. 3^L >= 4D + 1 (:func:`tripling_layers`), and P_2D is a value

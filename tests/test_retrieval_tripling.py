@@ -77,19 +77,14 @@ def test_program_semantics_exact_with_a_unit_gap(d):
                 assert top - second >= 1.0
 
 
-@pytest.mark.parametrize("d", [1, 2, 3, 5, 7])
-def test_structure(d):
+@pytest.mark.parametrize("d", [1, 3, 7])
+def test_structure_heads_per_layer_and_the_one_mlp(d):
     s = measure(_model(d))
     assert s["attn_layers"] == tripling_layers(d) >= lower_bound_layers(d)
     assert s["heads"] == 2 and s["mlp_layers"] == 1
-
-
-@pytest.mark.parametrize("d", [1, 3, 7])
-def test_heads_per_layer_and_the_one_mlp(d):
-    per_layer = measure(_model(d))["per_layer"]
-    attn = [layer["heads"] for layer in per_layer if layer["kind"] == "attn"]
+    attn = [layer["heads"] for layer in s["per_layer"] if layer["kind"] == "attn"]
     assert attn == [2] * (tripling_layers(d) - 1) + [1]
-    assert [layer["kind"] for layer in per_layer][:2] == ["attn", "mlp"]  # the MLP sits after layer 1
+    assert [layer["kind"] for layer in s["per_layer"]][:2] == ["attn", "mlp"]  # the MLP sits after layer 1
 
 
 def _run(model, x):
@@ -112,7 +107,7 @@ def _inputs(d, c, order, marker):
     return layout(chains, np.asarray(order)[None], marker)
 
 
-@pytest.mark.parametrize("d", [3, 4, 7])
+@pytest.mark.parametrize("d", [3, 7])
 def test_end_cases(d):
     """The queried chain's first / last fact first or last in the input, distractors around it, no distractors."""
     c = 2
@@ -147,7 +142,8 @@ def test_distractor_chains_with_the_queried_chain_reversed_in_symbols():
         assert _run(model, x)[0] == syms[0, 0, 0] == TASK.reference(p, x)[0][0, -1]
 
 
-@pytest.mark.parametrize("d, c, symbols", [(1, 1, 4), (2, 0, 4), (2, 1, 6)])
+@pytest.mark.parametrize("d, c, symbols", [(1, 1, 4), (2, 0, 4),
+                                            pytest.param(2, 1, 6, marks=pytest.mark.slow)])
 def test_exhaustive_small(d, c, symbols):
     p = {"d": d, "distractors": c, "symbols": symbols}
     model = lookup.resolve("retrieval_tripling", p).build()
@@ -179,7 +175,7 @@ def test_program_on_the_doubling_example():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("d", [13, 14, 20, 21, 40, 41])
+@pytest.mark.parametrize("d", [13, 14, 20, 21])
 def test_compiled_exact_at_layer_boundaries(d):
     model = _model(d, 2)
     p = _p(d, 2)

@@ -312,6 +312,22 @@ def render_precision(root: pathlib.Path) -> str:
     return head + table([d["over"], *dtypes, "mantissa bits needed"], rows) + fit_text
 
 
+def render_dedupe(root: pathlib.Path) -> str:
+    """d_model before and after the compile-time dedupe (``depthcraft dedupe --all``), the models it narrows."""
+    rel = "results/dedupe/dedupe.json"
+    d = load_json(root, rel)
+    rows = d.get("rows") if isinstance(d, dict) else None
+    if not rows:
+        raise DocgenError(f"{rel} holds no rows ({{'rows': [...]}})")
+    narrowed = [r for r in rows if r["saved"]]
+    body = table(["construction", "parameters", "d_model before", "after", "saved", "stored once (dropped = kept)"],
+                 [[f"`{r['construction']}`", params_text(r["params"]), r["d_model_before"], r["d_model_after"],
+                   r["saved"], ", ".join(f"`{a}` = `{b}`" for a, b in r["merged"])] for r in narrowed])
+    return (f"Of the {len(rows)} models of `verify --all`, the dedupe narrows {len(narrowed)} "
+            f"({d['total_saved']} residual dimensions in all); depth and heads are unchanged in every row "
+            f"({link(rel)}):\n\n" + body)
+
+
 def render_architecture(root: pathlib.Path) -> str:
     """``docs/architecture.md``: every module, by layer, with the first line of its docstring."""
     from depthcraft.verify import architecture as arch
@@ -522,11 +538,12 @@ def render_verify_targets(root: pathlib.Path) -> str:
                    (not c.get("target_wall_s") or c["wall_s"] < c["target_wall_s"]) and
                    (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
             met = "met" if met else "**not met**"
-        rows.append([_case_text(c), _run_text(before.get(key(c))), _run_text(c), target or None, met])
+        before_cell = [] if before_doc is None else [_run_text(before.get(key(c)))]
+        rows.append([_case_text(c), *before_cell, _run_text(c), target or None, met])
     src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
     head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
             f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
-    return head + table(["case", "before", "after", "target", ""], rows)
+    return head + table(["case", *([] if before_doc is None else ["before"]), "wall, peak RSS", "target", ""], rows)
 
 
 def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
@@ -748,6 +765,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "claim_rules": render_claim_rules,
     "c1_table": render_c1_table,
     "precision": render_precision,
+    "dedupe": render_dedupe,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
@@ -755,6 +773,9 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "retrieval_tripling": render_retrieval_tripling,
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
+    "verify_targets": render_verify_targets,
+    "runtime": render_runtime,
+    "runtime_summary": render_runtime_summary,
     "build": render_build,
     "build_profile": render_build_profile,
 }
