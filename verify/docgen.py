@@ -503,6 +503,7 @@ def render_theorems_musat(root: pathlib.Path) -> str:
 
 
 RUNTIME = "results/performance/runtime.json"
+TRAIN_SPEED = "results/performance/train_speed.json"
 VERIFY_TARGETS = "results/performance/verify_targets.json"
 VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
 
@@ -573,6 +574,24 @@ def render_runtime(root: pathlib.Path) -> str:
             f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
     return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
                          "planned / jit"], rows)
+
+
+def render_train_speed(root: pathlib.Path) -> str:
+    """docs/performance.md: seed-steps per second of the training loop, the fast trainer and the grad-only ceiling."""
+    d = load_json(root, TRAIN_SPEED)
+    rates, spread = d["seed_steps_per_second"], d["all_timings"]
+    what = {"loop": "one jitted step per call, one seed (the loop before issue 11)",
+            "scan-numpy": f"scan over {d['chunk']} steps, {d['seeds']} seeds vmapped, numpy batches",
+            "scan-jax": f"scan over {d['chunk']} steps, {d['seeds']} seeds vmapped, JAX sampler in the step",
+            "grad-only": f"forward + backward alone, {d['seeds']} seeds vmapped, one batch on the device"}
+    rows = [[k, what.get(k, ""), f"{rates[k]:,.1f}", f"{min(spread[k]):,.1f}-{max(spread[k]):,.1f}",
+             _ratio(rates[k], rates["loop"])] for k in rates]
+    m = d["model"]
+    head = (f"k-hop cpu preset model at depth {d['depth']} (width {m['width']}, {m['heads']} heads, batch "
+            f"{d['train']['batch']}), optimiser steps per second per seed, median of {d['repeats']} interleaved "
+            f"timings in one process ({d['device']['cpu_count']} CPUs, load average "
+            f"{d['load_average'][0]:.1f}), {link(TRAIN_SPEED)}:\n\n")
+    return head + table(["trainer", "what", "seed-steps/s", "spread", "vs loop"], rows)
 
 
 def render_runtime_summary(root: pathlib.Path) -> str:
@@ -776,6 +795,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "verify_targets": render_verify_targets,
     "runtime": render_runtime,
     "runtime_summary": render_runtime_summary,
+    "train_speed": render_train_speed,
     "build": render_build,
     "build_profile": render_build_profile,
 }
