@@ -86,6 +86,7 @@ class ShowData:
         sublayers: :class:`HeadView` / :class:`MLPView` in order (empty when built without details).
         layout: residual stream groups (name, first dim, last dim, values, written by).
         program: the RASP program listing (see :func:`~depthcraft.verify.views.listing.program_listing`).
+        causal: the model masks keys after the query (those cells of every map are masked).
     """
 
     title: str
@@ -97,6 +98,7 @@ class ShowData:
     layout: List[Tuple[str, int, int, List[str], str]]
     program: List[str]
     wrong: List[int] = dataclasses.field(default_factory=list)
+    causal: bool = False
 
 
 def _names(labels: Sequence[str], rows: Sequence[int]) -> List[str]:
@@ -231,7 +233,7 @@ def build(model: CompiledModel, tokens: Sequence[Any], *, title: str, program: O
         reference_text = [fmt(v) if s else UNSCORED for v, s in zip(reference, mask)]
     return ShowData(title=title, tokens_text=["BOS"] + [fmt(t) for t in tokens],
                     output_text=[fmt(v) for v in got.tolist()], reference_text=reference_text, exact=exact,
-                    sublayers=views, layout=layout, wrong=wrong,
+                    sublayers=views, layout=layout, wrong=wrong, causal=bool(model.arch.causal),
                     program=program_listing(program) if details and program is not None else [])
 
 
