@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--command", default=f"{shlex.quote(sys.executable)} -m depthcraft",
                     help="how to start depthcraft (default: this Python's -m depthcraft)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--append", action="store_true", help="add the cases to those already in --json")
     args = ap.parse_args()
     bad = [i for i in args.cases if not 0 <= i < len(CASES)]
     if bad:
@@ -109,6 +110,9 @@ def main() -> None:
         print(f"{label:<36} {wall:>7} {row['peak_rss_mib']:>8} {row['exit']:>5} {str(row['passed']):>7}  {target}",
               flush=True)
     if args.json:
+        if args.append and os.path.exists(args.json):
+            with open(args.json, encoding="utf-8") as f:
+                rows = json.load(f)["cases"] + rows
         write_json_atomic(args.json, {"benchmark": "verify_targets", "timeout_s": args.timeout,
                                       "machine": platform.machine(), "cpus": os.cpu_count(), "cases": rows})
 

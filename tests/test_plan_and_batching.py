@@ -158,3 +158,32 @@ def test_verify_writes_compilations_to_the_cache_and_no_hypothesis_folder(tmp_pa
     assert any((tmp_path / "cache" / "jax").iterdir())
     assert not (work / ".hypothesis").exists()
     assert list(work.iterdir()) == []
+
+
+def test_performance_renderers_on_synthetic_results(tmp_path):
+    """The docs tables of docs/performance.md: ratios to jit(tracr), skipped batches, targets met or not."""
+    import json
+
+    from depthcraft.verify import docgen
+
+    perf = tmp_path / "results" / "performance"
+    perf.mkdir(parents=True)
+    row = {"batch": 16, "jit(tracr)": 50.0, "dense": 100.0, "plan": 300.0, "agree": True}
+    skipped = {"batch": 4096, "skipped": "residual stream 7.2 GiB > --max-gib 2.0"}
+    (perf / "runtime.json").write_text(json.dumps({
+        "construction": "khop_doubling", "vocab": 4, "cpus": 2,
+        "sizes": [{"k": 16, "n": 100, "d_model": 742, "rows": [row, skipped], "apply": None,
+                   "best": {"jit(tracr)": [50.0, 16], "dense": [100.0, 16], "plan": [300.0, 16]}}]}))
+    case = {"construction": "khop_doubling", "params": {"k": 16, "n": 256}, "samples": 200, "exit": 0,
+            "timed_out": False, "wall_s": 75.0, "peak_rss_mib": 1500, "passed": True, "target_wall_s": 60,
+            "target_rss_gib": None}
+    stopped = dict(case, params={"k": 64, "n": 1024}, timed_out=True, wall_s=300.2, exit=-9, passed=None,
+                   target_wall_s=300, target_rss_gib=4.0)
+    (perf / "verify_targets.json").write_text(json.dumps({"timeout_s": 300, "cpus": 2, "cases": [case, stopped]}))
+    text = docgen.render_runtime(tmp_path)
+    assert "| k=16 n=100 (d_model 742) | 16 | 50.0 | 100.0 | 300.0 | 2.00x | 6.00x |" in text
+    assert "skipped: residual stream 7.2 GiB" in text
+    assert "| 6.00x |" in docgen.render_runtime_summary(tmp_path)
+    targets = docgen.render_verify_targets(tmp_path)
+    assert "| `khop_doubling` k=16 n=256, 200 samples | 75.0 s, 1,500 MiB | < 60 s | **not met** |" in targets
+    assert "> 300 s (stopped)" in targets and targets.count("**not met**") == 2

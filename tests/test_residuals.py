@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import depthcraft
-from depthcraft.constructions.model import ResidualStream, residual_stream, sublayer_names
+from depthcraft.constructions.model import ResidualStream, sublayer_names
 from depthcraft.constructions.runtime import forward
 from depthcraft.verify.crosscheck.model import ModelConfig, init_params
 

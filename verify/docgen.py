@@ -312,6 +312,22 @@ def render_precision(root: pathlib.Path) -> str:
     return head + table([d["over"], *dtypes, "mantissa bits needed"], rows) + fit_text
 
 
+def render_dedupe(root: pathlib.Path) -> str:
+    """d_model before and after the compile-time dedupe (``depthcraft dedupe --all``), the models it narrows."""
+    rel = "results/dedupe/dedupe.json"
+    d = load_json(root, rel)
+    rows = d.get("rows") if isinstance(d, dict) else None
+    if not rows:
+        raise DocgenError(f"{rel} holds no rows ({{'rows': [...]}})")
+    narrowed = [r for r in rows if r["saved"]]
+    body = table(["construction", "parameters", "d_model before", "after", "saved", "stored once (dropped = kept)"],
+                 [[f"`{r['construction']}`", params_text(r["params"]), r["d_model_before"], r["d_model_after"],
+                   r["saved"], ", ".join(f"`{a}` = `{b}`" for a, b in r["merged"])] for r in narrowed])
+    return (f"Of the {len(rows)} models of `verify --all`, the dedupe narrows {len(narrowed)} "
+            f"({d['total_saved']} residual dimensions in all); depth and heads are unchanged in every row "
+            f"({link(rel)}):\n\n" + body)
+
+
 def render_architecture(root: pathlib.Path) -> str:
     """``docs/architecture.md``: every module, by layer, with the first line of its docstring."""
     from depthcraft.verify import architecture as arch
@@ -420,6 +436,60 @@ def render_theorems_chen_zou(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+#: What ``scripts/retrieval_depth.py`` writes from the retrieval_tripling sweeps (results/retrieval_tripling/COMMAND).
+TRIPLING_SUMMARY = "results/retrieval_tripling/summary.json"
+
+
+def _tripling_rows(root: pathlib.Path) -> List[List[str]]:
+    """Claim rows for ``retrieval_tripling``: the D = 1..64 sweep and the exhaustive checks."""
+    claim = ("A matching construction: `retrieval_tripling`, L = ceil(log_3(4D+1)) = ceil(log_3(2D)) + c "
+             "with c in {0, 1}, 2 heads per layer")
+    if not (root / TRIPLING_SUMMARY).is_file():
+        return [[claim, "not run", f"`{TRIPLING_SUMMARY}` is missing: run `results/retrieval_tripling/COMMAND`"]]
+    s = load_json(root, TRIPLING_SUMMARY)
+    rows = s["rows"]
+    ok = s["all_passed"] and all(r["bound_ok"] for r in rows)
+    ds = [r["d"] for r in rows]
+    line = (f"d = {runs(ds)} (distractors = 2): {sum(r['passed'] for r in rows)}/{len(rows)} pass, L >= bound at "
+            f"every d; c = 0 at d = {runs(s['c_zero']) or 'none'}, c = 1 at d = {runs(s['c_one']) or 'none'}; "
+            f"H = {runs([r['heads'] for r in rows])}; d_model {min(r['d_model'] for r in rows)}.."
+            f"{max(r['d_model'] for r in rows)}"
+            + (f"; not measured: d = {runs(s['missing'])}" if s["missing"] else "")
+            + f" ({link(TRIPLING_SUMMARY)})")
+    out = [[claim, VERIFIED if ok else DIFFERS, line]]
+    ex = s.get("exhaustive") or []
+    if ex:
+        parts = [f"{params_text(e['params'])}: {count(e['inputs'])} inputs, {'exact' if e['exact'] else 'NOT exact'}"
+                 for e in ex]
+        out.append(["`retrieval_tripling` on every input at small D", VERIFIED if all(e["passed"] for e in ex)
+                    else DIFFERS, "; ".join(parts) + f" ({link(TRIPLING_SUMMARY)})"])
+    return out
+
+
+def render_retrieval_tripling(root: pathlib.Path) -> str:
+    """retrieval_tripling against the lower bound and retrieval_doubling, D = 1..64, runs of D with equal depths."""
+    if not (root / TRIPLING_SUMMARY).is_file():
+        return f"`{TRIPLING_SUMMARY}` is missing: run `results/retrieval_tripling/COMMAND`."
+    rows = load_json(root, TRIPLING_SUMMARY)["rows"]
+    groups: List[List[Dict[str, Any]]] = []
+    for r in rows:
+        key = (r["bound"], r["attn_layers"], r["doubling_attn_layers"])
+        if groups and (groups[-1][-1]["bound"], groups[-1][-1]["attn_layers"],
+                       groups[-1][-1]["doubling_attn_layers"]) == key and groups[-1][-1]["d"] + 1 == r["d"]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    body = []
+    for g in groups:
+        body.append([runs([r["d"] for r in g]), g[0]["bound"], g[0]["attn_layers"], g[0]["c"],
+                     g[0]["doubling_attn_layers"], runs([r["heads"] for r in g]),
+                     runs([r["mlp_layers"] for r in g]),
+                     f"{min(r['d_model'] for r in g)}..{max(r['d_model'] for r in g)}",
+                     f"{sum(r['passed'] for r in g)}/{len(g)}"])
+    return table(["D", "bound ceil(log_3 2D)", "tripling L", "c", "doubling L (measured, D <= 32)", "H", "MLP layers",
+                  "d_model", "pass"], body)
+
+
 def render_theorems_musat(root: pathlib.Path) -> str:
     """Mușat (ICLR 2025): D-step retrieval needs at least ceil(log_3 2D) layers."""
     rows = [
@@ -427,11 +497,13 @@ def render_theorems_musat(root: pathlib.Path) -> str:
                    "At least ceil(log_3(2D)) layers are needed; pointer doubling over facts "
                    "(`retrieval_doubling`) meets it from above"),
     ]
+    rows += _tripling_rows(root)
     rows += _training_rows(root, ["C5", "C6"])
     return table(["claim", "status", "what we measured"], rows)
 
 
 RUNTIME = "results/performance/runtime.json"
+TRAIN_SPEED = "results/performance/train_speed.json"
 VERIFY_TARGETS = "results/performance/verify_targets.json"
 VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
 
@@ -467,11 +539,12 @@ def render_verify_targets(root: pathlib.Path) -> str:
                    (not c.get("target_wall_s") or c["wall_s"] < c["target_wall_s"]) and
                    (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
             met = "met" if met else "**not met**"
-        rows.append([_case_text(c), _run_text(before.get(key(c))), _run_text(c), target or None, met])
+        before_cell = [] if before_doc is None else [_run_text(before.get(key(c)))]
+        rows.append([_case_text(c), *before_cell, _run_text(c), target or None, met])
     src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
     head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
             f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
-    return head + table(["case", "before", "after", "target", ""], rows)
+    return head + table(["case", *([] if before_doc is None else ["before"]), "wall, peak RSS", "target", ""], rows)
 
 
 def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
@@ -501,6 +574,24 @@ def render_runtime(root: pathlib.Path) -> str:
             f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
     return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
                          "planned / jit"], rows)
+
+
+def render_train_speed(root: pathlib.Path) -> str:
+    """docs/performance.md: seed-steps per second of the training loop, the fast trainer and the grad-only ceiling."""
+    d = load_json(root, TRAIN_SPEED)
+    rates, spread = d["seed_steps_per_second"], d["all_timings"]
+    what = {"loop": "one jitted step per call, one seed (the loop before issue 11)",
+            "scan-numpy": f"scan over {d['chunk']} steps, {d['seeds']} seeds vmapped, numpy batches",
+            "scan-jax": f"scan over {d['chunk']} steps, {d['seeds']} seeds vmapped, JAX sampler in the step",
+            "grad-only": f"forward + backward alone, {d['seeds']} seeds vmapped, one batch on the device"}
+    rows = [[k, what.get(k, ""), f"{rates[k]:,.1f}", f"{min(spread[k]):,.1f}-{max(spread[k]):,.1f}",
+             _ratio(rates[k], rates["loop"])] for k in rates]
+    m = d["model"]
+    head = (f"k-hop cpu preset model at depth {d['depth']} (width {m['width']}, {m['heads']} heads, batch "
+            f"{d['train']['batch']}), optimiser steps per second per seed, median of {d['repeats']} interleaved "
+            f"timings in one process ({d['device']['cpu_count']} CPUs, load average "
+            f"{d['load_average'][0]:.1f}), {link(TRAIN_SPEED)}:\n\n")
+    return head + table(["trainer", "what", "seed-steps/s", "spread", "vs loop"], rows)
 
 
 def render_runtime_summary(root: pathlib.Path) -> str:
@@ -624,6 +715,68 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+#: Build time and memory per build path (``benchmarks/largest_n.py --json``).
+BUILD = "results/performance/build.json"
+
+
+def render_build(root: pathlib.Path) -> str:
+    """docs/performance.md: build seconds and peak RSS per n, tracr's assembly vs live rows (``largest_n.py``)."""
+    d = load_json(root, BUILD)
+    try:
+        by = {(r["construction"], r["k"], r["n"], r["path"]): r for r in d["results"]}
+        paths = list(d["paths"])
+        cases = [tuple(c) for c in d["cases"]]
+        machine = d["machine"]
+    except (KeyError, TypeError) as e:
+        raise DocgenError(f"{BUILD} is malformed (missing {e}); regenerate it with its COMMAND") from None
+
+    def run(r: Optional[Mapping[str, Any]]) -> Optional[str]:
+        if r is None:
+            return None
+        if "error" in r:
+            return f"failed: {r['error']}"
+        secs = r["seconds"]
+        return f"{secs:.{2 if secs < 1 else 1}f} s, {r['peak_rss_mb']:,.0f} MB"
+
+    def ratio(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]], key: str) -> Optional[str]:
+        if not a or not b or "error" in a or "error" in b:
+            return None
+        return f"{a[key] / b[key]:.1f}x"
+
+    rows = []
+    for name, k in cases:
+        for n in d["n"]:
+            got = {p: by.get((name, k, n, p)) for p in paths}
+            if not any(got.values()):
+                continue
+            d_model = next((r["d_model"] for r in got.values() if r and "d_model" in r), None)
+            rows.append([f"`{name}` k={k}", n, d_model, *(run(got[p]) for p in paths),
+                         ratio(got["tracr"], got["tracr+proj"], "seconds"), ratio(got["tracr"], got["rows"], "seconds"),
+                         ratio(got["tracr"], got["rows"], "peak_rss_mb")])
+    head = (f"Build (compile) wall time and the build process's peak RSS (interpreter and JAX included), one "
+            f"process per build, vocab 4; tracr's paths skipped where d_model grows with n above "
+            f"n = {d['max_tracr_n']} ({machine['cpus']} CPUs, a shared machine, 1-minute load "
+            f"{machine['load_1min_before']} before, {machine['load_1min_after']} after; read the ratios), "
+            f"{link(BUILD)}:\n\n")
+    return head + table(["construction", "n", "d_model", *paths, "time tracr / tracr+proj", "time tracr / rows",
+                         "RSS tracr / rows"], rows)
+
+
+def render_build_profile(root: pathlib.Path) -> str:
+    """docs/performance.md: where one build's time goes per build path (cProfile, ``largest_n.py``)."""
+    d = load_json(root, BUILD)
+    profiles = d.get("profile") or []
+    if not profiles:
+        raise DocgenError(f"{BUILD} holds no profile (run benchmarks/largest_n.py with --profile-case)")
+    first = profiles[0]
+    labels = list(next((p["profile"] for p in profiles if "profile" in p), {}))
+    rows = [["build, under the profiler", *(None if "error" in p else f"{p['seconds']:.1f}" for p in profiles)]]
+    rows += [[label, *(None if "error" in p else f"{p['profile'][label]:.1f}" for p in profiles)] for label in labels]
+    head = (f"Cumulative seconds under cProfile (which slows Python code) of one build of `{first['construction']}` "
+            f"k={first['k']} n={first['n']} per path, {link(BUILD)}:\n\n")
+    return head + table(["function", *(p["path"] for p in profiles)], rows)
+
+
 RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "status": render_status,
     "sweeps": render_sweeps,
@@ -631,12 +784,20 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "claim_rules": render_claim_rules,
     "c1_table": render_c1_table,
     "precision": render_precision,
+    "dedupe": render_dedupe,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
     "theorems_musat": render_theorems_musat,
+    "retrieval_tripling": render_retrieval_tripling,
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
+    "verify_targets": render_verify_targets,
+    "runtime": render_runtime,
+    "runtime_summary": render_runtime_summary,
+    "train_speed": render_train_speed,
+    "build": render_build,
+    "build_profile": render_build_profile,
 }
 
 
