@@ -2,6 +2,7 @@
 
 Pipeline (tracr's own steps, with two additions):
 
+0. Identical SOps are stored once (:func:`constructions.dedupe.dedupe_program`).
 1. ``tracr.compiler.rasp_to_graph`` extracts the expression graph.
 2. Value sets and residual bases are inferred (:func:`_infer_bases`: tracr's rules
    for standard SOps, plus the hand-built heads' outputs).
@@ -11,17 +12,23 @@ Pipeline (tracr's own steps, with two additions):
 4. Blocks are scheduled as early as their inputs allow (:func:`_schedule`):
    attention sublayers at even, MLP sublayers at odd positions. This is the
    minimum depth for the graph; tracr's heuristic may leave empty sublayers.
-5. tracr's ``craft_model_to_transformer`` assembles the weights; the result is
-   converted by :func:`constructions.model.from_tracr`.
+5. The weights are built from each CRAFT block's live residual rows
+   (:func:`constructions.model.from_craft`; no d_model x d_model array), or, with
+   ``assembly="tracr"``, by tracr's ``craft_model_to_transformer`` and converted by
+   :func:`constructions.model.from_tracr`: the same weights bit for bit.
+
+tracr runs with the patches of :mod:`constructions.tracr_patches` (speed only).
 
 :func:`compile_with_tracr` is the unmodified tracr pipeline, for baselines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import math
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Iterator, Optional
 
 import networkx as nx
 import numpy as np
@@ -34,11 +41,28 @@ from tracr.transformer import encoder as tracr_encoder
 from tracr.utils import errors as tracr_errors
 
 from depthcraft.constructions import angles, setmlp, tracr_patches
+from depthcraft.constructions.dedupe import dedupe_program
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
-from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_tracr
+from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_craft, from_tracr
 from depthcraft.constructions.nodes import (LABEL, POSITION, HeadRead, HeadSpec, SetMeet, apply_fn, is_multi,
                                             is_pointer)
+
+
+#: Whether compiles that leave ``dedupe`` unset store identical SOps once (see :func:`without_dedupe`).
+_DEDUPE: contextvars.ContextVar = contextvars.ContextVar("depthcraft_dedupe", default=True)
+
+
+@contextlib.contextmanager
+def without_dedupe() -> Iterator[None]:
+    """Inside this block, :func:`compile_program` calls that leave ``dedupe`` unset compile every SOp
+    into its own subspace (tracr's layout): the width *before* the dedupe, for builders that do not
+    pass ``dedupe`` themselves (the registered constructions)."""
+    token = _DEDUPE.set(False)
+    try:
+        yield
+    finally:
+        _DEDUPE.reset(token)
 
 
 def _check_vocab(vocab: Iterable[Any], max_seq_len: int) -> set:
@@ -358,7 +382,8 @@ def _angle_embedding(model: CompiledModel) -> None:
 
 
 def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
-                     mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot"):
+                     mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot",
+                     dedupe: Optional[bool] = None):
     """RASP program (may use the hand-built heads) -> tracr ``AssembledTransformerModel``.
 
     This is tracr's own model object (``.apply`` runs tracr's Haiku forward); most
@@ -367,8 +392,10 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     Returns:
         (assembled, output_labels, info): the tracr model, the residual labels of the
         output SOp's directions in read-out order, and compile facts for the model's
-        metadata (``soft_attention_layers``). With ``positions="angle"`` the tracr
-        model has no position embedding (:func:`compile_program` writes it).
+        metadata (``soft_attention_layers``; ``deduped``: the ``[dropped, kept]`` names
+        of the SOps stored once, see :mod:`constructions.dedupe`; ``dedupe`` as in
+        :func:`compile_program`). With ``positions="angle"`` the tracr model has no
+        position embedding (:func:`compile_program` writes it).
     Raises:
         CompileError: unsupported expression, empty program, bad vocab or length, a
             head kind or SOp that the position encoding cannot compile.
@@ -379,7 +406,7 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
     n = int(max_seq_len)
     with tracr_patches.applied():
         craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
-                                                        positions)
+                                                        positions, dedupe)
         try:
             assembled = _assemble(craft_model, graph, sink, n, causal, positions)
         except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
@@ -388,13 +415,17 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
 
 
 def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exactness: float, attention: str,
-                   positions: str):
-    """Steps 1-4 of the pipeline: the scheduled CRAFT model, head sizes fixed for assembly.
+                   positions: str, dedupe: Optional[bool] = None):
+    """Steps 0-4 of the pipeline: the scheduled CRAFT model, head sizes fixed for assembly.
 
     Returns:
         (craft_model, graph, sink, info); ``info`` holds the compile facts for the
-        model's metadata (``soft_attention_layers``, ``positions``).
+        model's metadata (``soft_attention_layers``, ``positions``, ``deduped``).
     """
+    merged = ()
+    if _DEDUPE.get() if dedupe is None else dedupe:
+        deduped = dedupe_program(program)  # identical SOps share one residual subspace
+        program, merged = deduped.program, deduped.merged
     extracted = rasp_to_graph.extract_rasp_graph(program)
     graph, sink = extracted.graph, extracted.sink
     if rasp.tokens.label not in graph.nodes:
@@ -421,12 +452,45 @@ def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exac
     _fix_head_sizes(craft_model, custom)
     # soft_attention_layers: attention sublayers (0-based) whose heads are soft by design
     # (memorise), so their weight on the top key is no hardmax margin.
-    return craft_model, graph, sink, {"soft_attention_layers": soft_layers, "positions": positions}
+    return craft_model, graph, sink, {"soft_attention_layers": soft_layers, "positions": positions,
+                                      "deduped": [list(m) for m in merged]}
+
+
+#: Ways :func:`compile_program` turns the CRAFT model into weights: ``"rows"`` (default,
+#: :func:`constructions.model.from_craft`, each block on its live residual rows) or
+#: ``"tracr"`` (tracr's ``assemble_craft_model``, dense d_model x d_model, then
+#: :func:`constructions.model.from_tracr`). Both give the same weights bit for bit.
+ASSEMBLIES = ("rows", "tracr")
+_ASSEMBLY: contextvars.ContextVar = contextvars.ContextVar("depthcraft_assembly", default="rows")
+
+
+@contextlib.contextmanager
+def using_assembly(mode: str) -> Iterator[None]:
+    """Make ``mode`` (one of :data:`ASSEMBLIES`) the default assembly of :func:`compile_program` in the body.
+
+    For benchmarks and tests that build registered constructions both ways (their
+    builders call :func:`compile_program` without an ``assembly`` argument).
+
+    Raises:
+        CompileError: ``mode`` is not one of :data:`ASSEMBLIES`.
+    """
+    _check_assembly(mode)
+    token = _ASSEMBLY.set(mode)
+    try:
+        yield
+    finally:
+        _ASSEMBLY.reset(token)
+
+
+def _check_assembly(mode: str) -> None:
+    if mode not in ASSEMBLIES:
+        raise CompileError(f"assembly must be one of {', '.join(map(repr, ASSEMBLIES))}, got {mode!r}")
 
 
 def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
                     mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot",
-                    meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
+                    dedupe: Optional[bool] = None, meta: Optional[Dict[str, Any]] = None,
+                    assembly: Optional[str] = None) -> CompiledModel:
     """Compile a RASP program that may use the hand-built heads.
 
     Args:
@@ -440,17 +504,49 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
         positions: ``"onehot"`` (tracr's one-hot indices; pointers one-hot over N+1
             positions) or ``"angle"`` (positions and pointers as (cos, sin) angles,
             width independent of N; see :mod:`constructions.angles`).
+        dedupe: store identical SOps once (:mod:`constructions.dedupe`). False gives every
+            SOp its own subspace, as tracr does (the width before the dedupe). None (the
+            default): True, unless inside :func:`without_dedupe`.
         meta: metadata stored on the model.
+        assembly: ``"rows"`` or ``"tracr"`` (see :data:`ASSEMBLIES`; same weights,
+            ``"rows"`` holds no d_model x d_model array); default: ``"rows"``, or
+            the mode of an enclosing :func:`using_assembly`.
     Returns:
         :class:`~constructions.model.CompiledModel`.
     Raises:
-        CompileError: unsupported expression, empty program, bad vocab or length, mixed attention kinds.
+        CompileError: unsupported expression, empty program, bad vocab or length, mixed attention kinds,
+            unknown ``assembly``.
     """
-    assembled, output_labels, info = assemble_program(program, vocab, max_seq_len, causal=causal,
-                                                       mlp_exactness=mlp_exactness, attention=attention,
-                                                       positions=positions)
-    model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
-                       attention=attention, meta={"compiler": "depthcraft", **info, **(meta or {})})
+    mode = _ASSEMBLY.get() if assembly is None else assembly
+    _check_assembly(mode)
+    meta_in = meta or {}
+    if mode == "tracr":
+        assembled, output_labels, info = assemble_program(program, vocab, max_seq_len, causal=causal,
+                                                           mlp_exactness=mlp_exactness, attention=attention,
+                                                           positions=positions, dedupe=dedupe)
+        model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
+                           attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
+    else:
+        vocab = _check_vocab(vocab, max_seq_len)
+        if positions not in ("onehot", "angle"):
+            raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
+        n = int(max_seq_len)
+        with tracr_patches.applied():
+            craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
+                                                            positions, dedupe)
+        # The spaces tracr's craft_model_to_transformer (onehot) or our _assemble (angle) would use.
+        tokens_space = bases.VectorSpaceWithBasis.from_values(
+            rasp.tokens.label, graph.nodes[rasp.tokens.label][nodes.VALUE_SET] | {BOS, PAD})
+        indices_space = bases.VectorSpaceWithBasis.from_values(rasp.indices.label, range(n)) \
+            if positions == "onehot" else bases.VectorSpaceWithBasis([])
+        try:
+            model = from_craft(craft_model, tokens_space=tokens_space, indices_space=indices_space,
+                               output_space=bases.VectorSpaceWithBasis(sink[nodes.OUTPUT_BASIS]),
+                               output_labels=[str(d) for d in sink[nodes.OUTPUT_BASIS]],
+                               categorical=rasp.is_categorical(sink[nodes.EXPR]), max_seq_len=n, causal=causal,
+                               attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
+        except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
+            raise CompileError(f"could not assemble {program.label}: {type(e).__name__}: {e}") from e
     if positions == "angle":
         _angle_embedding(model)
     return model

@@ -190,17 +190,19 @@ def write_json_atomic(path: str, data: Any) -> None:
     atomic_write(path, write, suffix=".json")
 
 
-def save_figure_atomic(fig: Any, path: str, dpi: int = 120) -> None:
+def save_figure_atomic(fig: Any, path: str, dpi: int = 120, tight: bool = True) -> None:
     """Save a matplotlib figure as PNG to ``path`` atomically.
 
     Args:
         fig: a ``matplotlib.figure.Figure``.
         path: the ``.png`` file.
         dpi: resolution in dots per inch.
+        tight: crop to the drawn content (False: keep the figure's size, e.g. a 16:9 slide).
     Raises:
         ParameterError: the path is not writable.
     """
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight"), suffix=".png")
+    bbox = "tight" if tight else None
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches=bbox), suffix=".png")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -355,7 +355,37 @@ def _bos_vector(sops, space_of, head) -> Dict[bases.BasisDirection, float]:
     return vec
 
 
+def _term_dirs(side, space_of, n: int, bos_dir) -> List[Tuple[bases.BasisDirection, object]]:
+    """(direction, value) pairs of one side of a score term: model positions for POSITION, else SOp values."""
+    if side is POSITION:
+        return [(index_dir(t), t + 1) for t in range(n)]
+    return [(d, d.value) for d in space_of(side).basis if d != bos_dir]
+
+
+def _qk_score(head: HeadSpec, space_of, n: int, bos_dir) -> vectorspace_fns.ScalarBilinear:
+    """``selects="score"`` (scored_lookup): g * sum of the term tables; g * bos_score to BOS; BOS -> BOS above all."""
+    g = head.hardness
+    spec = head.spec
+    sides = [(_term_dirs(t.query, space_of, n, bos_dir), _term_dirs(t.key, space_of, n, bos_dir), t.score)
+             for t in spec.terms]
+    sc = _Scores([d for q, _, _ in sides for d, _ in q] + [ONE, bos_dir], [d for _, k, _ in sides for d, _ in k]
+                 + [bos_dir])
+    reach = abs(spec.bos_score)
+    for qdirs, kdirs, f in sides:
+        top = 0.0
+        for dq, vq in qdirs:
+            for dk, vk in kdirs:
+                v = float(f(vq, vk))
+                if v:
+                    sc.add(dq, dk, g * v)
+                    top = max(top, abs(v))
+        reach += top
+    sc.add(ONE, bos_dir, g * spec.bos_score)
+    sc.add(bos_dir, bos_dir, g * (2 * reach + 1))  # BOS attends to itself, whatever its query values
+    return sc.bilinear()
+
+
 #: QK builder of each way of selecting (:attr:`HeadKind.selects`); "readout" heads are built by
 #: :func:`constructions.memory.build_memory`.
 _QK = {"position": _qk_position_map, "pointer": _qk_pointer, "search": _qk_search, "match": _qk_match,
-       "union": _qk_union}
+       "union": _qk_union, "score": _qk_score}

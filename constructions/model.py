@@ -9,18 +9,24 @@ all-zero sublayers and all-zero heads are dropped (they add exactly 0), and
 each projection keeps only the residual rows / head columns that are non-zero
 (the rest multiply by exactly 0). tracr's 1/sqrt(key_size) score scaling becomes
 ``SublayerSpec.qk_scale``.
+
+:func:`from_craft` builds the same weights (bit for bit) from the compiler's CRAFT
+model without tracr's assembly: each sublayer is computed on the residual rows
+its block reads and writes, so no d_model x d_model array is ever held (tracr's
+``assemble_craft_model`` holds several per sublayer). The restriction to non-zero
+rows and columns is one code path for both (``_attn_sublayer``, ``_mlp_sublayer``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.errors import InputError
-from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward
+from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward, plan
 
 BOS = "BOS"
 PAD = "PAD"
@@ -66,6 +72,7 @@ class CompiledModel:
                     lut[v] = self._token_id[v]
                 self._int_lut = lut
         self._jparams = None
+        self._dense_jparams = None
 
     # ------------------------------------------------------------------ vocab
     @property
@@ -147,17 +154,36 @@ class CompiledModel:
     # ---------------------------------------------------------------- running
     @property
     def jparams(self):
-        """Weights as JAX arrays (converted once)."""
+        """The planned weights as JAX arrays (:func:`constructions.runtime.plan`; made once, at first use)."""
         if self._jparams is None:
             import jax
 
-            self._jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+            self._jparams = jax.tree_util.tree_map(jnp.asarray, plan(self.params, self.arch))
         return self._jparams
 
+    @property
+    def dense_jparams(self):
+        """The weights as they are (every projection a matmul), as JAX arrays (converted once)."""
+        if self._dense_jparams is None:
+            import jax
+
+            self._dense_jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+        return self._dense_jparams
+
     def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
-                    mantissa_bits=None, collect_residuals: bool = False) -> ForwardOutput:
-        """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`)."""
-        return forward(self.jparams, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
+                    mantissa_bits=None, collect_residuals: bool = False,
+                    planned: Optional[bool] = None) -> ForwardOutput:
+        """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`).
+
+        ``planned``: use the planned weights (:attr:`jparams`: one-hot projections as gathers,
+        exactly equal outputs) or the dense ones (:attr:`dense_jparams`). Default (None): planned
+        in float32 without mantissa emulation, dense otherwise (precision studies round every
+        matmul result as the dense forward computes it).
+        """
+        if planned is None:
+            planned = mantissa_bits is None and jnp.dtype(dtype) == jnp.float32
+        params = self.jparams if planned else self.dense_jparams
+        return forward(params, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
                        mantissa_bits=mantissa_bits, collect_residuals=collect_residuals)
 
     def residual_stream(self, tokens: Sequence[Any]) -> "ResidualStream":
@@ -280,62 +306,238 @@ def residual_stream(model: "CompiledModel", tokens: Sequence[Any]) -> ResidualSt
                           logits=np.asarray(out.logits[0]), causal=model.arch.causal)
 
 
-def _nonzero_rows(*mats: np.ndarray) -> np.ndarray:
-    mask = np.zeros(mats[0].shape[0], bool)
-    for m in mats:
-        mask |= np.abs(m).reshape(m.shape[0], -1).max(1) > 0
-    return np.flatnonzero(mask)
+def _nonzero(m: np.ndarray, axis: int) -> np.ndarray:
+    """Mask of the rows (``axis=1``) or columns (``axis=0``) of ``m`` holding a non-zero (empty-safe)."""
+    return (np.abs(m) > 0).any(axis=axis)
 
 
-def _attn_sublayer(layer: Dict[str, np.ndarray], num_heads: int, key_size: int):
-    """tracr attention weights -> (spec, params) keeping non-zero heads/rows/columns, or None."""
-    wq, wk, wv, wo = (np.asarray(layer[n]["w"], np.float32) for n in ("query", "key", "value", "linear"))
-    d = wq.shape[0]
-    wq, wk, wv = (w.reshape(d, num_heads, key_size).transpose(1, 0, 2) for w in (wq, wk, wv))
-    wo = wo.reshape(num_heads, key_size, d)
-    heads = []
-    for h in range(num_heads):
-        qk_cols = np.flatnonzero((np.abs(wq[h]).max(0) > 0) & (np.abs(wk[h]).max(0) > 0))
-        ov_cols = np.flatnonzero((np.abs(wv[h]).max(0) > 0) & (np.abs(wo[h]).max(1) > 0))
-        if len(qk_cols) or len(ov_cols):
-            if not len(ov_cols):
-                continue  # scores without values write nothing
-            heads.append((h, qk_cols, ov_cols))
-    if not heads:
+@dataclasses.dataclass
+class _Rows:
+    """A matrix given on some residual rows only: ``mat[i]`` is residual row ``rows[i]`` (others are 0)."""
+
+    rows: np.ndarray  # [r] int, distinct residual indices
+    mat: np.ndarray  # [r, width] float32
+
+
+def _union_rows(parts: Sequence[_Rows]) -> np.ndarray:
+    """Sorted residual indices where any of ``parts`` has a non-zero entry."""
+    live = [p.rows[_nonzero(p.mat, 1)] for p in parts]
+    return np.unique(np.concatenate(live)) if live else np.zeros(0, int)
+
+
+def _scatter(dest: np.ndarray, rows: np.ndarray, part: _Rows, cols: np.ndarray) -> None:
+    """dest[rows ∩ part.rows, :len(cols)] = part.mat[those rows][:, cols] (rows: sorted residual indices)."""
+    pos = np.searchsorted(rows, part.rows)
+    have = (pos < len(rows)) & (rows[np.minimum(pos, max(len(rows) - 1, 0))] == part.rows) if len(rows) else \
+        np.zeros(len(part.rows), bool)
+    dest[pos[have], :len(cols)] = part.mat[np.ix_(np.flatnonzero(have), cols)]
+
+
+def _attn_sublayer(heads: Sequence[Tuple[_Rows, _Rows, _Rows, _Rows]], key_size: int):
+    """One attention sublayer -> (spec, params) keeping non-zero heads/rows/columns, or None.
+
+    Args:
+        heads: per head (q, k, v, o), each given on its residual rows: q, k
+            [rows, key_size_h] (the query / key maps), v [rows, value_size_h] and
+            o the *transposed* output map [rows, value_size_h].
+        key_size: tracr's key size (scores are scaled by 1/sqrt(key_size)).
+    """
+    kept = []
+    for q, k, v, o in heads:
+        qk_cols = np.flatnonzero(_nonzero(q.mat, 0) & _nonzero(k.mat, 0))
+        ov_cols = np.flatnonzero(_nonzero(v.mat, 0) & _nonzero(o.mat, 0))
+        if len(ov_cols):  # scores without values write nothing
+            kept.append((q, k, v, o, qk_cols, ov_cols))
+    if not kept:
         return None
-    dk = max(max(len(c) for _, c, _ in heads), 1)
-    dv = max(len(c) for _, _, c in heads)
-    hs = [h for h, _, _ in heads]
-    q_rows = _nonzero_rows(*(wq[h] for h in hs))
-    k_rows = _nonzero_rows(*(wk[h] for h in hs))
-    v_rows = _nonzero_rows(*(wv[h] for h in hs))
-    out_rows = _nonzero_rows(*(wo[h].T for h in hs))
-    p = {name: np.zeros((len(heads), rows, width), np.float32) for name, rows, width in
-         (("w_q", len(q_rows), dk), ("w_k", len(k_rows), dk), ("w_v", len(v_rows), dv))}
-    p["w_o"] = np.zeros((len(heads), dv, len(out_rows)), np.float32)
-    for i, (h, qk_cols, ov_cols) in enumerate(heads):
-        p["w_q"][i, :, :len(qk_cols)] = wq[h][np.ix_(q_rows, qk_cols)]
-        p["w_k"][i, :, :len(qk_cols)] = wk[h][np.ix_(k_rows, qk_cols)]
-        p["w_v"][i, :, :len(ov_cols)] = wv[h][np.ix_(v_rows, ov_cols)]
-        p["w_o"][i, :len(ov_cols), :] = wo[h][np.ix_(ov_cols, out_rows)]
-    spec = SublayerSpec("attn", q_rows=tuple(map(int, q_rows)), k_rows=tuple(map(int, k_rows)),
-                        v_rows=tuple(map(int, v_rows)), out_rows=tuple(map(int, out_rows)),
+    dk = max(max(len(h[4]) for h in kept), 1)
+    dv = max(len(h[5]) for h in kept)
+    rows = [_union_rows([h[j] for h in kept]) for j in range(4)]
+    p = {name: np.zeros((len(kept), len(r), width), np.float32) for name, r, width in
+         (("w_q", rows[0], dk), ("w_k", rows[1], dk), ("w_v", rows[2], dv), ("w_o", rows[3], dv))}
+    for i, (q, k, v, o, qk_cols, ov_cols) in enumerate(kept):
+        _scatter(p["w_q"][i], rows[0], q, qk_cols)
+        _scatter(p["w_k"][i], rows[1], k, qk_cols)
+        _scatter(p["w_v"][i], rows[2], v, ov_cols)
+        _scatter(p["w_o"][i], rows[3], o, ov_cols)
+    p["w_o"] = np.ascontiguousarray(p["w_o"].transpose(0, 2, 1))  # [heads, dv, out_rows]
+    spec = SublayerSpec("attn", q_rows=tuple(map(int, rows[0])), k_rows=tuple(map(int, rows[1])),
+                        v_rows=tuple(map(int, rows[2])), out_rows=tuple(map(int, rows[3])),
                         qk_scale=float(1.0 / np.sqrt(key_size)))
     return spec, p
 
 
-def _mlp_sublayer(layer1: Dict[str, np.ndarray], layer2: Dict[str, np.ndarray]):
-    w1, b1 = np.asarray(layer1["w"], np.float32), np.asarray(layer1["b"], np.float32)
-    w2, b2 = np.asarray(layer2["w"], np.float32), np.asarray(layer2["b"], np.float32)
-    hidden = np.flatnonzero(((np.abs(w1).max(0) > 0) | (b1 != 0)) & (np.abs(w2).max(1) > 0))
+def _mlp_sublayer(w1: _Rows, b1: np.ndarray, w2: _Rows, b2: np.ndarray):
+    """One MLP sublayer -> (spec, params) keeping non-zero hidden units/rows/columns, or None.
+
+    Args:
+        w1: first layer on its residual input rows [rows, hidden]; b1: [hidden].
+        w2: second layer *transposed*, on its residual output rows [rows, hidden];
+            b2: [rows] (the bias of those outputs).
+    """
+    hidden = np.flatnonzero((_nonzero(w1.mat, 0) | (b1 != 0)) & _nonzero(w2.mat, 0))
     if not len(hidden) and not (b2 != 0).any():
         return None
-    in_rows = _nonzero_rows(w1[:, hidden]) if len(hidden) else np.zeros(0, int)
-    out_rows = np.flatnonzero((np.abs(w2[hidden]).max(0) > 0 if len(hidden) else False) | (b2 != 0))
-    p = {"w_1": w1[np.ix_(in_rows, hidden)], "b_1": b1[hidden],
-         "w_2": w2[np.ix_(hidden, out_rows)], "b_2": b2[out_rows]}
-    spec = SublayerSpec("mlp", in_rows=tuple(map(int, in_rows)), out_rows=tuple(map(int, out_rows)))
+    in_sel = _nonzero(w1.mat[:, hidden], 1) if len(hidden) else np.zeros(len(w1.rows), bool)
+    out_sel = (_nonzero(w2.mat[:, hidden], 1) if len(hidden) else False) | (b2 != 0)
+    in_order, out_order = np.argsort(w1.rows[in_sel], kind="stable"), np.argsort(w2.rows[out_sel], kind="stable")
+    in_idx, out_idx = np.flatnonzero(in_sel)[in_order], np.flatnonzero(out_sel)[out_order]
+    p = {"w_1": w1.mat[np.ix_(in_idx, hidden)], "b_1": b1[hidden],
+         "w_2": np.ascontiguousarray(w2.mat[np.ix_(out_idx, hidden)].T), "b_2": b2[out_idx]}
+    spec = SublayerSpec("mlp", in_rows=tuple(map(int, w1.rows[in_idx])), out_rows=tuple(map(int, w2.rows[out_idx])))
     return spec, p
+
+
+def _live(space, index: Dict[Any, int], matrix: Optional[np.ndarray] = None, transpose: bool = False) -> _Rows:
+    """The residual -> ``space`` projection (times ``matrix``) on the residual rows of ``space`` only.
+
+    tracr's assembler multiplies the dense [D, dim] projection ``project(residual, space)``
+    by the block's matrix; every other residual row of that product is exactly 0.
+    This computes the same rows, with the same terms per entry (so the same float64
+    numbers), without the D x D arrays. ``transpose``: ``matrix`` acts from the
+    right on the projection's transpose (tracr's ``matrix @ project(...).T``); the
+    result is given transposed, [rows, matrix rows].
+    """
+    present = [(j, index[d]) for j, d in enumerate(space.basis) if d in index]
+    proj = np.zeros((len(present), space.num_dims))  # float64, as tracr's projection
+    if present:
+        cols, rows = map(np.asarray, zip(*present))
+        proj[np.arange(len(present)), cols] = 1.0
+    else:
+        rows = np.zeros(0, int)
+    if matrix is None:
+        mat = proj
+    elif transpose:
+        mat = (matrix @ proj.T).T
+    else:
+        mat = proj @ matrix
+    return _Rows(rows, np.asarray(mat, np.float32))
+
+
+def _tracr_config(craft_model) -> Tuple[int, int, int, int]:
+    """(num_layers, num_heads, key_size, mlp_hidden_size) as tracr's assembler sizes the model.
+
+    (``tracr.compiler.assemble._get_model_config_and_module_names``: blocks fill the
+    layers' attention / MLP slots in order, skipping a slot of the other kind.)
+    """
+    from tracr.craft import transformers
+
+    slot, heads, mlps, sizes = -1, [], [], []
+    for block in craft_model.blocks:
+        kind = 1 if isinstance(block, transformers.MLP) else 0
+        slot += 1
+        while slot % 2 != kind:
+            slot += 1
+        if kind:
+            mlps.append(block)
+        else:
+            sizes.append(len(list(block.as_multi().heads())))
+            heads.extend(block.as_multi().heads())
+    num_heads, key_size = (max(sizes), max(max(h.w_qk.matrix.shape) for h in heads)) if sizes else (1, 1)
+    hidden = max(m.fst.output_space.num_dims for m in mlps) if mlps else 1
+    return slot // 2 + 1, num_heads, key_size, hidden
+
+
+def from_craft(craft_model, *, tokens_space, indices_space, output_space, output_labels: Sequence[str],
+               categorical: bool, max_seq_len: int, causal: bool, attention: str = "softmax",
+               meta: Optional[Dict[str, Any]] = None) -> CompiledModel:
+    """Build a :class:`CompiledModel` from a CRAFT model directly, from each block's live rows.
+
+    The weights are those of ``from_tracr(assemble_craft_model(...))`` bit for bit
+    (``tests/test_build_paths.py`` compares every tensor's sha256), but no D x D
+    array is ever held: tracr's assembler materialises every projection and every
+    sublayer over the whole residual stream (D = d_model) before the conversion
+    drops the zero rows; here each sublayer is computed on the residual rows its
+    block reads and writes.
+
+    Args:
+        craft_model: ``tracr.craft.transformers.SeriesWithResiduals`` of
+            ``MultiAttentionHead`` / ``MLP`` blocks (the compiler's schedule, head
+            sizes already fixed for tracr's key size).
+        tokens_space, indices_space, output_space: as for tracr's
+            ``assemble_craft_model`` (``tokens_space`` includes BOS and PAD).
+        output_labels: residual labels of the output SOp's directions, read-out order.
+        categorical: whether the output is one-hot over ``output_space`` (else one number).
+        max_seq_len: N used at compile time.
+        causal: whether the model masks future keys.
+        attention: attention kind the construction targets.
+        meta: extra metadata; ``tracr_blocks``, ``dense_params`` (the parameter count
+            of tracr's dense model), ``tracr_key_size``, ``tracr_num_heads`` are added.
+    Returns:
+        The model.
+    """
+    from tracr.craft import bases, transformers
+    from tracr.transformer import encoder as tracr_encoder
+
+    residual = bases.join_vector_spaces(craft_model.residual_space, tokens_space, indices_space, output_space)
+    index = residual.index_by_direction
+    d = residual.num_dims
+    num_layers, num_heads, key_size, hidden_size = _tracr_config(craft_model)
+    specs, layers = [], []
+    for block in craft_model.blocks:
+        if isinstance(block, transformers.MLP):
+            w1 = _live(block.fst.input_space, index, block.fst.matrix)
+            w2 = _live(block.snd.output_space, index, block.snd.matrix, transpose=True)
+            sub = _mlp_sublayer(w1, np.zeros(w1.mat.shape[1], np.float32), w2, np.zeros(len(w2.rows), np.float32))
+        else:
+            sub = _attn_sublayer([(_live(h.w_qk.left_space, index, h.w_qk.matrix), _live(h.w_qk.right_space, index),
+                                   _live(h.w_ov.input_space, index, h.w_ov.matrix), _live(h.w_ov.output_space, index))
+                                  for h in block.as_multi().heads()], key_size)
+        if sub is not None:
+            specs.append(sub[0])
+            layers.append(sub[1])
+    token = np.zeros((tokens_space.num_dims, d), np.float32)
+    one = bases.BasisDirection("one")
+    for i, direction in enumerate(tokens_space.basis):
+        token[i, index[direction]] = 1.0
+        if one in index:
+            token[i, index[one]] += 1.0
+    pos = np.zeros((indices_space.num_dims + 1, d), np.float32)  # tracr: position 0 gets no embedding row
+    for i, direction in enumerate(indices_space.basis):
+        pos[i + 1, index[direction]] = 1.0
+    input_encoder = tracr_encoder.CategoricalEncoder(basis=tokens_space.basis, enforce_bos=True, bos_token=BOS,
+                                                     pad_token=PAD)
+    input_values, output_values = _encoder_values(
+        input_encoder, tracr_encoder.CategoricalEncoder(basis=output_space.basis) if categorical else None)
+    unembed = _unembed(d, {str(b): i for i, b in enumerate(residual.basis)}, output_labels)
+    qkv = num_heads * key_size
+    dense = (token.size + pos.size + unembed.size + num_layers * (
+        3 * (d * qkv + qkv) + qkv * d + d + d * hidden_size + hidden_size + hidden_size * d + d))
+    return _model(specs, layers, token, pos, unembed, input_values, output_values, categorical, max_seq_len,
+                  [str(b) for b in residual.basis], causal, attention, meta, num_layers, dense, key_size, num_heads)
+
+
+def _encoder_values(input_encoder, output_encoder) -> Tuple[List[Any], List[Any]]:
+    """Token value of each embedding row, and value of each read-out column (categorical outputs)."""
+    input_values = [None] * len(input_encoder.encoding_map)
+    for v, i in input_encoder.encoding_map.items():
+        input_values[i] = BOS if v == input_encoder.bos_token else PAD if v == input_encoder.pad_token else v
+    output_values: List[Any] = []
+    if output_encoder is not None:
+        output_values = [None] * len(output_encoder.encoding_map)
+        for v, i in output_encoder.encoding_map.items():
+            output_values[i] = v
+    return input_values, output_values
+
+
+def _unembed(d: int, index: Dict[str, int], output_labels: Sequence[str]) -> np.ndarray:
+    """[d, O] float32: column j reads the residual direction labelled ``output_labels[j]``."""
+    unembed = np.zeros((d, len(output_labels)), np.float32)
+    for j, lab in enumerate(output_labels):
+        unembed[index[lab], j] = 1.0
+    return unembed
+
+
+def _model(specs, layers, token, pos, unembed, input_values, output_values, categorical, max_seq_len,
+           residual_labels, causal, attention, meta, num_layers, dense, key_size, num_heads) -> CompiledModel:
+    params = {"embed": {"token": token, "pos": pos}, "layers": layers, "unembed": {"w": unembed}}
+    arch = Arch(sublayers=tuple(specs), attention=attention, causal=causal, pad_id=input_values.index(PAD))
+    m = dict(meta or {})
+    m.update(tracr_blocks=int(num_layers), dense_params=int(dense), tracr_key_size=int(key_size),
+             tracr_num_heads=int(num_heads))
+    return CompiledModel(params=params, arch=arch, input_values=input_values, output_values=output_values,
+                         categorical_output=categorical, max_seq_len=max_seq_len,
+                         residual_labels=list(residual_labels), meta=m)
 
 
 def from_tracr(assembled, *, output_labels: Sequence[str], max_seq_len: int, causal: bool,
@@ -357,41 +559,29 @@ def from_tracr(assembled, *, output_labels: Sequence[str], max_seq_len: int, cau
 
     cfg = assembled.model_config
     raw = {k: {n: np.asarray(v) for n, v in d.items()} for k, d in assembled.params.items()}
+    d = raw["token_embed"]["embeddings"].shape[1]
+    every = np.arange(d)
     specs, layers = [], []
     for l in range(cfg.num_layers):
-        attn = _attn_sublayer({n: raw[f"transformer/layer_{l}/attn/{n}"] for n in ("query", "key", "value", "linear")},
-                              cfg.num_heads, cfg.key_size)
-        mlp = _mlp_sublayer(raw[f"transformer/layer_{l}/mlp/linear_1"], raw[f"transformer/layer_{l}/mlp/linear_2"])
+        wq, wk, wv, wo = (np.asarray(raw[f"transformer/layer_{l}/attn/{n}"]["w"], np.float32)
+                          for n in ("query", "key", "value", "linear"))
+        wq, wk, wv = (w.reshape(d, cfg.num_heads, cfg.key_size).transpose(1, 0, 2) for w in (wq, wk, wv))
+        wo = wo.reshape(cfg.num_heads, cfg.key_size, d)
+        attn = _attn_sublayer([(_Rows(every, wq[h]), _Rows(every, wk[h]), _Rows(every, wv[h]), _Rows(every, wo[h].T))
+                               for h in range(cfg.num_heads)], cfg.key_size)
+        l1, l2 = raw[f"transformer/layer_{l}/mlp/linear_1"], raw[f"transformer/layer_{l}/mlp/linear_2"]
+        mlp = _mlp_sublayer(_Rows(every, np.asarray(l1["w"], np.float32)), np.asarray(l1["b"], np.float32),
+                            _Rows(every, np.asarray(l2["w"], np.float32).T), np.asarray(l2["b"], np.float32))
         for sub in (attn, mlp):
             if sub is not None:
                 specs.append(sub[0])
                 layers.append(sub[1])
-    enc = assembled.input_encoder
-    input_values = [None] * len(enc.encoding_map)
-    for v, i in enc.encoding_map.items():
-        input_values[i] = BOS if v == enc.bos_token else PAD if v == enc.pad_token else v
     categorical = isinstance(assembled.output_encoder, tracr_encoder.CategoricalEncoder)
-    output_values: List[Any] = []
-    if categorical:
-        output_values = [None] * len(assembled.output_encoder.encoding_map)
-        for v, i in assembled.output_encoder.encoding_map.items():
-            output_values[i] = v
-    d = raw["token_embed"]["embeddings"].shape[1]
-    index = {lab: i for i, lab in enumerate(assembled.residual_labels)}
-    unembed = np.zeros((d, len(output_labels)), np.float32)
-    for j, lab in enumerate(output_labels):
-        unembed[index[lab], j] = 1.0
-    params = {
-        "embed": {"token": np.asarray(raw["token_embed"]["embeddings"], np.float32),
-                  "pos": np.asarray(raw["pos_embed"]["embeddings"], np.float32)},
-        "layers": layers,
-        "unembed": {"w": unembed},
-    }
+    input_values, output_values = _encoder_values(assembled.input_encoder,
+                                                  assembled.output_encoder if categorical else None)
+    unembed = _unembed(d, {lab: i for i, lab in enumerate(assembled.residual_labels)}, output_labels)
     dense = sum(int(np.size(a)) for group in raw.values() for a in group.values()) + unembed.size
-    arch = Arch(sublayers=tuple(specs), attention=attention, causal=causal, pad_id=input_values.index(PAD))
-    m = dict(meta or {})
-    m.update(tracr_blocks=int(cfg.num_layers), dense_params=int(dense), tracr_key_size=int(cfg.key_size),
-             tracr_num_heads=int(cfg.num_heads))
-    return CompiledModel(params=params, arch=arch, input_values=input_values, output_values=output_values,
-                         categorical_output=categorical, max_seq_len=max_seq_len,
-                         residual_labels=list(assembled.residual_labels), meta=m)
+    return _model(specs, layers, np.asarray(raw["token_embed"]["embeddings"], np.float32),
+                  np.asarray(raw["pos_embed"]["embeddings"], np.float32), unembed, input_values, output_values,
+                  categorical, max_seq_len, assembled.residual_labels, causal, attention, meta, cfg.num_layers,
+                  dense, cfg.key_size, cfg.num_heads)

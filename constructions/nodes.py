@@ -58,7 +58,7 @@ from depthcraft.constructions.errors import CompileError
 #: Attention kinds a hand-built head can be designed for.
 HEAD_ATTENTION = ("softmax", "relu")
 #: How a head selects its key(s) (:attr:`HeadKind.selects`).
-SELECTS = ("position", "pointer", "search", "match", "readout", "union")
+SELECTS = ("position", "pointer", "search", "match", "readout", "union", "score")
 
 
 class _Position:
@@ -161,6 +161,42 @@ class MemorySpec:
         return len(self.examples[0])
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoreTerm:
+    """One term of a ``scored_lookup`` head's score: ``score(query[i], key[j])`` in units of hardness.
+
+    Attributes:
+        query: what the query position i contributes: a categorical SOp, ``rasp.tokens``
+            or :data:`POSITION` (its model position).
+        key: what the key position j contributes (same choices).
+        score: ``score(query_value, key_value) -> float``; called only when both values
+            exist (a None value, BOS's token and BOS's position contribute nothing).
+    """
+
+    query: Any
+    key: Any
+    score: Callable[[Any, Any], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreSpec:
+    """``scored_lookup`` data: the score of key j for query i is the sum of the terms.
+
+    Attributes:
+        terms: the :class:`ScoreTerm` s.
+        bos_score: the score of BOS (model position 0) for every query, in units of hardness.
+    """
+
+    terms: Tuple[ScoreTerm, ...]
+    bos_score: float
+
+    #: Reads of this head are single values, not sets.
+    set_valued = False
+
+    def sops(self) -> List[rasp.SOp]:
+        return [s for t in self.terms for s in (t.query, t.key) if isinstance(s, rasp.SOp)]
+
+
 # --------------------------------------------------------------------------------------------
 # The table of head kinds
 # --------------------------------------------------------------------------------------------
@@ -182,6 +218,7 @@ class HeadKind:
             ``"readout"`` no attended key: a read-out fitted to labelled inputs (:class:`MemorySpec`);
             ``"union"`` every key whose ``key`` value satisfies ``predicate`` with the query's
             ``query`` value (or with one element of a set-valued query), all alike.
+            ``"score"`` the key with the highest sum of score terms (:class:`ScoreSpec`).
         causal: True: keys after the query are masked (the head compiles as a causal head,
             and only into a causal model); False: bidirectional, it sees keys after the
             query (only in a model compiled with ``causal=False``); None: either model, its
@@ -240,10 +277,11 @@ MATCH = HeadKind("match", "match", causal=True, attention=("softmax", "relu"), s
 MEMORISE = HeadKind("memorise", "readout", causal=True, attention=("softmax", "relu"), spec=MemorySpec,
                     soft=True, readable=False)
 UNION = HeadKind("union", "union", causal=False, attention=("softmax", "relu"), query=True, key=True, sets=True)
+SCORED_LOOKUP = HeadKind("scored_lookup", "score", causal=False, attention=("softmax",), spec=ScoreSpec)
 
 #: The one table of head kinds (see :class:`HeadKind`).
 HEAD_KINDS: Tuple[HeadKind, ...] = (PREV_TOKEN, LAST_OCCURRENCE, POINTER_LOOKUP, POSITION_MAP, MATCH, MEMORISE,
-                                    LAST_OCCURRENCE_UPTO, FACT_LOOKUP, UNION)
+                                    LAST_OCCURRENCE_UPTO, FACT_LOOKUP, UNION, SCORED_LOOKUP)
 _BY_NAME: Dict[str, HeadKind] = {k.name: k for k in HEAD_KINDS}
 
 
@@ -292,8 +330,8 @@ class HeadSpec(rasp.RASPExpr):
 
     Do not build directly: use the factories of :mod:`constructions.primitives`
     (``prev_token``, ``last_occurrence``, ``pointer_lookup``, ``position_map``,
-    ``match``, ``memorise``, ``last_occurrence_upto``, ``fact_lookup``, ``union``),
-    which return the head's :class:`HeadRead` outputs.
+    ``match``, ``memorise``, ``last_occurrence_upto``, ``fact_lookup``, ``union``,
+    ``scored_lookup``), which return the head's :class:`HeadRead` outputs.
 
     Attributes:
         kind: the :class:`HeadKind` (a row of :data:`HEAD_KINDS`; the constructor
@@ -309,7 +347,7 @@ class HeadSpec(rasp.RASPExpr):
         attention: ``"softmax"`` or ``"relu"``: the attention kind the head's scores are
             designed for (a model compiles heads of one kind only).
         spec: kind-specific data (:class:`PositionMapSpec`, :class:`MatchSpec`,
-            :class:`MemorySpec`), or None.
+            :class:`MemorySpec`, :class:`ScoreSpec`), or None.
         pointer: ``last_occurrence_upto`` only: the stored pointer (model position)
             at or before which the head searches.
         key_positions: ``fact_lookup`` only: ``key_positions(model_position) -> bool``,

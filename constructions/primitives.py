@@ -10,7 +10,7 @@ them as RASP expressions so programs stay readable RASP;
 
 This module is where programs import from: the factories (:func:`prev_token`,
 :func:`last_occurrence`, :func:`pointer_lookup`, :func:`last_occurrence_upto`,
-:func:`fact_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`,
+:func:`fact_lookup`, :func:`scored_lookup`, :func:`position_map`, :func:`match`, :func:`memorise`,
 :func:`union`; and the set read-out :func:`meet`), what
 a head can read (:data:`POSITION`, :data:`LABEL`, :class:`Read`) and
 :data:`DEFAULT_HARDNESS`. The node types themselves, the table of head kinds
@@ -27,9 +27,10 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.nodes import (FACT_LOOKUP, LABEL, LAST_OCCURRENCE, LAST_OCCURRENCE_UPTO, MATCH,
-                                            MEMORISE, POINTER_LOOKUP, POSITION, POSITION_MAP, PREV_TOKEN, UNION,
-                                            HeadKind, HeadRead, HeadSpec, MatchSpec, MemorySpec, PositionMapSpec,
-                                            Read, SetMeet, is_multi)
+                                            MEMORISE, POINTER_LOOKUP, POSITION, POSITION_MAP, PREV_TOKEN,
+                                            SCORED_LOOKUP, UNION, HeadKind, HeadRead, HeadSpec, MatchSpec,
+                                            MemorySpec, PositionMapSpec, Read, ScoreSpec, ScoreTerm, SetMeet,
+                                            is_multi)
 
 #: Default logit gap (in nats) between the intended key and any other key of a
 #: hand-built head. With gap g and at most T keys the softmax weight on the
@@ -211,6 +212,68 @@ def fact_lookup(query: rasp.SOp, key: rasp.SOp, reads: Sequence[ReadLike], *,
     """
     return _make(FACT_LOOKUP, reads, query=query, key=key, predicate=predicate, hardness=hardness,
                  name=name, key_positions=key_positions)
+
+
+def scored_lookup(terms: Sequence[Tuple[Any, Any, Callable[[Any, Any], float]]], reads: Sequence[ReadLike], *,
+                  bos_score: float = 1.0, hardness: float = DEFAULT_HARDNESS,
+                  name: Optional[str] = None) -> List[HeadRead]:
+    """Bidirectional head that attends to the key with the highest *sum of scored terms*.
+
+    Each term ``(query, key, score)`` adds ``score(query[i], key[j])`` to the score of
+    key position j for query position i; ``query`` and ``key`` are categorical SOps,
+    ``rasp.tokens`` or :data:`POSITION` (the model position, 1..N). A term whose query
+    or key value is None adds nothing; BOS's token and position are no values, so the
+    score of BOS is ``bos_score`` plus the terms of the key SOps' values at BOS (a
+    head read's BOS value). Semantics (hardmax, :mod:`constructions.reference`): query i
+    attends to the highest-scoring position among 0 (BOS) .. N, keys after the query
+    included; on a tie the latest. Scores are in units of ``hardness``: a program that
+    keeps the best score at least 1 above every other score on its inputs gets a
+    compiled head that puts weight >= 1 / (1 + N e^-hardness) on the attended key. The
+    head cannot check that gap for you: the verifier's attention margin does.
+
+    Made for look-ups whose key is a *combination* of conditions, each one a term:
+    exact match of a stored label (weight 4), else a fall-back neighbour (weight 3),
+    else the position itself (:func:`rasp_programs.retrieval.retrieval_tripling`).
+
+    QK: the sum of one table per term between the query's and the key's one-hot
+    directions (``hardness * score``), plus ``hardness * bos_score`` from the constant
+    direction to BOS and, so that BOS always attends to itself, a BOS-to-BOS score
+    above any sum of the terms. Cost: 1 head; QK width: the terms' query and key
+    values (+ N for a term on :data:`POSITION`) + 2.
+
+    Args:
+        terms: ``(query, key, score)`` triples, at least one.
+        reads: values copied from the attended position.
+        bos_score: score of BOS for every query (units of hardness).
+        hardness: nats per unit of score.
+        name: head name.
+    Returns:
+        One HeadRead SOp per read.
+    Raises:
+        CompileError: no terms, a term side that is not a categorical SOp, ``rasp.tokens``
+            or POSITION (``rasp.indices``: use POSITION), a set-valued side, a score that
+            is not callable, no reads.
+    """
+    checked = []
+    for t in terms:
+        if not (isinstance(t, tuple) and len(t) == 3):
+            raise CompileError(f"scored_lookup: a term is (query, key, score), got {t!r}")
+        q, k, f = t
+        for side in (q, k):
+            if side is rasp.indices:
+                raise CompileError("scored_lookup: score model positions with POSITION, not rasp.indices")
+            if side is not POSITION and not isinstance(side, rasp.SOp):
+                raise CompileError(f"scored_lookup: a term side is a categorical SOp, rasp.tokens or POSITION; "
+                                   f"got {side!r}")
+            if is_multi(side):
+                raise CompileError(f"scored_lookup: {side.label} is set-valued; terms score single values")
+        if not callable(f):
+            raise CompileError(f"scored_lookup: the score of a term must be callable, got {f!r}")
+        checked.append(ScoreTerm(q, k, f))
+    if not checked:
+        raise CompileError("scored_lookup needs at least one term")
+    return _make(SCORED_LOOKUP, reads, query=None, key=None, predicate=None, hardness=hardness, name=name,
+                 spec=ScoreSpec(tuple(checked), float(bos_score)))
 
 
 def position_map(target: Callable[[int], Optional[int]], reads: Union[ReadLike, Sequence[ReadLike]], *,
@@ -442,5 +505,5 @@ def meet(a: rasp.SOp, b: rasp.SOp, *, name: Optional[str] = None) -> SetMeet:
 
 
 __all__ = ["DEFAULT_HARDNESS", "POSITION", "LABEL", "Read", "ReadLike", "prev_token", "last_occurrence",
-           "pointer_lookup", "last_occurrence_upto", "fact_lookup", "position_map", "match", "memorise",
-           "union", "meet"]
+           "pointer_lookup", "last_occurrence_upto", "fact_lookup", "scored_lookup", "position_map", "match",
+           "memorise", "union", "meet"]

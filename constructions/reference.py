@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
-from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, MatchSpec, MemorySpec, SetMeet, apply_fn
+from depthcraft.constructions.nodes import (POSITION, HeadRead, HeadSpec, MatchSpec, MemorySpec, ScoreSpec, SetMeet,
+                                            apply_fn)
 
 #: Attended model positions of one head: for each query position 1..n, a list of key positions.
 Attended = List[List[int]]
@@ -128,10 +129,54 @@ def _union_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> Attended:
     return out
 
 
+def term_values(side: Any, ev: "Evaluator", xs: Sequence[Any]) -> Tuple[List[Any], Any]:
+    """Values of one side of a score term at positions 1..n, and its value at BOS.
+
+    POSITION gives model positions 1..n (BOS: none), ``rasp.tokens`` the tokens (BOS: none),
+    a head read its values and its BOS value, any other SOp its values (BOS: none).
+    """
+    if side is POSITION:
+        return list(range(1, len(xs) + 1)), None
+    vals = list(ev.evaluate(side, xs))
+    return vals, (side.bos_value if isinstance(side, HeadRead) else None)
+
+
+def score_table(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[List[float]]:
+    """``selects="score"``: scores[i-1][j] of key j = 0 (BOS) .. n for query i = 1..n (units of hardness)."""
+    spec: ScoreSpec = head.spec
+    n = len(xs)
+    table = [[spec.bos_score] + [0.0] * n for _ in range(n)]
+    for term in spec.terms:
+        qv, _ = term_values(term.query, ev, xs)
+        kv, kbos = term_values(term.key, ev, xs)
+        cache: Dict[Tuple[Any, Any], float] = {}
+        for i in range(n):
+            if qv[i] is None:
+                continue
+            row = table[i]
+            for j, k in enumerate([kbos] + kv):
+                if k is None:
+                    continue
+                pair = (qv[i], k)
+                if pair not in cache:
+                    cache[pair] = float(term.score(*pair))
+                row[j] += cache[pair]
+    return table
+
+
+def _score_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> Attended:
+    """``selects="score"``: the key 0..n with the highest score (the latest on a tie)."""
+    out = []
+    for row in score_table(head, ev, xs):
+        best = max(row)
+        out.append([max(j for j, v in enumerate(row) if v == best)])
+    return out
+
+
 #: Attended keys of each way of selecting (:attr:`HeadKind.selects`); "readout" heads attend to nothing.
 _ATTENDED: Dict[str, Callable[[HeadSpec, "Evaluator", Sequence[Any]], Attended]] = {
     "position": _position_keys, "pointer": _pointer_keys, "search": _search_keys, "match": _match_keys,
-    "union": _union_keys}
+    "union": _union_keys, "score": _score_keys}
 
 
 class Evaluator(rasp.DefaultRASPEvaluator):

@@ -36,6 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from depthcraft.constructions.cache import enable_jax_cache
+
+enable_jax_cache()  # compilations persist across processes (constructions/cache.py)
+
 ATTENTION_KINDS = ("softmax", "hardmax", "relu")
 #: Relative tolerance for hardmax ties.
 HARDMAX_TOL = 1e-4
@@ -43,6 +47,8 @@ HARDMAX_TOL = 1e-4
 #: row's best key (a deliberate tie, as in tracr's averaging heads, is never exact in floating point).
 TIE_NATS = 0.5
 _NEG = -1e9
+#: Key suffix of a planned (gather-and-scale) projection, see :func:`plan`.
+GATHER = "_gather"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,10 +199,26 @@ def mantissa_rounder(mantissa_bits):
     return rnd
 
 
+def _head_proj(h, p, name, rows):
+    """[b, t, D] -> [b, heads, t, e]: a matmul on the read rows, or the plan's gather-and-scale."""
+    if name in p:
+        return jnp.einsum("btd,hde->bhte", _take(h, rows), p[name])
+    g = p[name + GATHER]
+    return jnp.swapaxes(h[..., g["index"]] * g["scale"], 1, 2)  # h[..., [H, e]] -> [b, t, H, e]
+
+
+def _proj(a, p, name, rows=None):
+    """[..., Din] -> [..., Dout]: ``a[..., rows] @ p[name]``, or the plan's gather-and-scale."""
+    if name in p:
+        return _take(a, rows) @ p[name]
+    g = p[name + GATHER]
+    return a[..., g["index"]] * g["scale"]
+
+
 def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=lambda a: a, trace=None):
-    q = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.q_rows), p["w_q"]))
-    k = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.k_rows), p["w_k"]))
-    v = rnd(jnp.einsum("btd,hde->bhte", _take(h, spec.v_rows), p["w_v"]))
+    q = rnd(_head_proj(h, p, "w_q", spec.q_rows))
+    k = rnd(_head_proj(h, p, "w_k", spec.k_rows))
+    v = rnd(_head_proj(h, p, "w_v", spec.v_rows))
     if "b_q" in p:
         q = rnd(q + p["b_q"][None, :, None, :])
         k = rnd(k + p["b_k"][None, :, None, :])
@@ -204,19 +226,101 @@ def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=l
     scores = rnd(jnp.einsum("bhte,bhse->bhts", q, k) * spec.qk_scale)
     w = rnd(attention_weights(scores, mask, kind))
     z = rnd(jnp.einsum("bhts,bhse->bhte", w, v))
-    out = rnd(jnp.einsum("bhte,hed->btd", z, p["w_o"]))
+    if "w_o" in p:
+        out = rnd(jnp.einsum("bhte,hed->btd", z, p["w_o"]))
+    else:  # the plan: every written direction reads one (head, column) of z
+        b, nh, t, e = z.shape
+        out = rnd(_proj(jnp.swapaxes(z, 1, 2).reshape(b, t, nh * e), p, "w_o"))
     if "b_o" in p:
         out = rnd(out + p["b_o"])
     mass = _top_mass(scores, w, mask, query_ok, kind)
     if trace is not None:  # per-head writes and scores, only when residuals are collected
-        trace["head_outputs"].append(rnd(jnp.einsum("bhte,hed->bhtd", z, p["w_o"])))
+        trace["head_outputs"].append(rnd(_head_outputs(z, p)))
         trace["scores"].append(scores)
     return rnd(_write(x, spec.out_rows, out)), (w if collect else None), mass
 
 
+def _head_outputs(z, p):
+    """[b, heads, t, dv] -> [b, heads, t, Do]: what each head writes (dense ``w_o`` or the plan's gather)."""
+    if "w_o" in p:
+        return jnp.einsum("bhte,hed->bhtd", z, p["w_o"])
+    g = p["w_o" + GATHER]
+    b, nh, t, e = z.shape
+    flat = jnp.swapaxes(z, 1, 2).reshape(b, t, nh * e)[..., g["index"]] * g["scale"]  # [b, t, Do]
+    own = (g["index"] // e)[None, :] == jnp.arange(nh)[:, None]  # [heads, Do]: the head each column reads
+    return jnp.where(own[None, :, None, :], flat[:, None], jnp.zeros((), z.dtype))
+
+
 def _mlp(x, h, p, spec: SublayerSpec, rnd=lambda a: a):
-    hidden = rnd(jax.nn.relu(rnd(_take(h, spec.in_rows) @ p["w_1"] + p["b_1"])))
-    return rnd(_write(x, spec.out_rows, rnd(hidden @ p["w_2"] + p["b_2"])))
+    hidden = rnd(jax.nn.relu(rnd(_proj(h, p, "w_1", spec.in_rows) + p["b_1"])))
+    return rnd(_write(x, spec.out_rows, rnd(_proj(hidden, p, "w_2") + p["b_2"])))
+
+
+def _gather(w: np.ndarray, rows: Optional[Tuple[int, ...]]):
+    """``{"index", "scale"}`` for a matrix [Din, Dout] with at most one non-zero per column, else None.
+
+    ``index`` [Dout] int32 is the residual row (through ``rows``) each column reads; ``scale``
+    [Dout] its weight (an all-zero column reads row 0 with weight 0).
+    """
+    if w.shape[0] == 0:  # reads nothing: every column is zero
+        return {"index": np.zeros(w.shape[1], np.int32), "scale": np.zeros(w.shape[1], w.dtype)}
+    nz = w != 0
+    if nz.sum(0).max(initial=0) > 1:
+        return None
+    idx = nz.argmax(0)
+    scale = np.take_along_axis(w, idx[None], 0)[0]
+    full = idx if rows is None else np.asarray(rows, np.int64)[idx]
+    return {"index": full.astype(np.int32), "scale": scale.astype(w.dtype)}
+
+
+def plan(params: Dict[str, Any], arch: Arch) -> Dict[str, Any]:
+    """The weights of a planned forward: one-hot projections become gathers, dense ones stay matmuls.
+
+    Decided once per weight (at load, :attr:`constructions.model.CompiledModel.jparams`). A
+    projection whose matrix has at most one non-zero in every output column (for attention
+    ``w_q``/``w_k``/``w_v`` per head; for ``w_o`` over all heads' columns together; MLP ``w_1``,
+    ``w_2``; the read-out) is stored as ``<name>_gather = {"index": int32, "scale": float}``
+    and computed as ``x[..., index] * scale``; the residual rows it reads are folded into
+    ``index``. Exact: a product of a one-hot column adds one term to zeros, which
+    is the term itself (for finite inputs; an inf input gives inf, not NaN, in the other
+    columns). Other weights are kept as they are.
+
+    Args:
+        params: the weights (numpy arrays), layout in the module docstring.
+        arch: the static architecture (the rows each projection reads).
+    Returns:
+        A new weight pytree for :func:`forward` (the input is not modified).
+    """
+    def gather_or(layer, name, new_name, w, rows):
+        g = _gather(w, rows)
+        if g is None:
+            layer[name] = w
+        else:
+            layer[new_name] = g
+
+    layers = []
+    for spec, p in zip(arch.sublayers, params["layers"]):
+        q = dict(p)
+        if spec.kind == "attn":
+            for name, rows in (("w_q", spec.q_rows), ("w_k", spec.k_rows), ("w_v", spec.v_rows)):
+                w = np.asarray(q.pop(name))  # [H, Din, e]
+                gs = [_gather(w[i], rows) for i in range(w.shape[0])]
+                if all(g is not None for g in gs):
+                    q[name + GATHER] = {"index": np.stack([g["index"] for g in gs]),
+                                        "scale": np.stack([g["scale"] for g in gs])}
+                else:
+                    q[name] = w
+            w_o = np.asarray(q.pop("w_o"))  # [H, dv, Do]
+            gather_or(q, "w_o", "w_o" + GATHER, w_o.reshape(-1, w_o.shape[-1]), None)
+            if "w_o" in q:
+                q["w_o"] = w_o
+        else:
+            gather_or(q, "w_1", "w_1" + GATHER, np.asarray(q.pop("w_1")), spec.in_rows)
+            gather_or(q, "w_2", "w_2" + GATHER, np.asarray(q.pop("w_2")), None)
+        layers.append(q)
+    unembed = dict(params["unembed"])
+    gather_or(unembed, "w", "w" + GATHER, np.asarray(unembed.pop("w")), None)
+    return dict(params, layers=layers, unembed=unembed)
 
 
 @functools.partial(jax.jit, static_argnames=("arch", "collect_attention", "dtype", "collect_residuals"))
@@ -246,7 +350,8 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
         :class:`ForwardOutput`.
     """
     rnd = mantissa_rounder(mantissa_bits)
-    params = jax.tree_util.tree_map(lambda a: rnd(a.astype(dtype)), params)
+    params = jax.tree_util.tree_map(  # weights to the compute dtype; a plan's gather indices stay integers
+        lambda a: a if jnp.issubdtype(a.dtype, jnp.integer) else rnd(a.astype(dtype)), params)
     _, t = ids.shape
     x = rnd(params["embed"]["token"][ids] + params["embed"]["pos"][:t][None])
     mask = jnp.ones((t, t), bool)
@@ -271,7 +376,7 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
         if trace is not None:
             trace["residuals"].append(x)
     out = _layer_norm(x, params["ln_final"]) if arch.layer_norm else x
-    logits = out @ params["unembed"]["w"]
+    logits = _proj(out, params["unembed"], "w")
     if "b" in params["unembed"]:
         logits = logits + params["unembed"]["b"]
     if trace is None:

@@ -411,7 +411,7 @@ def test_docgen_connectivity_tables(tmp_path):
     folder.mkdir(parents=True)
     sweep = [_report(n, s, connectivity_layers(n)) for n in (2, 3, 5) for s in FAMILIES]
     sweep[-1] = _report(5, "er", 3, passed=False)
-    (folder / "n2-32.json").write_text(json.dumps({"results": sweep}))
+    (folder / "n2-16.json").write_text(json.dumps({"results": sweep}))
     (folder / "exhaustive_n2-5.json").write_text(json.dumps({"results": [_report(5, "mix", 3, exhaustive=25600)]}))
     text = docgen.render_connectivity(tmp_path)
     rows = [line for line in text.splitlines() if line.startswith("| 5 ")]

@@ -42,7 +42,8 @@ def test_plan_mixed_separate_and_controls():
     assert sorted({r.model.depth for r in controls}) == [1, 2, 3] and len(controls) == 3 * 2
     assert all(r.model.heads == 2 * p.heads and r.model.width == 2 * p.width for r in controls)
     assert len({r.run_id for r in runs}) == len(runs)
-    sep = sweep.plan(sweep.make_config(p, {"k": "1,2"}, depths=(2,), mixed=False, seeds=1), [2, 3])
+    sep = sweep.plan(sweep.make_config(p, {"k": "1,2"}, depths=(2,), mixed=False, seeds=1, control=False),
+                     [2, 3])
     assert [r.conditions for r in sep] == [(0,), (1,)]
     assert sep[0].run_id == "L2_H4_d64_k=1_seed0"
 
@@ -84,7 +85,8 @@ def test_summary_uses_the_best_seed_and_reports_controls():
 
     records = [rec(1, 0, 0.40), rec(1, 1, 0.30), rec(2, 0, 0.20), rec(2, 1, 0.01), rec(1, 0, 0.25, control=True)]
     (s,) = summarise(cfg, [info], records)
-    assert s["errors"]["1"] == {"best": 0.3, "mean": 0.35, "seeds": [0.4, 0.3]}
+    # std: sample standard deviation over seeds, sqrt(((0.4-0.35)^2 + (0.3-0.35)^2) / 1)
+    assert s["errors"]["1"] == {"best": 0.3, "mean": 0.35, "std": round(0.05 * 2 ** 0.5, 5), "seeds": [0.4, 0.3]}
     assert s["errors"]["2"]["best"] == 0.01
     assert s["smallest_depth"] == 2 and s["verdict"] == "agree"
     assert s["control"] == [{"depth": 1, "heads": 8, "width": 128, "seed": 0, "error": 0.25}]
@@ -110,13 +112,14 @@ def test_cli_tiny_sweep_writes_results_and_plot(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
         main(["train", "khop", "-p", "k=1,2", "-p", "n=6", "--depths", "1-2", "--steps", "3", "--width", "16",
-              "--heads", "2", "--seeds", "1", "--eval-size", "64", "--alignment-size", "16", "--out", str(out)])
+              "--heads", "2", "--seeds", "1", "--no-control", "--eval-size", "64", "--alignment-size", "16",
+              "--out", str(out)])
     assert e.value.code == 0
     r = json.loads((out / "results.json").read_text())
     assert (out / "error_by_depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert r["complete"] and r["task"] == "khop" and r["device"]["backend"] in ("cpu", "gpu", "cuda", "tpu")
     assert r["command"] == ("depthcraft train khop -p k=1,2 -p n=6 --depths 1-2 --heads 2 --width 16 --steps 3 "
-                            "--seeds 1 --eval-size 64 --alignment-size 16 --out " + str(out))
+                            "--seeds 1 --no-control --eval-size 64 --alignment-size 16 --out " + str(out))
     assert [run["depth"] for run in r["runs"]] == [1, 2]
     for run in r["runs"]:
         assert set(run["error"]) == {"k=1", "k=2"} and run["steps"] == 3

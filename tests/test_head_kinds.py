@@ -9,7 +9,8 @@ from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.nodes import HEAD_KINDS, HeadSpec, head_kind
 from depthcraft.constructions.primitives import (POSITION, Read, fact_lookup, last_occurrence, last_occurrence_upto,
-                                                 match, memorise, pointer_lookup, position_map, prev_token, union)
+                                                 match, memorise, pointer_lookup, position_map, prev_token,
+                                                 scored_lookup, union)
 from depthcraft.constructions.reference import evaluate
 
 VOCAB, N = range(3), 4
@@ -32,8 +33,15 @@ PROGRAMS = {
                                        name="h")[0],
     "match": lambda: match([(rasp.tokens, rasp.tokens)], [rasp.tokens], name="h")[0],
     "memorise": lambda: memorise([rasp.tokens], [[0, 1, 2, 0], [1, 1, 1, 1]], [2, 0], name="h"),
+    "scored_lookup": lambda: _other_with_my_token(rasp.tokens),
     "union": lambda: union(rasp.tokens, rasp.tokens, [rasp.tokens], name="h")[0],
 }
+
+
+def _other_with_my_token(read):
+    """scored_lookup: another position with my token (2), not myself (-3); BOS scores 1."""
+    return scored_lookup([(rasp.tokens, rasp.tokens, lambda q, k: 2.0 * (q == k)),
+                          (POSITION, POSITION, lambda i, j: -3.0 * (i == j))], [read], name="h")[0]
 
 
 def _compile(kind, **kw):
@@ -116,3 +124,44 @@ def test_the_search_range_follows_pointer_key_positions_and_causal():
     # fact_lookup over the even positions (prev 0, 1, 0) of the whole input, keys after the query included.
     assert evaluate(fact_lookup(rasp.tokens, _prev("p"), [POSITION], key_positions=lambda j: j % 2 == 0,
                                 name="h")[0], x) == [6, 6, 4, 4, 6, 6]
+
+
+def test_scored_lookup_semantics_by_hand():
+    """The highest sum of terms wins, keys after the query included; BOS by bos_score; ties go to the latest."""
+    x = [0, 1, 0, 2]  # model positions 1..4
+    # Another position with my token (2), not myself (-3); BOS scores 1: tokens 1 and 2 have no partner.
+    assert evaluate(_other_with_my_token(POSITION), x) == [3, 0, 1, 0]
+    # Ties: every key scores 0 and BOS 0 -> the latest key, N.
+    flat = scored_lookup([(rasp.tokens, rasp.tokens, lambda q, k: 0.0)], [POSITION], bos_score=0.0, name="t")[0]
+    assert evaluate(flat, x) == [4, 4, 4, 4]
+    # A term on a head's read: None values (no read) add nothing; a read's BOS value scores BOS.
+    prev = prev_token(Read(rasp.tokens, bos_value=2), name="p")  # BOS's token read as 2
+    h = scored_lookup([(rasp.tokens, prev, lambda q, k: 5.0 * (q == k))], [POSITION], bos_score=1.0, name="s")[0]
+    # key j scores 5 when x[j-1] == x[i]; BOS scores 1 + 5 * (x[i] == 2).
+    assert evaluate(h, x) == [4, 3, 4, 0]
+
+
+def test_scored_lookup_compiles_to_its_semantics_and_bos_attends_itself():
+    prev = prev_token(Read(rasp.tokens, bos_value=2), name="p")
+    # Unique best keys: a match (5) plus the key's position (1 per step); BOS 0.5 (+5 when x_i = 2).
+    h = scored_lookup([(rasp.tokens, prev, lambda q, k: 5.0 * (q == k)),
+                       (POSITION, POSITION, lambda i, j: 1.0 * j)], [rasp.tokens], bos_score=0.5, name="s")[0]
+    model = compile_program(h, vocab=VOCAB, max_seq_len=N, causal=False)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, size=(200, N))
+    got = model.run(x, none_value=None)
+    expected = np.array([evaluate(h, row) for row in x.tolist()], dtype=object)
+    assert (got == expected).all()
+
+
+def test_scored_lookup_refuses_bad_terms():
+    with pytest.raises(CompileError, match="needs at least one term"):
+        scored_lookup([], [POSITION])
+    with pytest.raises(CompileError, match="score model positions with POSITION, not rasp.indices"):
+        scored_lookup([(rasp.indices, rasp.tokens, lambda a, b: 1.0)], [POSITION])
+    with pytest.raises(CompileError, match="a term side is a categorical SOp, rasp.tokens or POSITION; got 3"):
+        scored_lookup([(3, rasp.tokens, lambda a, b: 1.0)], [POSITION])
+    with pytest.raises(CompileError, match="must be callable, got 1.0"):
+        scored_lookup([(rasp.tokens, rasp.tokens, 1.0)], [POSITION])
+    with pytest.raises(CompileError, match=r"a term is \(query, key, score\)"):
+        scored_lookup([(rasp.tokens, rasp.tokens)], [POSITION])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import depthcraft
-from depthcraft.constructions.model import ResidualStream, residual_stream, sublayer_names
+from depthcraft.constructions.model import ResidualStream, sublayer_names
 from depthcraft.constructions.runtime import forward
 from depthcraft.verify.crosscheck.model import ModelConfig, init_params
 
@@ -135,16 +135,21 @@ def test_off_by_default_and_the_same_outputs_when_on(k4):
 
 
 def test_off_adds_no_operation_to_the_traced_forward(k4):
-    """Off, the jaxpr has exactly the on-jaxpr's matrix products less one per attention sublayer (head outputs)."""
+    """Off, the jaxpr has exactly the on-jaxpr's projections less one per attention sublayer (head outputs).
+
+    A projection is a matrix product, or a gather where the plan (``runtime.plan``) made one; both
+    weight sets are checked.
+    """
     ids = jnp.asarray(k4.encode([[0, 1, 2, 2]]))
 
-    def products(collect):
-        jaxpr = jax.make_jaxpr(lambda p, i: forward.__wrapped__(p, i, k4.arch, collect_residuals=collect))(
-            k4.jparams, ids)
-        return str(jaxpr).count("dot_general")
+    def products(collect, params):
+        jaxpr = str(jax.make_jaxpr(lambda p, i: forward.__wrapped__(p, i, k4.arch, collect_residuals=collect))(
+            params, ids))
+        return jaxpr.count("dot_general") + jaxpr.count("gather[")
 
     n_attn = sum(s.kind == "attn" for s in k4.arch.sublayers)
-    assert products(True) - products(False) == n_attn
+    for params in (k4.jparams, k4.dense_jparams):
+        assert products(True, params) - products(False, params) == n_attn
 
 
 def test_residual_stream_object(k4):

@@ -104,3 +104,78 @@ def test_user_program_view():
     assert "hist = SelectorWidth(Select(tokens, tokens, EQ))" in text
     with pytest.raises(InputError, match="token 'z' at position 2"):
         views.for_program(hist, ["a", "z"], vocab="abc", max_seq_len=6)
+
+
+# ---------------------------------------------------------------------------------------------
+# The attention figure on a 16:9 slide, masked cells drawn distinctly
+# ---------------------------------------------------------------------------------------------
+
+K8_INPUT = "a b c a b a c b a b c a c b a b a c a b c b a b"
+
+
+@pytest.fixture(scope="module")
+def k8():
+    data, _ = views.for_construction("khop_doubling", {"k": 8, "n": 24, "vocab": 3}, K8_INPUT)
+    return data
+
+
+def test_slide_grid_gives_the_largest_square_panels():
+    from depthcraft.verify.views.figures import slide_grid
+
+    # 16 x 9 in less the title and colour-bar room (14.4 x 7.9 in): the side is min(14.4 / cols, 7.9 / rows).
+    assert [slide_grid(p) for p in (1, 2, 3, 4, 5, 6)] == [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (2, 3)]
+    with pytest.raises(ValueError, match="panels must be >= 1, got 0"):
+        slide_grid(0)
+
+
+def test_k8_figure_is_a_16_9_slide_with_every_head(k8, tmp_path):
+    import matplotlib.image
+
+    from depthcraft.verify.views.figures import attention_figure, build_figure
+
+    fig = build_figure(k8)
+    assert tuple(fig.get_size_inches()) == (16.0, 9.0)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 5  # L = ceil(log2 8) + 2 layers, one head each
+    assert [ax.get_title() for ax in fig.axes if ax.images][2] == "L3 H0: find2, tok_R1"
+    png = tmp_path / "k8.png"
+    attention_figure(k8, str(png))
+    h, w = matplotlib.image.imread(str(png)).shape[:2]
+    assert (w, h) == (1760, 990) and w * 9 == h * 16
+
+
+def test_masked_cells_use_the_mask_style(k8):
+    import dataclasses
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from depthcraft.verify.views.figures import MASK_COLOR, MASK_HATCH, build_figure, causal_mask
+
+    t = len(k8.tokens_text)
+    assert k8.causal and t == 25
+    fig = build_figure(k8)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3] / 255.0
+    height = pixels.shape[0]
+    for ax in (a for a in fig.axes if a.images):
+        image = ax.images[0]
+        assert np.array_equal(np.ma.getmaskarray(image.get_array()), causal_mask(t))
+        behind = [p for p in ax.patches if p.get_hatch() == MASK_HATCH]
+        assert len(behind) == 1 and tuple(behind[0].get_facecolor()) == MASK_COLOR
+
+        def pixel(q, k):
+            x, y = ax.transData.transform((k, q))
+            return pixels[int(round(height - y)), int(round(x))]
+
+        weights = np.asarray(image.get_array().data)
+        # A masked cell (query 1, key 20) is grey (fill or hatch line); an unmasked zero (query 24,
+        # key 22) is the colour map's 0, a blue-tinted white.
+        assert weights[24, 22] < 1e-6
+        masked, zero = pixel(1, 20), pixel(24, 22)
+        assert np.ptp(masked) < 0.03 and masked.max() < 0.85
+        assert np.allclose(zero, image.cmap(0.0)[:3], atol=0.02) and zero[2] - zero[0] > 0.02
+    # A bidirectional model masks nothing.
+    fig = build_figure(dataclasses.replace(k8, causal=False))
+    assert not any(np.ma.getmaskarray(a.images[0].get_array()).any() for a in fig.axes if a.images)
+    assert not fig.legends

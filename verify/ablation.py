@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, List
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
-from depthcraft.verify.checks import check_batches, label
+from depthcraft.verify.checks import check_batches, pack
 from depthcraft.verify.tasks.base import Task
 
 
@@ -48,10 +48,10 @@ def ablate(model: CompiledModel, task: Task, p: Dict[str, Any], inputs: List[np.
         "redundant": f == 1.0}``.
     """
     n_attn = sum(s.kind == "attn" for s in model.arch.sublayers)
-    labelled = label(task, p, inputs)  # one reference for every ablated layer
+    packed = pack(model, task, p, inputs)  # one reference and one encoded batch for every ablated layer
     out = []
     for a in range(n_attn):
-        res = check_batches(without_layer(model, a), task, p, labelled, f"ablate layer {a + 1}")
+        res = check_batches(without_layer(model, a), task, p, packed, f"ablate layer {a + 1}")
         frac = 1.0 - res.failed / res.inputs if res.inputs else 0.0
         out.append({"layer": a + 1, "exact_fraction": round(frac, 6), "redundant": res.inputs > 0 and res.failed == 0})
     return out

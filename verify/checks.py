@@ -17,16 +17,18 @@ each model compiles once; PAD keys are masked, so padding never changes outputs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from depthcraft.constructions.cache import hypothesis_dir
 from depthcraft.constructions.files import to_json
 from depthcraft.constructions.model import BATCH, CompiledModel
 from depthcraft.verify.tasks.base import Task
 
-#: Smallest padded batch: single inputs (hypothesis) and small edge-case groups share one compiled shape.
-MIN_BUCKET = 64
+#: Bytes of residual stream (rows * (max_seq_len + 1) * d_model * 4) one forward call may hold: past the
+#: CPU's cache, bigger batches run slower per row (:func:`batch_rows`; docs/performance.md, "Checks").
+CACHE_BUDGET = 16 << 20
 #: Margins below these are reported as warnings (exact, but fragile).
 MIN_ATTENTION = 0.99
 MIN_OUTPUT_GAP = 0.1
@@ -75,7 +77,120 @@ class CheckResult:
             self.output_gap = gap if self.output_gap is None else min(self.output_gap, gap)
 
 
-def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: int = BATCH,
+def batch_rows(model: CompiledModel, budget: int = CACHE_BUDGET, cap: int = BATCH) -> int:
+    """Rows per forward call for ``model``, chosen from the working set.
+
+    The largest power of two ``b <= cap`` whose residual stream, ``b * T * D * 4`` bytes
+    (T = max_seq_len + 1 positions, D = d_model, float32), fits in ``budget`` bytes, and
+    whose attention map ``b * T^2`` stays within :data:`MAX_ATTENTION_ELEMENTS`; at least 1.
+    Past the cache, bigger batches run slower per row (docs/performance.md, "Checks").
+
+    Args:
+        model: the compiled model (its ``max_seq_len`` and ``residual_labels`` give T and D).
+        budget: bytes of the residual stream of one call.
+        cap: most rows per call.
+    Returns:
+        A power of two in 1..cap (cap itself when cap is not a power of two and everything fits).
+    """
+    length = model.max_seq_len + 1
+    width = max(1, len(model.residual_labels))
+    rows = min(budget // (length * width * 4), MAX_ATTENTION_ELEMENTS // length ** 2)
+    if rows >= cap:
+        return cap
+    return 1 << max(0, int(rows).bit_length() - 1)
+
+
+def bucket(rows: int, batch: int) -> int:
+    """Padded row count of a call with ``rows`` real rows: the next power of two, at most ``batch``.
+
+    Powers of two keep the number of distinct shapes (XLA compilations) per model at
+    about log2(batch) + 1; a single input runs as one row, not a padded batch.
+    """
+    return min(batch, 1 << max(0, rows - 1).bit_length())
+
+
+def _forward_rows(model: CompiledModel, ids: np.ndarray, batch: int, dtype: Any, mantissa_bits: Optional[int]):
+    """Yield (start, logits [rows, T, O], attention mass [rows, L_attn] float64) per call of ``batch`` rows."""
+    r = len(ids)
+    for start in range(0, r, batch):
+        chunk = ids[start:start + batch]
+        rows = len(chunk)
+        size = batch if r > batch else bucket(rows, batch)
+        if rows < size:  # pad with copies of the first row (outputs of padding rows are dropped)
+            chunk = np.concatenate([chunk, np.repeat(chunk[:1], size - rows, axis=0)])
+        res = model.forward_ids(chunk, mantissa_bits=mantissa_bits) if dtype is None else \
+            model.forward_ids(chunk, dtype=dtype, mantissa_bits=mantissa_bits)
+        mass = [np.asarray(m, dtype=np.float64)[:rows].min(-1) for m in res.attn_mass]
+        yield start, np.asarray(res.logits)[:rows], \
+            np.nan_to_num(np.stack(mass, -1), nan=0.0) if mass else np.ones((rows, 0))
+
+
+def _read(model: CompiledModel, logits: np.ndarray, n: int, none_value: Any):
+    """Logits [b, T, O] of inputs of length n -> (outputs [b, n], gap [b, n] or None)."""
+    logits = logits[:, 1:n + 1]
+    outs = model.decode(logits, none_value)
+    if not model.categorical_output:
+        return outs, None
+    aug = np.concatenate([logits, np.full(logits.shape[:-1] + (1,), 0.5, logits.dtype)], -1)
+    top2 = -np.partition(-aug, 1, axis=-1)[..., :2] if aug.shape[-1] > 1 else aug
+    return outs, np.nan_to_num(top2[..., 0] - top2[..., 1], nan=0.0)  # NaN (overflow): no margin
+
+
+def predict_many(model: CompiledModel, xs: Sequence[np.ndarray], none_value: Any = None,
+                 batch: Optional[int] = None, dtype: Any = None, mantissa_bits: Optional[int] = None,
+                 ids: Optional[np.ndarray] = None):
+    """Run several groups of inputs (one length per group, lengths may differ) in shared forward calls.
+
+    All groups are padded with PAD to max_seq_len + 1 and stacked, so small groups (edge
+    cases, single hypothesis examples) fill one call instead of one padded call each.
+
+    Args:
+        model: the compiled model.
+        xs: arrays [b_i, n_i] of token values, n_i <= max_seq_len.
+        none_value: decoded value of a "no value" output.
+        batch: rows per forward call (default :func:`batch_rows`); the last call is padded
+            to :func:`bucket` rows.
+        dtype, mantissa_bits: see :func:`predict`.
+        ids: the stacked encoding of ``xs`` [sum b_i, max_seq_len + 1] when already made
+            (:func:`pack`), e.g. to run the same inputs through several models.
+    Returns:
+        One (outputs [b_i, n_i], gap [b_i, n_i] float or None, attention mass [b_i, L_attn] float)
+        per group, in order.
+    Raises:
+        InputError: bad tokens or length (see CompiledModel.encode).
+    """
+    xs = [np.asarray(x) for x in xs]
+    length = model.max_seq_len + 1
+    if not xs:
+        return []
+    if ids is None:
+        ids = np.concatenate([model.encode(x, length=length) for x in xs])
+    batch = batch_rows(model) if batch is None else batch
+    bounds = np.cumsum([0] + [len(x) for x in xs])
+    pieces: List[List[Any]] = [[] for _ in xs]
+    for start, logits, mass in _forward_rows(model, ids, batch, dtype, mantissa_bits):
+        stop = start + len(logits)
+        for g in range(np.searchsorted(bounds, start, "right") - 1, len(xs)):  # groups overlapping the call
+            lo, hi = max(start, bounds[g]), min(stop, bounds[g + 1])
+            if lo >= stop:
+                break
+            if lo < hi:
+                outs, gap = _read(model, np.asarray(logits[lo - start:hi - start], np.float64),
+                                  xs[g].shape[1], none_value)
+                pieces[g].append((outs, gap, mass[lo - start:hi - start]))
+    out = []
+    for g, x in enumerate(xs):
+        parts = pieces[g]
+        if not parts:  # an empty group
+            n_attn = sum(spec.kind == "attn" for spec in model.arch.sublayers)
+            out.append((np.zeros(x.shape, object), None, np.ones((0, n_attn))))
+            continue
+        gap = None if parts[0][1] is None else np.concatenate([q[1] for q in parts])
+        out.append((np.concatenate([q[0] for q in parts]), gap, np.concatenate([q[2] for q in parts])))
+    return out
+
+
+def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, batch: Optional[int] = None,
             dtype: Any = None, mantissa_bits: Optional[int] = None):
     """Run same-length inputs through the model.
 
@@ -83,8 +198,8 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
         model: the compiled model.
         tokens: [B, n] token values, n <= max_seq_len.
         none_value: decoded value of a "no value" output.
-        batch: rows per forward call (the last call is padded to this size); lowered for
-            long inputs so that batch * seq^2 <= MAX_ATTENTION_ELEMENTS.
+        batch: rows per forward call (default :func:`batch_rows`, from the working set); a
+            call with fewer rows is padded to the next power of two (:func:`bucket`).
         dtype, mantissa_bits: compute dtype (None = float32) and emulated mantissa width, see
             :func:`constructions.runtime.forward`.
     Returns:
@@ -92,32 +207,7 @@ def predict(model: CompiledModel, tokens: np.ndarray, none_value: Any = None, ba
     Raises:
         InputError: bad tokens or length (see CompiledModel.encode).
     """
-    tokens = np.asarray(tokens)
-    b, n = tokens.shape
-    length = model.max_seq_len + 1
-    # Keep one attention map per layer within MAX_ATTENTION_ELEMENTS (long inputs: fewer rows per call).
-    batch = max(1, min(batch, 1 << max(0, (MAX_ATTENTION_ELEMENTS // length ** 2).bit_length() - 1)))
-    outs, gaps, masses = [], [], []
-    for start in range(0, b, batch):
-        chunk = tokens[start:start + batch]
-        rows = len(chunk)
-        ids = model.encode(chunk, length=length)
-        # Few distinct shapes, few XLA compiles: batches are padded to a power of two >= MIN_BUCKET.
-        bucket = batch if b > batch else min(batch, max(MIN_BUCKET, 1 << (rows - 1).bit_length()))
-        if rows < bucket:
-            ids = np.concatenate([ids, np.repeat(ids[:1], bucket - rows, axis=0)])
-        res = model.forward_ids(ids, mantissa_bits=mantissa_bits) if dtype is None else \
-            model.forward_ids(ids, dtype=dtype, mantissa_bits=mantissa_bits)
-        logits = np.asarray(res.logits, dtype=np.float64)[:rows, 1:n + 1]
-        outs.append(model.decode(logits, none_value))
-        if model.categorical_output:
-            aug = np.concatenate([logits, np.full(logits.shape[:-1] + (1,), 0.5, logits.dtype)], -1)
-            top2 = -np.partition(-aug, 1, axis=-1)[..., :2] if aug.shape[-1] > 1 else aug
-            gaps.append(np.nan_to_num(top2[..., 0] - top2[..., 1], nan=0.0))  # NaN (overflow): no margin
-        mass = [np.asarray(m, dtype=np.float64)[:rows].min(-1) for m in res.attn_mass]
-        masses.append(np.nan_to_num(np.stack(mass, -1), nan=0.0) if mass else np.ones((rows, 0)))
-    gap = np.concatenate(gaps) if gaps else None
-    return np.concatenate(outs), gap, np.concatenate(masses)
+    return predict_many(model, [tokens], none_value, batch, dtype, mantissa_bits)[0]
 
 
 class Labelled(NamedTuple):
@@ -138,15 +228,72 @@ def label(task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray]) -> List[
     return out
 
 
-def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[np.ndarray],
+class Packed(NamedTuple):
+    """Labelled batches run in shared forward calls, with their stacked encoding [sum b_i, max_seq_len + 1]."""
+
+    items: List[Labelled]
+    ids: Optional[np.ndarray] = None
+
+
+def _packs(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[Any], rows: int):
+    """Consecutive batches grouped into :class:`Packed` of at most ``rows`` rows (a bigger batch is one pack).
+
+    Lazy: holds at most one pack, so a streamed input (the exhaustive check) stays streamed.
+    """
+    items: List[Labelled] = []
+    size = 0
+    for item in batches:
+        if isinstance(item, Packed):
+            if items:
+                yield Packed(items)
+                items, size = [], 0
+            yield item
+            continue
+        if not isinstance(item, Labelled):
+            x = np.asarray(item)
+            if x.size == 0:
+                continue
+            item = Labelled(x, *task.reference(p, x))
+        if items and size + len(item.x) > rows:
+            yield Packed(items)
+            items, size = [], 0
+        items.append(item)
+        size += len(item.x)
+    if items:
+        yield Packed(items)
+
+
+def pack(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[Any]) -> List[Packed]:
+    """Label and encode batches once, for checking the same inputs many times (ablation: once per layer).
+
+    Args:
+        model: a model with the architecture, vocabulary and max_seq_len of the models to be run.
+        task, p: the task and resolved parameters (``task.reference`` runs once per batch).
+        batches: arrays [b_i, n_i] or :class:`Labelled` batches.
+    Returns:
+        Packs of at most :func:`batch_rows` rows each (a bigger batch is a pack of its own), for
+        :func:`check_batches`.
+    Raises:
+        InputError: bad tokens or length (see CompiledModel.encode).
+    """
+    length = model.max_seq_len + 1
+    return [Packed(pk.items, np.concatenate([model.encode(it.x, length=length) for it in pk.items]))
+            for pk in _packs(model, task, p, batches, batch_rows(model))]
+
+
+def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[Any],
                   name: str, result: Optional[CheckResult] = None, dtype: Any = None,
                   mantissa_bits: Optional[int] = None) -> CheckResult:
     """Compare the model with the reference on every input of ``batches``.
 
+    Consecutive small batches (edge-case groups) share forward calls of up to
+    :func:`batch_rows` rows; the result is the same as checking them one by one.
+
     Args:
         model, task, p: the model, its task and the resolved parameters.
-        batches: arrays [b_i, n_i] (one length per array), or :class:`Labelled` batches
-            from :func:`label` when the same inputs are checked several times.
+        batches: arrays [b_i, n_i] (one length per array), :class:`Labelled` batches
+            from :func:`label`, or :class:`Packed` ones from :func:`pack` when the same inputs
+            are checked several times.
         name: check name recorded in the counterexample.
         result: accumulate into this result (default: a new one).
         dtype, mantissa_bits: passed to :func:`predict`.
@@ -154,33 +301,71 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         The CheckResult (inputs, failures, the shortest failing input, margins).
     """
     res = result or CheckResult()
-    for item in batches:
-        if isinstance(item, Labelled):  # reference already computed (the same inputs checked many times)
-            x, expected, scored = item
-        else:
-            x = np.asarray(item)
-            if x.size == 0:
-                continue
-            expected, scored = task.reference(p, x)
-        got, gap, mass = predict(model, x, task.none_value, dtype=dtype, mantissa_bits=mantissa_bits)
-        wrong = task.mismatch(p, got, expected) & scored
-        bad_rows = wrong.any(1)
-        res.inputs += len(x)
-        res.failed += int(bad_rows.sum())
-        if bad_rows.any():
-            r = int(np.flatnonzero(bad_rows)[0])
-            cand = Counterexample(name, x[r].tolist(), expected[r].tolist(), got[r].tolist(),
-                                  (np.flatnonzero(wrong[r]) + 1).tolist())
-            if res.counterexample is None or len(cand.tokens) < len(res.counterexample.tokens):
-                res.counterexample = cand
-        res.merge_margins(mass.min(0).tolist() if mass.size else [],
-                          float(gap[scored].min()) if gap is not None and scored.any() else None)
+    for pk in _packs(model, task, p, batches, batch_rows(model)):
+        preds = predict_many(model, [it.x for it in pk.items], task.none_value, dtype=dtype,
+                             mantissa_bits=mantissa_bits, ids=pk.ids)
+        for (x, expected, scored), (got, gap, mass) in zip(pk.items, preds):
+            _tally(res, task, p, name, x, expected, scored, got, gap, mass)
     return res
+
+
+def _tally(res: CheckResult, task: Task, p: Dict[str, Any], name: str, x, expected, scored, got, gap, mass) -> None:
+    """Add one batch's outcome to ``res``: counts, the shortest counterexample, margins."""
+    wrong = task.mismatch(p, got, expected) & scored
+    bad_rows = wrong.any(1)
+    res.inputs += len(x)
+    res.failed += int(bad_rows.sum())
+    if bad_rows.any():
+        r = int(np.flatnonzero(bad_rows)[0])
+        cand = Counterexample(name, x[r].tolist(), expected[r].tolist(), got[r].tolist(),
+                              (np.flatnonzero(wrong[r]) + 1).tolist())
+        if res.counterexample is None or len(cand.tokens) < len(res.counterexample.tokens):
+            res.counterexample = cand
+    res.merge_margins(mass.min(0).tolist() if mass.size else [],
+                      float(gap[scored].min()) if gap is not None and scored.any() else None)
+
+
+def _hypothesis_settings(max_examples: int, seed: int):
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import seed as hyp_seed
+
+    hypothesis_dir()  # hypothesis's files go to the user's cache folder, not ./.hypothesis
+
+    def wrap(fn):
+        return hyp_seed(seed)(settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
+                                       phases=(Phase.generate, Phase.shrink), print_blob=False,
+                                       suppress_health_check=list(HealthCheck))(fn))
+    return wrap
+
+
+def hypothesis_examples(task: Task, p: Dict[str, Any], max_examples: int, seed: int = 0) -> List[List[Any]]:
+    """The inputs hypothesis draws for ``task`` when every one of them passes, in order.
+
+    Hypothesis's generation with a fixed seed depends only on the outcomes of earlier
+    examples, so a test that records and passes sees exactly the examples
+    :func:`hypothesis_check` would check one at a time while none fails.
+    """
+    from hypothesis import given
+
+    drawn: List[List[Any]] = []
+
+    @_hypothesis_settings(max_examples, seed)
+    @given(task.strategy(p))
+    def record(seq):
+        drawn.append(list(seq))
+
+    record()
+    return drawn
 
 
 def hypothesis_check(model: CompiledModel, task: Task, p: Dict[str, Any], max_examples: int,
                      seed: int = 0) -> CheckResult:
     """Property test with hypothesis over the task's strategy; a failure is shrunk by hypothesis.
+
+    The drawn examples are first checked together, in shared forward calls (:func:`hypothesis_examples`);
+    only if one fails (or the batched check raises) does the property test run example by example,
+    so that hypothesis finds and shrinks the failure exactly as it would alone. The result is the
+    same either way.
 
     Args:
         model: the compiled weights.
@@ -193,16 +378,44 @@ def hypothesis_check(model: CompiledModel, task: Task, p: Dict[str, Any], max_ex
     Raises:
         Exceptions other than a mismatch (e.g. a reference that raises) propagate.
     """
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hyp_seed
+    examples = hypothesis_examples(task, p, max_examples, seed)
+    try:
+        res = _check_examples(model, task, p, examples)
+    except Exception:  # noqa: BLE001 - the example-by-example run below raises it again, shrunk by hypothesis
+        res = None
+    if res is not None and res.failed == 0:
+        return res
+    return hypothesis_one_by_one(model, task, p, max_examples, seed)
+
+
+def _check_examples(model: CompiledModel, task: Task, p: Dict[str, Any],
+                    examples: List[List[Any]]) -> Optional[CheckResult]:
+    """Check single examples in shared forward calls: grouped by length and dtype as ``np.asarray([seq])`` makes them.
+
+    None when an example is empty (the one-by-one run reports it).
+    """
+    if any(len(seq) == 0 for seq in examples):
+        return None
+    groups: Dict[Any, List[np.ndarray]] = {}
+    for seq in examples:
+        x = np.asarray([seq])
+        groups.setdefault((x.shape[1], x.dtype.kind), []).append(x)
+    batches = [np.concatenate(g) for g in groups.values()]
+    res = check_batches(model, task, p, batches, "hypothesis")
+    res.counterexample = None
+    return res
+
+
+def hypothesis_one_by_one(model: CompiledModel, task: Task, p: Dict[str, Any], max_examples: int,
+                          seed: int = 0) -> CheckResult:
+    """The property test example by example (one forward call each): what :func:`hypothesis_check` runs
+    when an example fails, so that hypothesis shrinks it. Arguments and result as :func:`hypothesis_check`."""
+    from hypothesis import given
 
     res = CheckResult()
     last_fail: Dict[str, Any] = {}
 
-    @hyp_seed(seed)
-    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
-              phases=(Phase.generate, Phase.shrink), print_blob=False,
-              suppress_health_check=list(HealthCheck))
+    @_hypothesis_settings(max_examples, seed)
     @given(task.strategy(p))
     def prop(seq):
         x = np.asarray([seq])

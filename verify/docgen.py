@@ -217,8 +217,8 @@ def render_sweeps(root: pathlib.Path) -> str:
         if not (root / rel).is_file():
             continue
         lines.append(f"* {title} ({link(rel)}): {_sweep_line(sweep_facts(reports(root, rel), key), key)}.")
-    if (root / CONNECTIVITY_SWEEP).is_file():
-        lines.append(f"* `graph_connectivity`, every sampler ({link(CONNECTIVITY_SWEEP)}): "
+    if _connectivity_files(root):
+        lines.append(f"* `graph_connectivity`, every sampler ({_connectivity_links(root)}): "
                      f"{_connectivity_line(root)}.")
     return "\n".join(lines)
 
@@ -310,6 +310,22 @@ def render_precision(root: pathlib.Path) -> str:
         fit_text = fit_text.rstrip("; ") + "."
     head = f"`{d['construction']}` ({params_text(d['params'])}), {link(rel)}:\n\n"
     return head + table([d["over"], *dtypes, "mantissa bits needed"], rows) + fit_text
+
+
+def render_dedupe(root: pathlib.Path) -> str:
+    """d_model before and after the compile-time dedupe (``depthcraft dedupe --all``), the models it narrows."""
+    rel = "results/dedupe/dedupe.json"
+    d = load_json(root, rel)
+    rows = d.get("rows") if isinstance(d, dict) else None
+    if not rows:
+        raise DocgenError(f"{rel} holds no rows ({{'rows': [...]}})")
+    narrowed = [r for r in rows if r["saved"]]
+    body = table(["construction", "parameters", "d_model before", "after", "saved", "stored once (dropped = kept)"],
+                 [[f"`{r['construction']}`", params_text(r["params"]), r["d_model_before"], r["d_model_after"],
+                   r["saved"], ", ".join(f"`{a}` = `{b}`" for a, b in r["merged"])] for r in narrowed])
+    return (f"Of the {len(rows)} models of `verify --all`, the dedupe narrows {len(narrowed)} "
+            f"({d['total_saved']} residual dimensions in all); depth and heads are unchanged in every row "
+            f"({link(rel)}):\n\n" + body)
 
 
 def render_architecture(root: pathlib.Path) -> str:
@@ -420,6 +436,60 @@ def render_theorems_chen_zou(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+#: What ``scripts/retrieval_depth.py`` writes from the retrieval_tripling sweeps (results/retrieval_tripling/COMMAND).
+TRIPLING_SUMMARY = "results/retrieval_tripling/summary.json"
+
+
+def _tripling_rows(root: pathlib.Path) -> List[List[str]]:
+    """Claim rows for ``retrieval_tripling``: the D = 1..64 sweep and the exhaustive checks."""
+    claim = ("A matching construction: `retrieval_tripling`, L = ceil(log_3(4D+1)) = ceil(log_3(2D)) + c "
+             "with c in {0, 1}, 2 heads per layer")
+    if not (root / TRIPLING_SUMMARY).is_file():
+        return [[claim, "not run", f"`{TRIPLING_SUMMARY}` is missing: run `results/retrieval_tripling/COMMAND`"]]
+    s = load_json(root, TRIPLING_SUMMARY)
+    rows = s["rows"]
+    ok = s["all_passed"] and all(r["bound_ok"] for r in rows)
+    ds = [r["d"] for r in rows]
+    line = (f"d = {runs(ds)} (distractors = 2): {sum(r['passed'] for r in rows)}/{len(rows)} pass, L >= bound at "
+            f"every d; c = 0 at d = {runs(s['c_zero']) or 'none'}, c = 1 at d = {runs(s['c_one']) or 'none'}; "
+            f"H = {runs([r['heads'] for r in rows])}; d_model {min(r['d_model'] for r in rows)}.."
+            f"{max(r['d_model'] for r in rows)}"
+            + (f"; not measured: d = {runs(s['missing'])}" if s["missing"] else "")
+            + f" ({link(TRIPLING_SUMMARY)})")
+    out = [[claim, VERIFIED if ok else DIFFERS, line]]
+    ex = s.get("exhaustive") or []
+    if ex:
+        parts = [f"{params_text(e['params'])}: {count(e['inputs'])} inputs, {'exact' if e['exact'] else 'NOT exact'}"
+                 for e in ex]
+        out.append(["`retrieval_tripling` on every input at small D", VERIFIED if all(e["passed"] for e in ex)
+                    else DIFFERS, "; ".join(parts) + f" ({link(TRIPLING_SUMMARY)})"])
+    return out
+
+
+def render_retrieval_tripling(root: pathlib.Path) -> str:
+    """retrieval_tripling against the lower bound and retrieval_doubling, D = 1..64, runs of D with equal depths."""
+    if not (root / TRIPLING_SUMMARY).is_file():
+        return f"`{TRIPLING_SUMMARY}` is missing: run `results/retrieval_tripling/COMMAND`."
+    rows = load_json(root, TRIPLING_SUMMARY)["rows"]
+    groups: List[List[Dict[str, Any]]] = []
+    for r in rows:
+        key = (r["bound"], r["attn_layers"], r["doubling_attn_layers"])
+        if groups and (groups[-1][-1]["bound"], groups[-1][-1]["attn_layers"],
+                       groups[-1][-1]["doubling_attn_layers"]) == key and groups[-1][-1]["d"] + 1 == r["d"]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    body = []
+    for g in groups:
+        body.append([runs([r["d"] for r in g]), g[0]["bound"], g[0]["attn_layers"], g[0]["c"],
+                     g[0]["doubling_attn_layers"], runs([r["heads"] for r in g]),
+                     runs([r["mlp_layers"] for r in g]),
+                     f"{min(r['d_model'] for r in g)}..{max(r['d_model'] for r in g)}",
+                     f"{sum(r['passed'] for r in g)}/{len(g)}"])
+    return table(["D", "bound ceil(log_3 2D)", "tripling L", "c", "doubling L (measured, D <= 32)", "H", "MLP layers",
+                  "d_model", "pass"], body)
+
+
 def render_theorems_musat(root: pathlib.Path) -> str:
     """Mușat (ICLR 2025): D-step retrieval needs at least ceil(log_3 2D) layers."""
     rows = [
@@ -427,13 +497,112 @@ def render_theorems_musat(root: pathlib.Path) -> str:
                    "At least ceil(log_3(2D)) layers are needed; pointer doubling over facts "
                    "(`retrieval_doubling`) meets it from above"),
     ]
+    rows += _tripling_rows(root)
     rows += _training_rows(root, ["C5", "C6"])
     return table(["claim", "status", "what we measured"], rows)
 
 
+RUNTIME = "results/performance/runtime.json"
+VERIFY_TARGETS = "results/performance/verify_targets.json"
+VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
+
+
+def _case_text(case: Mapping[str, Any]) -> str:
+    return f"`{case['construction']}` {params_text(case['params'])}, {case['samples']} samples"
+
+
+def _run_text(case: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """``"47.1 s, 1,003 MiB"``; ``"> 300 s (stopped), ..."``; a failed run names its exit status."""
+    if case is None:
+        return None
+    wall = f"> {case['wall_s']:.0f} s (stopped)" if case["timed_out"] else f"{case['wall_s']:.1f} s"
+    text = f"{wall}, {count(case['peak_rss_mib'])} MiB"
+    if not case["timed_out"] and (case["exit"] != 0 or not case["passed"]):
+        text += f", exit {case['exit']}" + ("" if case["passed"] else ", not passed")
+    return text
+
+
+def render_verify_targets(root: pathlib.Path) -> str:
+    """docs/performance.md: wall time and peak RSS of ``depthcraft verify`` per issue-12 case, before and after."""
+    after = load_json(root, VERIFY_TARGETS)
+    before_doc = load_json(root, VERIFY_TARGETS_BEFORE) if (root / VERIFY_TARGETS_BEFORE).is_file() else None
+    key = (lambda c: (c["construction"], json.dumps(c["params"], sort_keys=True), c["samples"]))
+    before = {key(c): c for c in (before_doc or {}).get("cases", [])}
+    rows = []
+    for c in after["cases"]:
+        target = " ".join(filter(None, [f"< {c['target_wall_s']} s" if c.get("target_wall_s") else "",
+                                        f"< {c['target_rss_gib']} GiB" if c.get("target_rss_gib") else ""]))
+        met = None
+        if target:
+            met = (not c["timed_out"] and c["exit"] == 0 and
+                   (not c.get("target_wall_s") or c["wall_s"] < c["target_wall_s"]) and
+                   (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
+            met = "met" if met else "**not met**"
+        before_cell = [] if before_doc is None else [_run_text(before.get(key(c)))]
+        rows.append([_case_text(c), *before_cell, _run_text(c), target or None, met])
+    src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
+    head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
+            f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
+    return head + table(["case", *([] if before_doc is None else ["before"]), "wall, peak RSS", "target", ""], rows)
+
+
+def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
+    return None if x is None or not base else f"{x / base:.2f}x"
+
+
+def render_runtime(root: pathlib.Path) -> str:
+    """docs/performance.md and README: inputs/s of jit(tracr), the dense runtime and the planned one, per batch."""
+    d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        label = f"k={size['k']} n={size['n']} (d_model {size['d_model']})"
+        for r in size["rows"]:
+            if "skipped" in r:
+                rows.append([label, r["batch"], "skipped: " + r["skipped"], None, None, None, None])
+                continue
+            base = r["jit(tracr)"]
+            rows.append([label, r["batch"], f"{base:,.1f}", f"{r['dense']:,.1f}", f"{r['plan']:,.1f}",
+                         _ratio(r["dense"], base), _ratio(r["plan"], base)])
+        best = size["best"]
+        if "jit(tracr)" in best:
+            base = best["jit(tracr)"][0]
+            rows.append([label, "best", *(f"{best[i][0]:,.1f} (at {best[i][1]})" if i in best else None
+                                          for i in ("jit(tracr)", "dense", "plan")),
+                         _ratio(best.get("dense", [None])[0], base), _ratio(best.get("plan", [None])[0], base)])
+    head = (f"`{d['construction']}` (vocab {d['vocab']}), inputs per second on the same compiled weights in one "
+            f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
+    return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
+                         "planned / jit"], rows)
+
+
+def render_runtime_summary(root: pathlib.Path) -> str:
+    """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
+    d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        best = size["best"]
+        base = best.get("jit(tracr)", [None])[0]
+        cells = [f"{best[i][0]:,.0f}/s (batch {best[i][1]})" if i in best else None
+                 for i in ("jit(tracr)", "dense", "plan")]
+        rows.append([f"k={size['k']} n={size['n']}", size["d_model"], *cells,
+                     _ratio(best.get("plan", [None])[0], base)])
+    return (f"`{d['construction']}`, each at its best batch, same weights, one process "
+            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
+            table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+
+
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them).
-CONNECTIVITY_SWEEP = "results/graph_connectivity/n2-32.json"
+CONNECTIVITY_SWEEPS = ("results/graph_connectivity/n2-16.json", "results/graph_connectivity/n17-32.json")
 CONNECTIVITY_EXHAUSTIVE = "results/graph_connectivity/exhaustive_n2-5.json"
+
+
+def _connectivity_files(root: pathlib.Path) -> List[str]:
+    """The connectivity sweep files that exist (relative to the root)."""
+    return [rel for rel in CONNECTIVITY_SWEEPS if (root / rel).is_file()]
+
+
+def _connectivity_links(root: pathlib.Path) -> str:
+    return ", ".join(link(rel) for rel in _connectivity_files(root))
 
 
 def _log2_ceil(n: int) -> int:
@@ -444,7 +613,7 @@ def _log2_ceil(n: int) -> int:
 def _connectivity_by_n(root: pathlib.Path) -> Dict[int, Dict[str, Any]]:
     """Per n: the sweep's reports (one per sampler) and the exhaustive report, when there is one."""
     by_n: Dict[int, Dict[str, Any]] = {}
-    for r in reports(root, CONNECTIVITY_SWEEP):
+    for r in [r for rel in _connectivity_files(root) for r in reports(root, rel)]:
         by_n.setdefault(r["params"]["n"], {"sweep": [], "exhaustive": None})["sweep"].append(r)
     if (root / CONNECTIVITY_EXHAUSTIVE).is_file():
         for r in reports(root, CONNECTIVITY_EXHAUSTIVE):
@@ -470,8 +639,8 @@ def _connectivity_line(root: pathlib.Path) -> str:
 
 def render_connectivity(root: pathlib.Path) -> str:
     """The claims page: L, the bound, c, H and d_model of ``graph_connectivity`` by n, with the checks."""
-    if not (root / CONNECTIVITY_SWEEP).is_file():
-        return f"`{CONNECTIVITY_SWEEP}` is missing: run `results/graph_connectivity/COMMAND`."
+    if not _connectivity_files(root):
+        return f"`{CONNECTIVITY_SWEEPS[0]}` is missing: run `results/graph_connectivity/COMMAND`."
     rows = []
     for n, d in sorted(_connectivity_by_n(root).items()):
         rs = d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])
@@ -492,7 +661,7 @@ def render_connectivity(root: pathlib.Path) -> str:
                      (f"{count(ex['checks']['exhaustive']['inputs'])} {'exact' if ex['passed'] else 'NOT exact'}"
                       if ex else None),
                      count(inputs), f"{att:.6f}", f"{gap:.3f}"])
-    head = (f"`graph_connectivity` ({link(CONNECTIVITY_SWEEP)}"
+    head = (f"`graph_connectivity` ({_connectivity_links(root)}"
             + (f", {link(CONNECTIVITY_EXHAUSTIVE)}" if (root / CONNECTIVITY_EXHAUSTIVE).is_file() else "")
             + "): L measured from the weights, log = ceil(log2(n-1)), c = L - log, the registered bound, "
               "H, MLP layers, d_model, the samplers (path, cycle, two_components, tree, er) whose report passes, "
@@ -508,8 +677,8 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
                      "2024; Θ(log n): Merrill & Sabharwal 2025)")
     construction_claim = ("`graph_connectivity`: repeated squaring of reachability, L = max(2, ceil(log2(n-1)) + 1), "
                           "one head per layer")
-    if not (root / CONNECTIVITY_SWEEP).is_file():
-        missing = f"`{CONNECTIVITY_SWEEP}` is missing"
+    if not _connectivity_files(root):
+        missing = f"`{CONNECTIVITY_SWEEPS[0]}` is missing"
         theorem, construction = [theorem_claim, "not run", missing], [construction_claim, "not run", missing]
     else:
         by_n = _connectivity_by_n(root)
@@ -519,7 +688,7 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
         theorem = [theorem_claim, VERIFIED if ok else DIFFERS,
                    "a log-depth construction is exact at every n checked (next row, table below)"]
         construction = [construction_claim, VERIFIED if ok and set(cs) <= {1, 2} else DIFFERS,
-                        f"{_connectivity_line(root)} ({link(CONNECTIVITY_SWEEP)})"]
+                        f"{_connectivity_line(root)} ({_connectivity_links(root)})"]
     rows = [theorem, construction,
             ["Lower bound: Ω(log n) layers (conditional, Merrill & Sabharwal 2025)", "not testable here",
              "a statement about every transformer; the cpu training preset (`depthcraft train connectivity`) "
@@ -534,12 +703,17 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "claim_rules": render_claim_rules,
     "c1_table": render_c1_table,
     "precision": render_precision,
+    "dedupe": render_dedupe,
     "architecture": render_architecture,
     "theorems_sanford": render_theorems_sanford,
     "theorems_chen_zou": render_theorems_chen_zou,
     "theorems_musat": render_theorems_musat,
+    "retrieval_tripling": render_retrieval_tripling,
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
+    "verify_targets": render_verify_targets,
+    "runtime": render_runtime,
+    "runtime_summary": render_runtime_summary,
 }
 
 

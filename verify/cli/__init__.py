@@ -3,8 +3,9 @@
 One module per command or group of commands, each parsing its options, calling the
 library and printing: :mod:`~depthcraft.verify.cli.catalogue` (``list``),
 :mod:`~depthcraft.verify.cli.verify` (``verify``), :mod:`~depthcraft.verify.cli.run`
-(``run``, ``show``), :mod:`~depthcraft.verify.cli.saved` (``save``, ``verify-saved``),
-:mod:`~depthcraft.verify.cli.precision` (``precision``),
+(``run``, ``show``), :mod:`~depthcraft.verify.cli.explore` (``explore``),
+:mod:`~depthcraft.verify.cli.saved` (``save``, ``verify-saved``),
+:mod:`~depthcraft.verify.cli.precision` (``precision``), :mod:`~depthcraft.verify.cli.dedupe` (``dedupe``),
 :mod:`~depthcraft.verify.cli.train` (``train``), :mod:`~depthcraft.verify.cli.claims` (``claims``) and :mod:`~depthcraft.verify.cli.docs` (``docs``). Shared options live in
 :mod:`~depthcraft.verify.cli.options`, output in :mod:`~depthcraft.verify.cli.render`.
 Every command is registered here, in :data:`COMMANDS`.
@@ -22,7 +23,7 @@ from typing import List, Optional
 import click
 
 from depthcraft.constructions.errors import DepthcraftError
-from depthcraft.verify.cli import catalogue, claims, docs, precision, run, saved, train, verify
+from depthcraft.verify.cli import catalogue, claims, dedupe, docs, explore, precision, run, saved, train, verify
 from depthcraft.verify.cli.render import err_console
 
 #: The one line printed (on stderr) when a run is interrupted.
@@ -49,8 +50,9 @@ def cli() -> None:
 
 
 #: Every command of the group.
-COMMANDS = (catalogue.list_cmd, verify.verify_cmd, run.run_cmd, run.show_cmd, saved.save_cmd,
-            saved.verify_saved_cmd, precision.precision_cmd, train.train_cmd, claims.claims_cmd, docs.docs_cmd)
+COMMANDS = (catalogue.list_cmd, verify.verify_cmd, run.run_cmd, run.show_cmd, explore.explore_cmd,
+            saved.save_cmd, saved.verify_saved_cmd, precision.precision_cmd, train.train_cmd, claims.claims_cmd, docs.docs_cmd,
+            dedupe.dedupe_cmd)
 for _command in COMMANDS:
     cli.add_command(_command)
 

@@ -31,6 +31,7 @@ class _RichProgress(sweep_mod.Progress):
         self.bar = bar
         self.overall = None
         self.current = None
+        self.done = {}  # run_id -> steps counted in the overall bar
 
     def begin(self, runs):
         self.overall = self.bar.add_task(f"sweep ({len(runs)} runs)", total=sum(r.train.steps for r in runs))
@@ -41,10 +42,13 @@ class _RichProgress(sweep_mod.Progress):
         what = f"run {index + 1}/{total} {run.run_id}" + (f" (resumed at {resumed_from})" if resumed_from else "")
         self.current = self.bar.add_task(what, total=run.train.steps, completed=resumed_from)
         self.bar.advance(self.overall, resumed_from)
+        self.done[run.run_id] = resumed_from
 
     def step(self, run, step, loss):
-        self.bar.advance(self.current, 1)
-        self.bar.advance(self.overall, 1)
+        # the fast trainer reports once per chunk, for each seed of a group: count each run's steps once
+        self.bar.advance(self.overall, step - self.done.get(run.run_id, 0))
+        self.done[run.run_id] = step
+        self.bar.update(self.current, completed=step)
         if loss is not None:
             self.bar.update(self.current, description=f"{run.run_id} loss {loss:.4f}")
 
@@ -113,12 +117,22 @@ def print_summary(results: Dict[str, Any]) -> None:
               help="Sequences per condition for the attention alignment (0 = skip it).")
 @click.option("--checkpoint-every", type=click.IntRange(0, MAX_STEPS), default=None,
               help="Steps between checkpoints (0 = only at the end).")
+@click.option("--trainer", type=click.Choice(["fast", "loop"]), default=None,
+              help="fast: a (condition, depth)'s seeds vmapped, --chunk steps per call; loop: one step per call.")
+@click.option("--sampler", type=click.Choice(["auto", "jax", "numpy"]), default=None,
+              help="Training batches of the fast trainer: JAX sampler in the step, or numpy (auto: JAX if any).")
+@click.option("--chunk", type=click.IntRange(1, MAX_STEPS), default=None,
+              help="Optimiser steps per jitted call (fast trainer).")
+@click.option("--exit-error", type=click.FloatRange(0, 1, max_open=True), default=None,
+              help="Early exit: stop when every seed's curve error is <= this twice in a row.")
+@click.option("--dense/--no-dense", default=None,
+              help="Dense supervision: the task's dense variant (every in-context answer scored).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output directory (default results/crosscheck/TASK_PRESET).")
 @click.option("--fresh", is_flag=True, help="Discard existing checkpoints of these runs (default: resume them).")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
               attention, embedding, mixed, control, threshold, construction, eval_size, alignment_size,
-              checkpoint_every, out_dir, fresh) -> None:
+              checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh) -> None:
     """Train transformers of several depths on TASK and compare with the construction's bound.
 
     One run per (condition, depth, seed); writes results.json and error_by_depth.png
@@ -137,7 +151,8 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
         attention=attention, embedding=embedding, mixed=mixed, control=control, threshold=threshold,
         construction=construction, eval_size=eval_size, alignment_size=alignment_size,
-        checkpoint_every=checkpoint_every)
+        checkpoint_every=checkpoint_every, trainer=trainer, sampler=sampler, chunk=chunk, exit_error=exit_error,
+        dense=dense)
     out_dir = out_dir or os.path.join("results", "crosscheck", f"{task}_{preset}")
     _check_out_dir(out_dir)
     command = _command_line(click.get_current_context())

@@ -8,7 +8,7 @@ k-hop (SPEC §4.1, §7). Both presets train, as the paper does, *one model per
 depth on mixed k*, the k of each sequence named by its leading token (here the
 BOS token, :mod:`verify.crosscheck.data`); the error is reported per k.
 
-* ``cpu``: N = 32, |Σ| = 4, k in {1, 2, 4}, depths 1-4, 2 seeds, 4 heads, width 64,
+* ``cpu``: N = 32, |Σ| = 4, k in {1, 2, 4}, depths 1-4, 3 seeds + capacity control, 4 heads, width 64,
   MLPs and pre-LayerNorm (GPT-2 block), batch 32, 4000 steps, lr 2e-3. Steps, width
   and learning rate were chosen by experiment (docs/crosscheck.md) to show the
   depth threshold within the time budget.
@@ -51,8 +51,8 @@ class Preset:
         heads, width, mlp, layer_norm, attention, embedding: architecture
             (:class:`~verify.crosscheck.model.ModelConfig`; ``embedding``: learned, onehot or random).
         steps, batch, lr, warmup, weight_decay: optimisation (:class:`~verify.crosscheck.train.TrainConfig`).
-        seeds: seeds per (condition, depth).
-        control: also train at bound-1 with twice the heads and width (SPEC §7).
+        seeds: seeds per (condition, depth) (default 3, the protocol of SPEC §7 / issue 11).
+        control: also train at bound-1 with twice the heads and width (SPEC §7; default on).
         construction: registered construction whose depth, bound and attention maps the
             trained models are compared with (None = none).
         threshold: a depth "solves" a condition when its error is below this.
@@ -66,6 +66,19 @@ class Preset:
         claim_text, claim: the paper's depth claim (text, and its value at a condition),
             used as the bound where no construction is registered for a condition.
         note: what the preset is for.
+        trainer: ``fast`` (:func:`~verify.crosscheck.train.train_seeds`: the seeds of a
+            (condition, depth) vmapped, ``chunk`` steps per jitted call) or ``loop``
+            (:func:`~verify.crosscheck.train.train`, one step per call, one seed at a time).
+        sampler: training data of the fast trainer: ``auto`` (JAX sampler where the task has
+            one, else numpy), ``jax`` or ``numpy`` (:data:`~verify.crosscheck.train.SAMPLERS`).
+        chunk: optimiser steps per jitted call of the fast trainer.
+        exit_error: early exit (fast trainer): stop a (condition, depth) group once every
+            seed's curve error is <= this at two consecutive evaluations (None = never).
+        plateau_margin: nats below the plateau loss that count as leaving the plateau
+            (:func:`~verify.crosscheck.train.plateau_exit_step`).
+        dense: dense supervision, recorded in the results: score every in-context answer /
+            label position that has an earlier example, where the task defines it (the
+            task's ``dense`` parameter); False = the task's own scoring.
     """
 
     task: str
@@ -84,8 +97,8 @@ class Preset:
     attention: str = "softmax"
     embedding: str = "learned"
     weight_decay: float = 0.01
-    seeds: int = 1
-    control: bool = False
+    seeds: int = 3
+    control: bool = True
     construction: Optional[str] = None
     threshold: float = 0.05
     eval_size: int = 1024
@@ -96,6 +109,12 @@ class Preset:
     claim_text: Optional[str] = None
     claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
     note: str = ""
+    trainer: str = "fast"
+    sampler: str = "auto"
+    chunk: int = 100
+    exit_error: Optional[float] = None
+    plateau_margin: float = 0.1
+    dense: bool = False
 
 
 _PRESETS: Dict[Tuple[str, str], Preset] = {}
@@ -108,8 +127,8 @@ def _add(p: Preset) -> None:
 _add(Preset(
     task="khop", name="cpu", params={"k": (1, 2, 4), "n": 32, "vocab": 4, "distribution": "paper"}, mixed=True,
     depths=(1, 2, 3, 4), heads=4, width=64, steps=4000, batch=32, lr=2e-3, warmup=200,
-    construction="khop_doubling", checkpoint_every=1000, seeds=2,
-    note="k-hop on 2 CPU cores: N=32, |Σ|=4, mixed k in {1,2,4} named by the BOS token, depths 1-4, 2 seeds"))
+    construction="khop_doubling", checkpoint_every=1000,
+    note="k-hop on 2 CPU cores: N=32, |Σ|=4, mixed k in {1,2,4} named by the BOS token, depths 1-4, 3 seeds, capacity control"))
 _add(Preset(
     task="khop", name="paper", params={"k": tuple(range(17)), "n": 100, "vocab": 4, "distribution": "paper"},
     mixed=True, depths=(2, 3, 4, 5, 6), heads=4, width=128, steps=100_000, batch=32, lr=1e-4, warmup=1000,

@@ -8,9 +8,13 @@
      "runs": [{"run_id", "depth", "heads", "width", "seed", "control", "conditions",
                "config", "steps", "final_loss", "train_seconds", "error": {condition: error},
                "eval": [{"condition", "error", "loss", "error_per_position", ...}],
-               "alignment": [...], "history": [...]}],
+               "alignment": [...], "history": [...], "curve": [{"step", "error", "loss", ...}],
+               "plateau": {condition: {"plateau_loss", "margin", "exit_step"}},
+               "steps_done", "exit_reason", "trainer", "sampler", "seeds_together"}],
+     "supervision": {"dense", "task", "scored_positions_per_sequence"},
      "summary": [{"condition", "params", "construction", "construction_depth", "bound",
-                  "bound_formula", "bound_source", "errors": {depth: {"best", "mean", "seeds"}},
+                  "bound_formula", "bound_source", "errors": {depth: {"best", "mean", "std", "seeds"}},
+                  "plateau_exit_steps": {depth: [step or null per seed]},
                   "smallest_depth", "control", "verdict", "note",
                   "errors_training_distribution", "smallest_depth_training_distribution"
                   (only when evaluation samples other parameters, e.g. held-out tokens)}]}
@@ -79,7 +83,10 @@ def _bound_word(entry: Dict[str, Any]) -> str:
 
 
 def _by_depth(errs: Dict[int, List[float]]) -> Dict[str, Dict[str, Any]]:
+    """Per depth: best and mean error over seeds, ``std`` (sample standard deviation, ddof = 1;
+    0 for one seed) and every seed's error."""
     return {str(d): {"best": round(min(v), 5), "mean": round(float(np.mean(v)), 5),
+                     "std": round(float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, 5),
                      "seeds": [round(x, 5) for x in v]} for d, v in sorted(errs.items())}
 
 
@@ -90,11 +97,15 @@ def summarise(cfg, infos, records: List[Dict[str, Any]]) -> List[Dict[str, Any]]
         info = infos[c]
         by_depth: Dict[int, List[float]] = {}
         train_dist: Dict[int, List[float]] = {}
+        plateau_steps: Dict[int, List[Optional[int]]] = {}
         control = []
         for r in records:
             err = r["error"].get(name)
             if name not in r["conditions"] or err is None:
                 continue
+            if "plateau" in r and name in r["plateau"]:
+                key = f"{r['depth']}c" if r["control"] else r["depth"]
+                plateau_steps.setdefault(key, []).append(r["plateau"][name]["exit_step"])
             if r["control"]:
                 control.append({"depth": r["depth"], "heads": r["heads"], "width": r["width"], "seed": r["seed"],
                                 "error": err})
@@ -112,6 +123,8 @@ def summarise(cfg, infos, records: List[Dict[str, Any]]) -> List[Dict[str, Any]]
                  "bound_source": info.bound_source, "bound_kind": info.bound_kind,
                  "construction_note": info.note or None, "threshold": cfg.threshold,
                  "errors": errors, "smallest_depth": smallest, "control": control}
+        if plateau_steps:  # per depth ("<depth>c" = capacity control), each seed's plateau exit step
+            entry["plateau_exit_steps"] = {str(k): v for k, v in sorted(plateau_steps.items(), key=lambda kv: str(kv[0]))}
         if train_dist:  # evaluated on other parameters (e.g. held-out tokens): the training distribution too
             ok_train = [d for d, v in sorted(train_dist.items()) if min(v) < cfg.threshold]
             entry["errors_training_distribution"] = _by_depth(train_dist)

@@ -28,7 +28,8 @@ from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.data import TaskData, condition_names
 from depthcraft.verify.crosscheck.model import ModelConfig
 from depthcraft.verify.crosscheck.presets import Preset
-from depthcraft.verify.crosscheck.train import TrainConfig, evaluate, train
+from depthcraft.verify.crosscheck.train import (PLATEAU_MARGIN, SAMPLERS, TrainConfig, evaluate,
+                                                marginal_entropy, plateau_exit_step, train, train_seeds)
 from depthcraft.verify.tasks import get_task
 
 #: Seed of the evaluation and alignment inputs (independent of the training seeds).
@@ -58,6 +59,9 @@ class SweepConfig:
         claim_text, claim: the paper's depth claim, the bound where no construction applies.
         swept: the task parameters that name the conditions: those given as lists, else those
             given on the command line (else every parameter).
+        trainer, sampler, chunk, exit_error, plateau_margin, dense: the training protocol
+            (:class:`~verify.crosscheck.presets.Preset`); ``task`` is the dense variant of the
+            preset's task when ``dense`` selected one.
     """
 
     task: str
@@ -79,6 +83,12 @@ class SweepConfig:
     claim_text: Optional[str] = None
     claim: Optional[Callable[[Dict[str, Any]], Optional[int]]] = None
     swept: tuple = ()
+    trainer: str = "fast"
+    sampler: str = "auto"
+    chunk: int = 100
+    exit_error: Optional[float] = None
+    plateau_margin: float = PLATEAU_MARGIN
+    dense: bool = False
 
     @property
     def names(self) -> List[str]:
@@ -133,6 +143,8 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         raise ParameterError(f"unknown sweep setting(s) {sorted(unknown)}")
     p = dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
     task = get_task(p.task)
+    if p.dense:
+        task = _dense_task(task)
     merged = dict(p.params)
     for k, v in (params or {}).items():
         if isinstance(v, str):  # the -p sweep syntax of depthcraft verify: 1,2,4 or 1..4 or 1-4
@@ -156,13 +168,61 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         raise ParameterError(f"seeds must be >= 1, got {p.seeds}")
     if not 0 < p.threshold < 1:
         raise ParameterError(f"threshold must be in (0, 1), got {p.threshold}")
+    if p.trainer not in TRAINERS:
+        raise ParameterError(f"trainer={p.trainer!r}; expected one of {', '.join(TRAINERS)}")
+    if p.sampler not in SAMPLERS:
+        raise ParameterError(f"sampler={p.sampler!r}; expected one of {', '.join(SAMPLERS)}")
+    if isinstance(p.chunk, bool) or not isinstance(p.chunk, int) or p.chunk < 1:
+        raise ParameterError(f"chunk must be an integer >= 1, got {p.chunk!r}")
+    if p.exit_error is not None and not 0 <= p.exit_error < 1:
+        raise ParameterError(f"exit_error must be in [0, 1), got {p.exit_error}")
+    if p.exit_error is not None and p.trainer != "fast":
+        raise ParameterError("exit_error (early exit) needs trainer='fast'")
+    if not p.plateau_margin >= 0:
+        raise ParameterError(f"plateau_margin must be >= 0 nats, got {p.plateau_margin}")
     eval_conditions = tuple(task.resolve({**c, **p.eval_params}) for c in conditions) if p.eval_params else None
-    return SweepConfig(task=p.task, preset=p.name, conditions=conditions, mixed=p.mixed,
+    if p.dense:
+        _check_dense(task, conditions)
+    return SweepConfig(task=task.name, preset=p.name, conditions=conditions, mixed=p.mixed,
                        depths=tuple(p.depths), model=model, train=tcfg, seeds=p.seeds, control=p.control,
                        construction=p.construction, threshold=p.threshold, eval_size=p.eval_size,
                        alignment_size=p.alignment_size, checkpoint_every=p.checkpoint_every,
                        eval_conditions=eval_conditions, claim_text=p.claim_text, claim=p.claim, swept=swept,
-                       eval_every=p.eval_every)
+                       eval_every=p.eval_every, trainer=p.trainer, sampler=p.sampler, chunk=p.chunk,
+                       exit_error=p.exit_error, plateau_margin=p.plateau_margin, dense=p.dense)
+
+
+#: Trainers of a sweep: ``fast`` (:func:`train_seeds`, seeds vmapped) or ``loop`` (:func:`train`).
+TRAINERS = ("fast", "loop")
+
+
+def _dense_task(task):
+    """The dense-supervision variant of ``task`` (``<name>_dense`` where registered), else ``task``."""
+    from depthcraft.verify.tasks import TASKS
+
+    return TASKS.get(f"{task.name}_dense", task)
+
+
+def scored_per_sequence(task, conditions, size: int = 64) -> List[float]:
+    """Mean number of scored (loss) positions per sequence of each condition, on ``size`` samples."""
+    out = []
+    for c in conditions:
+        tokens = task.sample(c, np.random.default_rng([EVAL_SEED, 31]), size)
+        _, scored = task.reference(c, tokens)
+        out.append(round(float(np.asarray(scored, bool).sum(1).mean()), 3))
+    return out
+
+
+def _check_dense(task, conditions) -> None:
+    """Dense supervision needs a task that scores more than one position per sequence.
+
+    Raises:
+        ParameterError: every condition scores at most one position per sequence.
+    """
+    if max(scored_per_sequence(task, conditions)) <= 1:
+        raise ParameterError(f"dense supervision: task {task.name} scores one position per sequence and has "
+                             f"no dense variant ({task.name}_dense); k-hop, ictm_dense and retrieval with "
+                             f"answer slots per hop score several")
 
 
 # ------------------------------------------------------------------ construction
@@ -370,13 +430,70 @@ def _train_curve(cfg: SweepConfig, data: TaskData, run: RunSpec, ckpt: str, eval
     return sorted(curve, key=lambda c: c["step"])
 
 
+#: Curve points per run when the preset sets no ``eval_every`` (the fast trainer always keeps a curve).
+DEFAULT_CURVE_POINTS = 20
+
+
+def _seed_groups(runs: List[RunSpec]) -> List[List[RunSpec]]:
+    """The runs that differ only in the seed, in plan order: one vmapped training call each."""
+    groups: Dict[Any, List[RunSpec]] = {}
+    for r in runs:
+        groups.setdefault((r.conditions, r.model, dataclasses.replace(r.train, seed=0), r.control), []).append(r)
+    return list(groups.values())
+
+
+def _group_id(group: List[RunSpec]) -> str:
+    """Checkpoint name of a seed group: the first run's id with its seed replaced by the seed list."""
+    seeds = [r.train.seed for r in group]
+    tag = f"seed{seeds[0]}" if len(seeds) == 1 else f"seeds{'-'.join(str(s) for s in seeds)}"
+    return re.sub(r"seed\d+", tag, group[0].run_id, count=1)
+
+
+def _record(cfg: SweepConfig, data: TaskData, run: RunSpec, outcome, eval_conds, infos, construction_maps,
+            plateau: Optional[Dict[str, float]]) -> Dict[str, Any]:
+    """One run's entry of ``results.json``: final evaluation, alignment, loss history, curve, plateau exit."""
+    t_eval = time.perf_counter()
+    ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
+    ev_train = None if eval_conds is None else \
+        evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
+    align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos, construction_maps)
+    record = {
+        "run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
+        "seed": run.train.seed, "control": run.control, "conditions": [cfg.names[c] for c in run.conditions],
+        "config": {"model": run.model.to_json(), "train": run.train.to_json()},
+        "steps": run.train.steps, "steps_done": outcome.steps_done or run.train.steps,
+        "exit_reason": outcome.exit_reason or None, "trainer": cfg.trainer, "sampler": outcome.sampler,
+        "seeds_together": outcome.seeds_together,
+        "resumed_from": outcome.resumed_from, "n_params": outcome.n_params,
+        "final_loss": outcome.history[-1]["loss"] if outcome.history else None,
+        "train_seconds": round(outcome.seconds / outcome.seeds_together, 2),
+        "eval_seconds": round(time.perf_counter() - t_eval, 2),
+        "error": {e["condition"]: e["error"] for e in ev},
+        "error_training_distribution": None if ev_train is None else
+        {e["condition"]: e["error"] for e in ev_train},
+        "eval": ev, "alignment": align, "history": outcome.history,
+    }
+    if outcome.curve is not None:
+        curve = outcome.curve
+        if not cfg.eval_every:  # a default-cadence curve: error and loss only (keeps results.json small)
+            curve = [{k: v for k, v in p.items() if k != "error_per_position"} for p in curve]
+        record["curve"] = curve
+    if plateau is not None and outcome.curve:
+        record["plateau"] = {name: {"plateau_loss": round(loss, 5), "margin": cfg.plateau_margin,
+                                    "exit_step": plateau_exit_step(outcome.curve, name, loss, cfg.plateau_margin)}
+                             for name, loss in plateau.items()}
+    return record
+
+
 def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: Optional[Progress] = None,
               command: Optional[str] = None, plot: bool = True) -> Dict[str, Any]:
     """Train, evaluate and align every run of the sweep; write ``results.json`` and the plot.
 
     Args:
         cfg: the sweep.
-        out_dir: output directory (created); checkpoints go to ``out_dir/checkpoints/<run_id>``.
+        out_dir: output directory (created); checkpoints go to ``out_dir/checkpoints/<run_id>``
+            (``trainer="loop"``) or ``out_dir/checkpoints/<group>`` (``trainer="fast"``: one per
+            group of runs that differ only in the seed, trained together, e.g. ``L2_H4_d64_seeds0-1-2``).
         fresh: delete existing checkpoints of these runs first (default: resume them).
         progress: callbacks (None = silent).
         command: the command line, recorded in the results.
@@ -402,43 +519,58 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
     progress.begin(runs)
     records: List[Dict[str, Any]] = []
     construction_maps: Dict[Any, Any] = {}
-    for idx, run in enumerate(runs):
-        ckpt = os.path.join(out_dir, "checkpoints", run.run_id)
-        if fresh and os.path.isdir(ckpt):
-            shutil.rmtree(ckpt)
-        data = TaskData(task, [cfg.conditions[c] for c in run.conditions],
-                        [cfg.names[c] for c in run.conditions])
-        rec = read_meta(ckpt)
-        progress.start_run(idx, len(runs), run, rec["step"] if rec else 0)
-        eval_conds = None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run.conditions]
-        curve = _train_curve(cfg, data, run, ckpt, eval_conds, progress) if cfg.eval_every else None
-        outcome = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
-                        on_step=lambda s, loss, run=run: progress.step(run, s, loss))
-        t_eval = time.perf_counter()
-        ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
-        ev_train = None if eval_conds is None else \
-            evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
-        align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos, construction_maps)
-        record = {
-            "run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
-            "seed": run.train.seed, "control": run.control, "conditions": [cfg.names[c] for c in run.conditions],
-            "config": {"model": run.model.to_json(), "train": run.train.to_json()},
-            "steps": run.train.steps, "resumed_from": outcome.resumed_from, "n_params": outcome.n_params,
-            "final_loss": outcome.history[-1]["loss"] if outcome.history else None,
-            "train_seconds": round(outcome.seconds, 2),
-            "eval_seconds": round(time.perf_counter() - t_eval, 2),
-            "error": {e["condition"]: e["error"] for e in ev},
-            "error_training_distribution": None if ev_train is None else
-            {e["condition"]: e["error"] for e in ev_train},
-            "eval": ev, "alignment": align, "history": outcome.history,
-        }
-        if curve is not None:
-            record["curve"] = curve
-        records.append(record)
-        progress.end_run(idx, run, record)
-        report.write_results(out_dir, report.build_results(cfg, infos, records, runs, command,
-                                                           time.perf_counter() - t_start, device_info()))
-    results = report.build_results(cfg, infos, records, runs, command, time.perf_counter() - t_start, device_info())
+    supervision = {"dense": cfg.dense, "task": cfg.task,
+                   "scored_positions_per_sequence": dict(zip(cfg.names, scored_per_sequence(task, cfg.conditions)))}
+
+    def results_now():
+        out = report.build_results(cfg, infos, records, runs, command, time.perf_counter() - t_start, device_info())
+        out["supervision"] = supervision
+        return out
+
+    idx = 0
+    for group in _seed_groups(runs) if cfg.trainer == "fast" else [[r] for r in runs]:
+        run0 = group[0]
+        data = TaskData(task, [cfg.conditions[c] for c in run0.conditions],
+                        [cfg.names[c] for c in run0.conditions])
+        eval_conds = None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run0.conditions]
+        if cfg.trainer == "fast":
+            ckpt = os.path.join(out_dir, "checkpoints", _group_id(group))
+            if fresh and os.path.isdir(ckpt):
+                shutil.rmtree(ckpt)
+            rec = read_meta(ckpt)
+            for j, run in enumerate(group):
+                progress.start_run(idx + j, len(runs), run, rec["step"] if rec else 0)
+            curve_sets = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, eval_conds)
+            every = cfg.eval_every or max(1, run0.train.steps // DEFAULT_CURVE_POINTS)
+
+            def on_chunk(step, losses, group=group):
+                for run, loss in zip(group, losses):
+                    progress.step(run, step, float(loss))
+
+            outcomes = train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=cfg.chunk,
+                                   sampler=cfg.sampler, eval_sets=curve_sets, eval_every=every,
+                                   exit_error=cfg.exit_error, checkpoint_dir=ckpt,
+                                   checkpoint_every=cfg.checkpoint_every, on_chunk=on_chunk)
+            plateau = {name: marginal_entropy(s) for name, s in zip(data.names, curve_sets)}
+        else:
+            run = run0
+            ckpt = os.path.join(out_dir, "checkpoints", run.run_id)
+            if fresh and os.path.isdir(ckpt):
+                shutil.rmtree(ckpt)
+            rec = read_meta(ckpt)
+            progress.start_run(idx, len(runs), run, rec["step"] if rec else 0)
+            curve = _train_curve(cfg, data, run, ckpt, eval_conds, progress) if cfg.eval_every else None
+            outcome = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
+                            on_step=lambda s, loss, run=run: progress.step(run, s, loss))
+            outcome.curve = curve
+            outcomes, plateau = [outcome], None
+        for run, outcome in zip(group, outcomes):
+            record = _record(cfg, data, run, outcome, eval_conds, infos, construction_maps, plateau)
+            records.append(record)
+            progress.end_run(idx, run, record)
+            idx += 1
+        report.write_results(out_dir, results_now())
+    results = results_now()
     report.write_results(out_dir, results)
     if plot:
         report.write_plot(out_dir, results)

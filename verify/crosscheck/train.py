@@ -1,18 +1,25 @@
-"""Training one model: optax AdamW with warm-up and cosine decay, a jitted step, exact resume.
+"""Training: the one-step loop (:func:`train`) and the fast trainer (:func:`train_seeds`), exact resume.
 
-Each step draws a fresh batch from the task's sampler with
+:func:`train`: each step draws a fresh batch from the task's sampler with
 ``numpy.random.default_rng([seed, step])`` (so the data of a step does not depend
 on what ran before it), takes one AdamW step on the mean cross-entropy over the
 scored positions, and every ``checkpoint_every`` steps saves the parameters and
 optimiser state (:mod:`verify.crosscheck.checkpoint`). A run that finds a
 checkpoint made with the same settings continues from it; the result is
 bit-identical to an uninterrupted run.
+
+:func:`train_seeds`: the same maths for several seeds at once (``vmap`` over
+stacked parameters and optimiser states), ``chunk`` optimiser steps per jitted
+call (``lax.scan``), batches from the numpy sampler (fed a chunk at a time) or
+drawn inside the step by :mod:`verify.crosscheck.samplers`; evaluation curves,
+the plateau exit step (:func:`plateau_exit_step`) and early exit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -21,11 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.errors import DepthcraftError, InputError, ParameterError
 from depthcraft.constructions.runtime import Arch, forward
 from depthcraft.verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
+from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +167,12 @@ class RunOutcome:
         seconds: wall time spent training (summed over resumed parts), seconds.
         resumed_from: step of the checkpoint the run continued from (0 = fresh start).
         n_params: number of parameters.
+        curve: evaluation points (:func:`train_seeds` with ``eval_every``), else None.
+        steps_done: optimiser steps taken (< ``steps`` after an early exit or ``stop_at``;
+            0 when not recorded).
+        exit_reason: why training stopped before ``steps`` ("" = it did not).
+        seeds_together: seeds trained in the same vmapped call (``seconds`` is their shared time).
+        sampler: ``numpy`` or ``jax`` (:data:`SAMPLERS`).
     """
 
     params: Dict[str, Any]
@@ -167,6 +181,11 @@ class RunOutcome:
     seconds: float
     resumed_from: int
     n_params: int
+    curve: Optional[List[Dict[str, Any]]] = None
+    steps_done: int = 0
+    exit_reason: str = ""
+    seeds_together: int = 1
+    sampler: str = "numpy"
 
 
 def _describe(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig) -> Dict[str, Any]:
@@ -304,3 +323,380 @@ def evaluate(params: Dict[str, Any], arch: Arch, data: TaskData, sets: List[Batc
             "error_per_position": [round(float(w / n), 5) if n else None for w, n in zip(wrong[1:], scored[1:])],
         })
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast trainer: many optimiser steps per jitted call (lax.scan), several seeds at once (vmap).
+# ---------------------------------------------------------------------------------------------
+
+#: Tag of the JAX data stream of :func:`train_seeds` with ``sampler="jax"`` (kept apart from the
+#: weight initialisation, which uses ``PRNGKey(seed)`` itself).
+DATA_STREAM = 0xDA7A
+
+#: Samplers of :func:`train_seeds`: ``numpy`` (the task's numpy sampler with ``step_rng(seed, step)``,
+#: the data of :func:`train`, fed one chunk at a time), ``jax`` (:mod:`verify.crosscheck.samplers`,
+#: drawn inside the jitted step), ``auto`` (``jax`` where the task has one, else ``numpy``).
+SAMPLERS = ("numpy", "jax", "auto")
+
+
+def data_key(seed: int, step: int) -> jax.Array:
+    """The JAX data key of training step ``step`` (a pure function of seed and step)."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), DATA_STREAM), step)
+
+
+def _stack(trees: List[Any]) -> Any:
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
+
+
+def _unstack(tree: Any, i: int) -> Any:
+    return jax.tree_util.tree_map(lambda a: a[i], tree)
+
+
+_CHUNK_CACHE: Dict[Any, Callable] = {}
+
+
+def _donate() -> Tuple[int, ...]:
+    """Donate the parameter and optimiser buffers to the chunk call where the backend reuses them
+    (GPU/TPU); the CPU backend would only warn."""
+    return () if jax.default_backend() == "cpu" else (0, 1)
+
+
+def _chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig) -> Callable:
+    """The jitted ``n``-step function of :func:`train_seeds`, vmapped over seeds.
+
+    numpy-fed: ``(params[S], opt[S], ids[S, n, B, T], targets, mask) -> (params, opt, losses[S, n])``;
+    jax-sampled: ``(params[S], opt[S], steps[n]) -> ...``, with each seed's keys derived inside.
+    Cached per (architecture, optimiser settings, frozen parameters, n, sampler).
+    """
+    key = (arch, cfg, frozen, n, sampler_sig)
+    if key in _CHUNK_CACHE:
+        return _CHUNK_CACHE[key]
+    tx = optimizer(cfg, frozen)
+
+    def train_step(p, o, ids, targets, mask):
+        loss, grads = jax.value_and_grad(loss_fn)(p, ids, targets, mask, arch)
+        updates, o = tx.update(grads, o, p)
+        return optax.apply_updates(p, updates), o, loss
+
+    if sampler is None:
+        def one_seed(p, o, ids, targets, mask):
+            def body(carry, batch):
+                p, o, loss = train_step(*carry, *batch)
+                return (p, o), loss
+            (p, o), losses = jax.lax.scan(body, (p, o), (ids, targets, mask))
+            return p, o, losses
+
+        fn = jax.jit(jax.vmap(one_seed), donate_argnums=_donate())
+    else:
+        def one_seed(p, o, seed_key, steps):
+            def body(carry, step):
+                ids, targets, mask = sampler(jax.random.fold_in(seed_key, step))
+                p, o, loss = train_step(*carry, ids, targets, mask)
+                return (p, o), loss
+            (p, o), losses = jax.lax.scan(body, (p, o), steps)
+            return p, o, losses
+
+        fn = jax.jit(jax.vmap(one_seed, in_axes=(0, 0, 0, None)), donate_argnums=_donate())
+    if len(_CHUNK_CACHE) > 32:
+        _CHUNK_CACHE.clear()
+    _CHUNK_CACHE[key] = fn
+    return fn
+
+
+@functools.lru_cache(maxsize=16)
+def _eval_fn(arch: Arch) -> Callable:
+    """Jitted ``(params[S], ids[B, T], targets[B, T]) -> (pred[S, B, T] int32, ce[S, B, T] float32)``."""
+
+    def one(p, ids, targets):
+        logits = forward(p, ids, arch).logits
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+        return logits.argmax(-1).astype(jnp.int32), ce
+
+    return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
+
+
+def marginal_entropy(batch: Batch) -> float:
+    """Cross-entropy (nats) of the best input-independent predictor on ``batch``: the entropy of the
+    empirical distribution of the targets at the loss-mask positions. The default plateau loss of
+    :func:`plateau_exit_step`.
+
+    Args:
+        batch: an evaluation batch (:meth:`TaskData.eval_sets`).
+    Returns:
+        Entropy in nats (0.0 when nothing is scored).
+    """
+    t = batch.targets[batch.loss_mask > 0]
+    if t.size == 0:
+        return 0.0
+    p = np.bincount(t).astype(np.float64) / t.size
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+#: Default margin (nats) below the plateau loss that counts as leaving the plateau.
+PLATEAU_MARGIN = 0.1
+
+
+def plateau_exit_step(curve: List[Dict[str, Any]], condition: str, plateau_loss: float,
+                      margin: float = PLATEAU_MARGIN) -> Optional[int]:
+    """The step at which a run leaves its plateau: the first evaluation step whose evaluation loss
+    on ``condition`` is below ``plateau_loss - margin`` (None if it never is).
+
+    Args:
+        curve: a run's curve (``[{"step", "loss": {condition: nats}, ...}]``, steps ascending).
+        condition: condition name.
+        plateau_loss: the plateau's loss in nats (default in the sweep: :func:`marginal_entropy`
+            of the condition's evaluation targets, the loss of predicting the target
+            distribution without reading the input).
+        margin: nats below the plateau (default :data:`PLATEAU_MARGIN`).
+    """
+    for point in curve:
+        loss = (point.get("loss") or {}).get(condition)
+        if loss is not None and loss < plateau_loss - margin:
+            return int(point["step"])
+    return None
+
+
+def score_predictions(pred: np.ndarray, ce: np.ndarray, sets: List[Batch], names: List[str]) -> Dict[str, Any]:
+    """One curve point's numbers from predictions on the concatenated evaluation sets.
+
+    Args:
+        pred: [B_total, T] predicted classes; ce: [B_total, T] cross-entropy (nats), in the order
+            of ``sets`` concatenated.
+        sets: the evaluation sets (one per condition); names: their condition names.
+    Returns:
+        ``{"error": {name: float|None}, "loss": {name: float|None}, "error_per_position":
+        {name: [float|None per model position 1..T-1]}}``, as :func:`evaluate` defines them.
+    """
+    out = {"error": {}, "loss": {}, "error_per_position": {}}
+    start = 0
+    for name, s in zip(names, sets):
+        b = len(s.ids)
+        p, c = pred[start:start + b], ce[start:start + b]
+        start += b
+        wrong_pos = ((p != s.targets) & s.error_mask).sum(0)
+        scored_pos = s.error_mask.sum(0)
+        total = int(scored_pos.sum())
+        lm = s.loss_mask
+        out["error"][name] = round(float(wrong_pos.sum() / total), 6) if total else None
+        out["loss"][name] = round(float((c * lm).sum() / lm.sum()), 6) if lm.sum() else None
+        out["error_per_position"][name] = [round(float(w / n), 5) if n else None
+                                           for w, n in zip(wrong_pos[1:], scored_pos[1:])]
+    return out
+
+
+def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: List[int], *,
+                chunk: int = 100, sampler: str = "numpy", eval_sets: Optional[List[Batch]] = None,
+                eval_every: int = 0, exit_error: Optional[float] = None, exit_patience: int = 2,
+                checkpoint_dir: Optional[str] = None, checkpoint_every: int = 0, stop_at: Optional[int] = None,
+                on_chunk: Optional[Callable[[int, np.ndarray], None]] = None) -> List[RunOutcome]:
+    """Train one model per seed, all seeds at once: ``vmap`` over seeds of ``lax.scan`` over steps.
+
+    Each seed's maths is that of :func:`train` with ``train_cfg.seed = seed``: the same initial
+    weights (``PRNGKey(seed)``), optimiser and schedule; with ``sampler="numpy"`` also the same
+    batches (``step_rng(seed, step)``), so its losses equal :func:`train`'s up to float
+    reassociation inside XLA (tests/test_crosscheck_fast.py measures the difference). Losses stay
+    on the device during a chunk; one transfer per chunk brings them back.
+
+    Args:
+        data: the task and its conditions.
+        model_cfg, train_cfg: architecture and optimisation (``train_cfg.seed`` is ignored).
+        seeds: the seeds, one model each (at least one, distinct).
+        chunk: optimiser steps per jitted call (evaluations and checkpoints split chunks).
+        sampler: one of :data:`SAMPLERS`.
+        eval_sets: fixed evaluation batches (one per condition) for the curve; needed when
+            ``eval_every`` > 0.
+        eval_every: evaluate every this many steps and at the end (0 = never); each point is
+            ``{"step", "error", "loss", "error_per_position"}`` per condition
+            (:func:`score_predictions`).
+        exit_error: early exit: stop once every seed's error on every condition has been <=
+            this at ``exit_patience`` consecutive evaluations (None = train all steps).
+        exit_patience: see ``exit_error``.
+        checkpoint_dir: where to save and resume the stacked state (None = no checkpoints).
+        checkpoint_every: save every this many steps (0 = only at the end).
+        stop_at: stop after this step (the schedule still runs to ``train_cfg.steps``).
+        on_chunk: called as ``on_chunk(step, losses[S])`` after every chunk (step = steps done).
+    Returns:
+        One :class:`RunOutcome` per seed, in the order of ``seeds``; ``curve``, ``steps_done``
+        and ``exit_reason`` are filled in.
+    Raises:
+        ParameterError: bad ``seeds``/``chunk``/``sampler``/``eval_every``, a task without a JAX
+            sampler with ``sampler="jax"``, or a checkpoint made with other settings.
+        InputError: the checkpoint is corrupt.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ParameterError(f"seeds must be a non-empty list of distinct integers, got {seeds!r}")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ParameterError(f"chunk must be an integer >= 1, got {chunk!r}")
+    if sampler not in SAMPLERS:
+        raise ParameterError(f"sampler={sampler!r}; expected one of {', '.join(SAMPLERS)}")
+    if sampler == "auto":
+        sampler = "jax" if has_jax_sampler(data) else "numpy"
+    if sampler == "jax" and not has_jax_sampler(data):
+        raise ParameterError(f"task {data.task.name} has no JAX sampler; use sampler='numpy'")
+    if eval_every < 0 or (eval_every and eval_sets is None):
+        raise ParameterError(f"eval_every={eval_every} needs eval_every >= 0 and eval_sets")
+    n_seeds = len(seeds)
+    arch = model_cfg.arch(data.pad_id)
+    opt_key = _optimiser_key(train_cfg)
+    tx = optimizer(train_cfg, model_cfg.frozen)
+    inits = [init_params(model_cfg, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
+             for s in seeds]
+    state = {"params": _stack(inits), "opt_state": _stack([tx.init(p) for p in inits])}
+    desc = dict(_describe(data, model_cfg, dataclasses.replace(train_cfg, seed=seeds[0])),
+                seeds=seeds, sampler=sampler)
+    start, seconds = 0, 0.0
+    history: List[List[Dict[str, float]]] = [[] for _ in seeds]
+    curves: List[List[Dict[str, Any]]] = [[] for _ in seeds]
+    exit_reason, calm = "", 0
+    if checkpoint_dir is not None:
+        record = read_meta(checkpoint_dir)
+        if record is not None:
+            saved = record.get("meta", {}).get("config")
+            if _training_settings(saved) != _training_settings(desc):
+                raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
+                                     f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
+                                     f"use another output directory or start afresh (depthcraft train --fresh)")
+            start, state, meta = load_checkpoint(checkpoint_dir, state)
+            history = [list(h) for h in meta.get("history", history)]
+            curves = [list(c) for c in meta.get("curves", curves)]
+            seconds = float(meta.get("seconds", 0.0))
+            exit_reason, calm = meta.get("exit_reason", ""), int(meta.get("calm", 0))
+    resumed_from = start
+    end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
+    if exit_reason:
+        end = start
+    params, opt_state = state["params"], state["opt_state"]
+    if sampler == "jax":
+        draw = jax_sampler(data, train_cfg.batch)
+        sig = ("jax", data.task.name, repr(data.conditions), train_cfg.batch, data.seq_len)
+        seed_keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in seeds])
+    else:
+        draw, sig, seed_keys = None, ("numpy",), None
+    eval_ids = eval_targets = None
+    if eval_every:
+        eval_ids = jnp.asarray(np.concatenate([s.ids for s in eval_sets]))
+        eval_targets = jnp.asarray(np.concatenate([s.targets for s in eval_sets]))
+    t0 = time.perf_counter()
+
+    def save(step):
+        save_checkpoint(checkpoint_dir, step, {"params": params, "opt_state": opt_state},
+                        {"config": desc, "history": history, "curves": curves, "exit_reason": exit_reason,
+                         "calm": calm, "seconds": seconds + time.perf_counter() - t0})
+
+    def next_stop(s):
+        cands = [end, (s // chunk + 1) * chunk]
+        for every in (eval_every, checkpoint_every):
+            if every:
+                cands.append((s // every + 1) * every)
+        return min(cands)
+
+    s = start
+    while s < end:
+        nxt = next_stop(s)
+        n = nxt - s
+        fn = _chunk_fn(arch, opt_key, model_cfg.frozen, n, draw, sig)
+        if draw is None:
+            batches = [[data.sample(step_rng(seed, t), train_cfg.batch) for t in range(s, nxt)] for seed in seeds]
+            arrays = [np.stack([np.stack([getattr(b, f) for b in per_seed]) for per_seed in batches])
+                      for f in ("ids", "targets", "loss_mask")]
+            params, opt_state, losses = fn(params, opt_state, *arrays)
+        else:
+            params, opt_state, losses = fn(params, opt_state, seed_keys, jnp.arange(s, nxt))
+        losses = np.asarray(losses)  # [S, n]: the one transfer of the chunk
+        for t in range(s + 1, nxt + 1):
+            if t % train_cfg.log_every == 0 or t == end:
+                for i in range(n_seeds):
+                    history[i].append({"step": t, "loss": round(float(losses[i, t - s - 1]), 6)})
+        s = nxt
+        if eval_every and (s % eval_every == 0 or s == end):
+            pred, ce = _eval_fn(arch)(params, eval_ids, eval_targets)
+            pred, ce = np.asarray(pred), np.asarray(ce)
+            ok = True
+            for i in range(n_seeds):
+                point = {"step": s, **score_predictions(pred[i], ce[i], eval_sets, data.names)}
+                curves[i].append(point)
+                ok &= exit_error is not None and all(e is not None and e <= exit_error
+                                                     for e in point["error"].values())
+            calm = calm + 1 if ok else 0
+            if exit_error is not None and calm >= exit_patience and s < end:
+                exit_reason = (f"early exit at step {s}: every seed's error <= {exit_error} at "
+                               f"{exit_patience} consecutive evaluations")
+                end = s
+        if on_chunk is not None:
+            on_chunk(s, losses[:, -1])
+        if checkpoint_dir is not None and checkpoint_every and s % checkpoint_every == 0 and s < end:
+            save(s)
+    jax.block_until_ready(params)
+    if checkpoint_dir is not None and s > start:
+        save(s)
+    seconds += time.perf_counter() - t0
+    n_params = count_params(_unstack(params, 0))
+    return [RunOutcome(params=_unstack(params, i), arch=arch, history=history[i], seconds=seconds,
+                       resumed_from=resumed_from, n_params=n_params, curve=curves[i], steps_done=s,
+                       exit_reason=exit_reason, seeds_together=n_seeds, sampler=sampler)
+            for i in range(n_seeds)]
+
+
+@dataclasses.dataclass
+class TrainedModel:
+    """A trained model read back from a checkpoint directory (:func:`load_trained`).
+
+    Attributes:
+        params: weights (runtime layout, JAX arrays).
+        arch: runtime architecture.
+        data: the task and its conditions (input ids, output classes, sequence length).
+        model: architecture settings.
+        step: training steps done.
+        directory: the checkpoint directory.
+    """
+
+    params: Dict[str, Any]
+    arch: Arch
+    data: TaskData
+    model: ModelConfig
+    step: int
+    directory: str
+
+
+def load_trained(directory: str, seed: Optional[int] = None) -> TrainedModel:
+    """Load the model of a training checkpoint (``depthcraft train``'s ``checkpoints/<run>``).
+
+    The checkpoint's record names the task, its conditions and the model and training
+    settings; the arrays are read through :func:`load_checkpoint` into a freshly
+    initialised state of that structure (so a file that does not match is refused).
+    A seed group's checkpoint (:func:`train_seeds`, ``checkpoints/<run>_seeds0-1-2``) holds
+    the stacked models of its seeds: ``seed`` picks one (default: the group's first).
+
+    Raises:
+        InputError: no checkpoint in ``directory``, an unreadable or inconsistent one, or
+            ``seed`` not in the group.
+    """
+    from depthcraft.verify.tasks import get_task
+
+    record = read_meta(directory)
+    if record is None:
+        raise InputError(f"{directory} holds no training checkpoint ({os.path.join(directory, 'checkpoint.json')} "
+                         f"is missing)")
+    try:
+        config = record["meta"]["config"]
+        task = get_task(config["task"])
+        data = TaskData(task, [dict(c) for c in config["conditions"]])
+        model_cfg = ModelConfig(**config["model"])
+        train_cfg = TrainConfig(**config["train"])
+    except (KeyError, TypeError, DepthcraftError) as e:
+        raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
+    params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
+    template = {"params": params, "opt_state": optimizer(train_cfg, model_cfg.frozen).init(params)}
+    seeds = config.get("seeds")
+    if seeds is not None:
+        pick = seeds[0] if seed is None else seed
+        if pick not in seeds:
+            raise InputError(f"checkpoint {directory} holds seeds {seeds}, not seed {pick}")
+        template = _stack([template] * len(seeds))
+    step, state, _ = load_checkpoint(directory, template)
+    if seeds is not None:
+        state = _unstack(state, seeds.index(pick))
+    return TrainedModel(params=state["params"], arch=model_cfg.arch(data.pad_id), data=data, model=model_cfg,
+                        step=step, directory=directory)

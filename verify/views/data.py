@@ -86,6 +86,7 @@ class ShowData:
         sublayers: :class:`HeadView` / :class:`MLPView` in order (empty when built without details).
         layout: residual stream groups (name, first dim, last dim, values, written by).
         program: the RASP program listing (see :func:`~depthcraft.verify.views.listing.program_listing`).
+        causal: the model masks keys after the query (those cells of every map are masked).
     """
 
     title: str
@@ -97,6 +98,7 @@ class ShowData:
     layout: List[Tuple[str, int, int, List[str], str]]
     program: List[str]
     wrong: List[int] = dataclasses.field(default_factory=list)
+    causal: bool = False
 
 
 def _names(labels: Sequence[str], rows: Sequence[int]) -> List[str]:
@@ -231,7 +233,7 @@ def build(model: CompiledModel, tokens: Sequence[Any], *, title: str, program: O
         reference_text = [fmt(v) if s else UNSCORED for v, s in zip(reference, mask)]
     return ShowData(title=title, tokens_text=["BOS"] + [fmt(t) for t in tokens],
                     output_text=[fmt(v) for v in got.tolist()], reference_text=reference_text, exact=exact,
-                    sublayers=views, layout=layout, wrong=wrong,
+                    sublayers=views, layout=layout, wrong=wrong, causal=bool(model.arch.causal),
                     program=program_listing(program) if details and program is not None else [])
 
 
@@ -314,3 +316,270 @@ def for_saved(path: str, text: str) -> Tuple[ShowData, CompiledModel]:
     generic = ProgramTask(vocab=model.vocab, max_seq_len=model.max_seq_len, reference=lambda xs: xs)
     tokens = generic.parse_tokens({}, text)
     return build(model, tokens, title=f"{os.path.basename(path)} (saved model)"), model
+
+
+# ---------------------------------------------------------------------------------------------
+# The explore page's data: everything above, plus the residual stream after every sublayer
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Alignment:
+    """A trained model's heads against a construction's heads, on the explored input.
+
+    Attributes:
+        construction: the construction's name and parameters (one line).
+        trained_heads: ``"L1 H0"``-style names of the trained heads ([L_t * H]).
+        construction_heads: names of the construction's heads ([n_c]).
+        matrix: [L_t * H, n_c] float64 alignment (:func:`~depthcraft.verify.crosscheck.alignment.alignment`)
+            over the token query rows (BOS left out).
+        construction_maps: the construction's [T, T] maps, one per construction head.
+    """
+
+    construction: str
+    trained_heads: List[str]
+    construction_heads: List[str]
+    matrix: np.ndarray
+    construction_maps: List[np.ndarray]
+
+
+@dataclasses.dataclass
+class ExploreData:
+    """What the explore page (:mod:`~depthcraft.verify.views.explore`) shows for one input.
+
+    Attributes:
+        show: the views of :func:`build` (title, tokens, output beside the reference, the
+            program listing, head and MLP views, the residual layout).
+        stream: the residual stream after every sublayer (one forward pass of the runtime).
+        head_names: per attention sublayer, the name of each head (``"L1 H0: find1"``).
+        stage_notes: per stage (embeddings, then each sublayer), one line saying what it does.
+        program_stages: per stage, the program lines whose SOp that stage writes, and under
+            key -1 the lines whose SOp is not stored in the residual stream.
+        groups: residual directions grouped by SOp or pointer: (name, first row, last row, writer).
+        classes: display name of each read-out coordinate ([O]).
+        kind: ``"construction"``, ``"saved"`` or ``"trained"``.
+        alignment: for a trained model, its heads against the construction's (else None).
+    """
+
+    show: ShowData
+    stream: Any
+    head_names: List[List[str]]
+    stage_notes: List[str]
+    program_stages: Dict[int, List[str]]
+    groups: List[Tuple[str, int, int, str]]
+    classes: List[str]
+    kind: str
+    alignment: Optional[Alignment] = None
+
+
+def _stage_of_writer(stages: Sequence[str]) -> Dict[str, int]:
+    """``"L2 H0"`` / ``"MLP 1"`` (writer names of :func:`describe_sublayers`) -> stage index."""
+    out: Dict[str, int] = {}
+    for i, s in enumerate(stages):
+        kind, _, num = s.partition(" ")
+        if kind == "attn":
+            out[f"L{num}"] = i
+        elif kind == "MLP":
+            out[f"MLP {num}"] = i
+    return out
+
+
+def explore_compiled(data: ShowData, model: CompiledModel, tokens: Sequence[Any], kind: str,
+                     fmt: Optional[Callable[[Any], str]] = None) -> ExploreData:
+    """The explore page's data for a compiled model (a construction, a user's program or a saved file).
+
+    Args:
+        data: :func:`build`'s views of the same input (with details).
+        model: the compiled model.
+        tokens: the input (token values, no BOS).
+        kind: ``"construction"`` or ``"saved"``.
+        fmt: output value -> display string for the read-out classes (default ``str``).
+    """
+    from depthcraft.constructions.model import residual_stream
+
+    fmt = fmt or str
+    stream = residual_stream(model, tokens)
+    where = _stage_of_writer(stream.stages)
+    names: List[List[str]] = []
+    notes = ["embeddings: token + position embedding of each position"]
+    mlps = iter(v for v in data.sublayers if isinstance(v, MLPView))
+    for i, spec in enumerate(model.arch.sublayers):
+        stage = stream.stages[i + 1]
+        if spec.kind == "attn":
+            layer = int(stage.split()[1])
+            heads = {v.head: v for v in data.sublayers if isinstance(v, HeadView) and v.layer == layer}
+            h_count = model.params["layers"][i]["w_q"].shape[0]
+            names.append([heads[h].title if h in heads else f"L{layer} H{h}: (writes nothing)"
+                          for h in range(h_count)])
+            parts = [f"H{h} reads {', '.join(v.reads_query)} x {', '.join(v.reads_key)}, writes "
+                     f"{', '.join(v.writes)}" for h, v in sorted(heads.items())]
+            notes.append(f"{stage}: " + "; ".join(parts))
+        else:
+            v = next(mlps)
+            notes.append(f"{stage}: reads {', '.join(v.reads) or '-'}, writes {', '.join(v.writes) or '-'} "
+                         f"({v.hidden} hidden units)")
+    written_by: Dict[str, int] = {}
+    for name, _, _, _, who in data.layout:
+        if who in ("token embedding", "position embedding"):
+            written_by[name] = 0
+        else:
+            key = who.split(" H")[0] if who.startswith("L") else who
+            if key in where:
+                written_by[name] = where[key]
+    program: Dict[int, List[str]] = {}
+    for line in data.program:
+        sop = line.split(" = ", 1)[0]
+        program.setdefault(written_by.get(sop, -1), []).append(line)
+    groups = [(name, first, last, who) for name, first, last, _, who in data.layout]
+    classes = [fmt(v) for v in model.output_values] if model.categorical_output else ["value"]
+    return ExploreData(show=data, stream=stream, head_names=names, stage_notes=notes, program_stages=program,
+                       groups=groups, classes=classes, kind=kind)
+
+
+def explore_construction(name: str, params: Dict[str, Any], text: str) -> ExploreData:
+    """The explore page's data for the registered construction ``name`` at ``params`` on ``text``.
+
+    Raises:
+        ParameterError: unknown construction or bad parameters; InputError: bad input text.
+    """
+    from depthcraft.verify import lookup
+
+    data, model = for_construction(name, params, text)
+    r = lookup.resolve(name, params)
+    tokens = r.task.parse_tokens(r.params, text)
+    return explore_compiled(data, model, tokens, "construction", _formatter(r.task, r.params))
+
+
+def _formatter(task, p) -> Callable[[Any], str]:
+    names = task.token_names(p)
+    return lambda v: names.get(v, "⊥" if v == task.none_value else str(v))  # noqa: E731
+
+
+def explore_saved(path: str, text: str) -> ExploreData:
+    """The explore page's data for a model saved with :func:`constructions.io.save`.
+
+    Raises:
+        ParameterError: an unreadable or invalid file; InputError: bad input text.
+    """
+    from depthcraft.verify import lookup
+    from depthcraft.verify.tasks.program import ProgramTask
+
+    data, model = for_saved(path, text)
+    r = lookup.resolve_model(model)
+    if r is not None:
+        tokens, fmt = r.task.parse_tokens(r.params, text), _formatter(r.task, r.params)
+    else:
+        generic = ProgramTask(vocab=model.vocab, max_seq_len=model.max_seq_len, reference=lambda xs: xs)
+        tokens, fmt = generic.parse_tokens({}, text), None
+    return explore_compiled(data, model, tokens, "saved", fmt)
+
+
+def explore_trained(directory: str, params: Dict[str, Any], text: str,
+                    construction: Optional[str] = None) -> ExploreData:
+    """The explore page's data for a trained model (a ``depthcraft train`` checkpoint directory).
+
+    Args:
+        directory: the checkpoint directory (``<out>/checkpoints/<run>``).
+        params: task parameters picking one of the model's training conditions (may be empty
+            when it was trained on one condition); ``-p k=2`` for a mixed k-hop model.
+        text: the input.
+        construction: the construction to align with (default: the one the task's sweep
+            presets compare with, e.g. ``khop_doubling`` for ``khop``; None where there is none).
+    Raises:
+        InputError: no or a bad checkpoint, bad input text; ParameterError: ``params`` match
+            no condition or several.
+    """
+    import jax.numpy as jnp
+
+    from depthcraft.constructions.errors import ParameterError
+    from depthcraft.constructions.model import ResidualStream, sublayer_names
+    from depthcraft.constructions.runtime import forward
+    from depthcraft.verify.crosscheck.alignment import alignment
+    from depthcraft.verify.crosscheck.train import load_trained
+
+    tm = load_trained(directory)
+    data, task = tm.data, tm.data.task
+    matches = [i for i, c in enumerate(data.conditions)
+               if all(k in c and str(c[k]) == str(v) for k, v in params.items())]
+    if len(matches) != 1:
+        raise ParameterError(f"-p {' '.join(f'{k}={v}' for k, v in params.items()) or '(none)'} matches "
+                             f"{len(matches)} of the model's training conditions ({', '.join(data.names)}); "
+                             f"name one with -p")
+    cond = matches[0]
+    p = data.conditions[cond]
+    tokens = task.parse_tokens(p, text)
+    if len(tokens) > task.max_seq_len(p):
+        raise InputError(f"input of length {len(tokens)} is longer than max_seq_len={task.max_seq_len(p)}")
+    from depthcraft.verify.tasks.program import token_array
+
+    ids = data.encode(cond, token_array([tokens]))[:, :len(tokens) + 1]
+    out = forward(tm.params, jnp.asarray(ids), tm.arch, collect_attention=True, collect_residuals=True)
+    fmt = _formatter(task, p)
+    logits = np.asarray(out.logits[0])
+    got = [data.classes[i] for i in logits.argmax(-1)[1:]]
+    expected, scored = task.reference(p, token_array([tokens]))
+    exp_row = np.empty((1, len(tokens)), dtype=object)
+    exp_row[0, :] = list(expected[0])
+    got_row = np.empty((1, len(tokens)), dtype=object)
+    got_row[0, :] = got
+    mask = np.asarray(scored[0], bool)
+    wrong = [int(i) + 1 for i in np.flatnonzero(np.asarray(task.mismatch(p, got_row, exp_row), bool)[0] & mask)]
+    d = tm.model.width
+    stages = ["embeddings"] + sublayer_names(tm.arch)
+    stream = ResidualStream(tokens=list(tokens), labels=[f"d{i}" for i in range(d)], stages=stages,
+                            values=np.stack([np.asarray(r[0]) for r in out.residuals]),
+                            attention=[np.asarray(a[0]) for a in out.attention],
+                            scores=[np.asarray(s[0]) for s in out.scores],
+                            head_outputs=[np.asarray(h[0]) for h in out.head_outputs], logits=logits,
+                            causal=tm.arch.causal)
+    layer_names = [s for s in stages if s.startswith("attn")]
+    head_names = [[f"L{l + 1} H{h}" for h in range(tm.model.heads)] for l in range(len(layer_names))]
+    notes = ["embeddings: learned token + position embedding (BOS names the condition)"]
+    for s in stages[1:]:
+        notes.append(f"{s}: " + (f"{tm.model.heads} heads, full width" if s.startswith("attn") else
+                                 f"ReLU MLP, {tm.model.mlp_ratio * d} hidden units"))
+    conds = " ".join(f"{k}={v}" for k, v in p.items())
+    show = ShowData(title=f"trained {task.name} model ({os.path.basename(os.path.normpath(directory))}, step "
+                          f"{tm.step})\n{tm.model.depth} layers x {tm.model.heads} heads, width {d}, "
+                          f"{tm.model.attention}; condition {conds}",
+                    tokens_text=["BOS"] + [fmt(t) for t in tokens], output_text=[fmt(v) for v in got],
+                    reference_text=[fmt(v) if s else UNSCORED for v, s in zip(expected[0], mask)],
+                    exact=not wrong, sublayers=[], layout=[], program=[], wrong=wrong)
+    al = _trained_alignment(task, p, tokens, stream, head_names, construction, tm.arch.causal, alignment)
+    return ExploreData(show=show, stream=stream, head_names=head_names, stage_notes=notes, program_stages={},
+                       groups=[("residual (learned basis)", 0, d - 1, "every sublayer")],
+                       classes=[fmt(v) for v in data.classes], kind="trained", alignment=al)
+
+
+def default_construction(task_name: str) -> Optional[str]:
+    """The construction the task's sweep presets compare trained models with (None where none)."""
+    from depthcraft.constructions.errors import ParameterError
+    from depthcraft.verify.crosscheck.presets import get_preset
+
+    try:
+        return get_preset(task_name, "cpu").construction
+    except ParameterError:
+        return None
+
+
+def _trained_alignment(task, p, tokens, stream, head_names, construction, causal, alignment) -> Optional[Alignment]:
+    from depthcraft.constructions.model import residual_stream
+    from depthcraft.verify import lookup
+
+    name = construction or default_construction(task.name)
+    if name is None:
+        return None
+    own = {s.name for s in lookup.param_specs(name)}
+    r = lookup.resolve(name, {k: v for k, v in p.items() if k in own})
+    model = r.build()
+    c = residual_stream(model, tokens)
+    rows = np.ones(len(tokens) + 1, bool)
+    rows[0] = False
+    trained = [(f"{n}", m) for names, maps in zip(head_names, stream.attention) for n, m in zip(names, maps)]
+    cons = [(f"L{l + 1} H{h}", m) for l, maps in enumerate(c.attention) for h, m in enumerate(maps)]
+    matrix = np.array([[float(alignment(a, b, rows)) for _, b in cons] for _, a in trained])
+    shown = " ".join(f"{k}={v}" for k, v in r.params.items())
+    return Alignment(construction=f"{name} {shown}", trained_heads=[n for n, _ in trained],
+                     construction_heads=[n for n, _ in cons], matrix=matrix,
+                     construction_maps=[m for _, m in cons])
+

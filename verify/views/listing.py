@@ -55,7 +55,7 @@ def _n(expr: Any) -> str:
 
 def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
     """One line ``name = operation(arguments)`` for an SOp (None for selectors and heads)."""
-    from depthcraft.constructions.nodes import POSITION, HeadRead, SetMeet
+    from depthcraft.constructions.nodes import LABEL, POSITION, HeadRead, SetMeet
 
     enc = "" if isinstance(expr, HeadRead) or not isinstance(expr, rasp.SOp) else \
         (" [numerical]" if rasp.is_numerical(expr) else "")
@@ -66,7 +66,8 @@ def describe_expr(expr: rasp.RASPExpr) -> Optional[str]:
     if isinstance(expr, HeadRead):
         head = expr.head
         args = ", ".join(f"{k}={_n(getattr(head, k))}" for k in ("query", "key") if getattr(head, k) is not None)
-        src = "POSITION" if expr.read.source is POSITION else _n(expr.read.source)
+        marker = expr.read.source is POSITION or expr.read.source is LABEL  # not SOps: no label
+        src = repr(expr.read.source) if marker else _n(expr.read.source)
         return f"{_n(expr)} = {head.kind}({args}).read({src})  [hand-built head {_n(head)}]"
     if isinstance(expr, SetMeet):
         return f"{_n(expr)} = meet({_n(expr.a)}, {_n(expr.b)})  [MLP: 1 when the sets share an element]"

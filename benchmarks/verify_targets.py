@@ -1,0 +1,121 @@
+"""Wall time and peak memory of ``depthcraft verify`` at the sizes of issue 12's table.
+
+Each case runs ``depthcraft verify NAME -p ... --samples S`` in its own process and records
+its wall time, its peak resident memory (``wait4``'s ``ru_maxrss``), its exit status and the
+report's verdict; a case that runs past ``--timeout`` seconds is stopped and recorded as
+such. Targets (issue 12) are printed next to each case, not asserted.
+
+    python benchmarks/verify_targets.py                      # every case, 300 s each
+    python benchmarks/verify_targets.py --cases 0 4 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from depthcraft.constructions.files import write_json_atomic
+
+#: (construction, params, samples, target wall seconds or None, target peak RSS GiB or None).
+CASES = (
+    ("khop_doubling", {"k": 16, "n": 100}, 200, None, None),
+    ("khop_doubling", {"k": 16, "n": 256}, 200, 60, None),
+    ("khop_doubling", {"k": 64, "n": 512}, 200, None, None),
+    ("khop_doubling", {"k": 64, "n": 1024}, 1000, 300, 4.0),
+    ("khop_constant_width", {"k": 16, "n": 1024}, 200, 60, None),
+)
+
+
+def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples: int, timeout: float,
+             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """Run one ``depthcraft verify`` and measure it.
+
+    Args:
+        command: how to start depthcraft (e.g. ``[sys.executable, "-m", "depthcraft"]``).
+        name, params, samples: the construction, its ``-p`` parameters, ``--samples``.
+        timeout: seconds before the process is stopped.
+        env: environment of the process (default: this one's).
+    Returns:
+        {"construction", "params", "samples", "argv", "exit", "timed_out", "wall_s", "peak_rss_mib",
+         "passed", "report_seconds"} (``passed``/``report_seconds`` None without a report).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        argv = list(command) + ["verify", name] + [a for k, v in params.items() for a in ("-p", f"{k}={v}")] + \
+            ["--samples", str(samples), "--json", report]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        timed_out = False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - t0 > timeout:
+                proc.kill()
+                timed_out = True
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.2)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        passed, seconds = None, None
+        if os.path.exists(report):
+            with open(report, encoding="utf-8") as f:
+                data = json.load(f)
+            reports = data.get("results", [])
+            passed = bool(data.get("passed"))
+            seconds = sum(r.get("seconds", 0) for r in reports)
+    return {"construction": name, "params": params, "samples": samples,
+            "argv": " ".join(shlex.quote(a) for a in ["depthcraft"] + argv[len(command):]),
+            "exit": proc.returncode, "timed_out": timed_out, "wall_s": round(wall, 1),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024), "passed": passed,
+            "report_seconds": None if seconds is None else round(seconds, 1),
+            "stderr_tail": err.strip().splitlines()[-1] if err.strip() else ""}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", type=int, default=list(range(len(CASES))), metavar="I",
+                    help="indices into CASES (default: all): " +
+                    "; ".join(f"{i} {c[0]} {c[1]}" for i, c in enumerate(CASES)))
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case before it is stopped")
+    ap.add_argument("--command", default=f"{shlex.quote(sys.executable)} -m depthcraft",
+                    help="how to start depthcraft (default: this Python's -m depthcraft)")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--append", action="store_true", help="add the cases to those already in --json")
+    args = ap.parse_args()
+    bad = [i for i in args.cases if not 0 <= i < len(CASES)]
+    if bad:
+        ap.error(f"case index {bad[0]} is not in 0..{len(CASES) - 1}")
+
+    rows: List[Dict[str, Any]] = []
+    print(f"{'case':<36} {'wall s':>7} {'RSS MiB':>8} {'exit':>5} {'passed':>7}  target")
+    for i in args.cases:
+        name, params, samples, t_wall, t_rss = CASES[i]
+        row = run_case(shlex.split(args.command), name, params, samples, args.timeout)
+        row["target_wall_s"], row["target_rss_gib"] = t_wall, t_rss
+        rows.append(row)
+        label = f"{name} " + " ".join(f"{k}={v}" for k, v in params.items()) + f" s={samples}"
+        target = " ".join(filter(None, [f"< {t_wall} s" if t_wall else "", f"< {t_rss} GiB" if t_rss else ""]))
+        wall = f">{row['wall_s']:.0f}" if row["timed_out"] else f"{row['wall_s']:.1f}"
+        print(f"{label:<36} {wall:>7} {row['peak_rss_mib']:>8} {row['exit']:>5} {str(row['passed']):>7}  {target}",
+              flush=True)
+    if args.json:
+        if args.append and os.path.exists(args.json):
+            with open(args.json, encoding="utf-8") as f:
+                rows = json.load(f)["cases"] + rows
+        write_json_atomic(args.json, {"benchmark": "verify_targets", "timeout_s": args.timeout,
+                                      "machine": platform.machine(), "cpus": os.cpu_count(), "cases": rows})
+
+
+if __name__ == "__main__":
+    main()
