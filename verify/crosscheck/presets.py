@@ -242,7 +242,8 @@ _add(Preset(
 _add(Preset(
     task="retrieval_slots", name="c5", params={"d": 3, "distractors": 1, "targets": ("every", "final")},
     mixed=False, depths=(3,), heads=2, width=32, mlp=False, steps=2000, batch=384, lr=3e-3, warmup=200,
-    seeds=3, claim_text="ceil(log_3 2D) (Mușat, lower bound)", claim=lambda p: lower_bound_layers(p["d"]),
+    seeds=3, control=False, claim_text="ceil(log_3 2D) (Mușat, lower bound)",
+    claim=lambda p: lower_bound_layers(p["d"]),
     checkpoint_every=250, alignment_size=0, eval_every=250,
     note="C5 (Mușat) D=3 retrieval, 1 distractor chain, answer slots for every hop: the implicit curriculum "
          "(targets=every) against the final answer only (targets=final) on the same inputs; depth 3 (the "
