@@ -214,6 +214,7 @@ def _tiny_sweep(**kw):
                              width=16, heads=2, eval_size=32, alignment_size=0, **kw)
 
 
+@pytest.mark.slow  # about 40 s of CPU time: whole sweeps with evaluation
 def test_fast_sweep_with_numpy_batches_gives_the_loop_sweep_numbers(tmp_path):
     from depthcraft.verify.crosscheck import sweep
 
@@ -234,6 +235,7 @@ def _losses_of(run):
     return np.array([h["loss"] for h in run["history"]])
 
 
+@pytest.mark.slow  # about 40 s of CPU time: whole sweeps with evaluation
 def test_fast_sweep_records_the_protocol(tmp_path):
     from depthcraft.verify.crosscheck import sweep
 

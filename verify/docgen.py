@@ -484,6 +484,7 @@ def render_retrieval_tripling(root: pathlib.Path) -> str:
         body.append([runs([r["d"] for r in g]), g[0]["bound"], g[0]["attn_layers"], g[0]["c"],
                      g[0]["doubling_attn_layers"], runs([r["heads"] for r in g]),
                      runs([r["mlp_layers"] for r in g]),
+                     runs([min(r["d_model"] for r in g)]) if len(g) == 1 else
                      f"{min(r['d_model'] for r in g)}..{max(r['d_model'] for r in g)}",
                      f"{sum(r['passed'] for r in g)}/{len(g)}"])
     return table(["D", "bound ceil(log_3 2D)", "tripling L", "c", "doubling L (measured, D <= 32)", "H", "MLP layers",
@@ -503,6 +504,7 @@ def render_theorems_musat(root: pathlib.Path) -> str:
 
 
 RUNTIME = "results/performance/runtime.json"
+TRAIN_SPEED = "results/performance/train_speed.json"
 VERIFY_TARGETS = "results/performance/verify_targets.json"
 VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
 
@@ -573,6 +575,24 @@ def render_runtime(root: pathlib.Path) -> str:
             f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
     return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
                          "planned / jit"], rows)
+
+
+def render_train_speed(root: pathlib.Path) -> str:
+    """docs/performance.md: seed-steps per second of the training loop, the fast trainer and the grad-only ceiling."""
+    d = load_json(root, TRAIN_SPEED)
+    rates, spread = d["seed_steps_per_second"], d["all_timings"]
+    what = {"loop": "one jitted step per call, one seed (the loop before issue 11)",
+            "scan-numpy": f"scan over {d['chunk']} steps, {d['seeds']} seeds vmapped, numpy batches",
+            "scan-jax": f"scan over {d['chunk']} steps, {d['seeds']} seeds vmapped, JAX sampler in the step",
+            "grad-only": f"forward + backward alone, {d['seeds']} seeds vmapped, one batch on the device"}
+    rows = [[k, what.get(k, ""), f"{rates[k]:,.1f}", f"{min(spread[k]):,.1f}-{max(spread[k]):,.1f}",
+             _ratio(rates[k], rates["loop"])] for k in rates]
+    m = d["model"]
+    head = (f"k-hop cpu preset model at depth {d['depth']} (width {m['width']}, {m['heads']} heads, batch "
+            f"{d['train']['batch']}), optimiser steps per second per seed, median of {d['repeats']} interleaved "
+            f"timings in one process ({d['device']['cpu_count']} CPUs, load average "
+            f"{d['load_average'][0]:.1f}), {link(TRAIN_SPEED)}:\n\n")
+    return head + table(["trainer", "what", "seed-steps/s", "spread", "vs loop"], rows)
 
 
 def render_runtime_summary(root: pathlib.Path) -> str:
@@ -696,6 +716,68 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
     return table(["claim", "status", "what we measured"], rows)
 
 
+#: Build time and memory per build path (``benchmarks/largest_n.py --json``).
+BUILD = "results/performance/build.json"
+
+
+def render_build(root: pathlib.Path) -> str:
+    """docs/performance.md: build seconds and peak RSS per n, tracr's assembly vs live rows (``largest_n.py``)."""
+    d = load_json(root, BUILD)
+    try:
+        by = {(r["construction"], r["k"], r["n"], r["path"]): r for r in d["results"]}
+        paths = list(d["paths"])
+        cases = [tuple(c) for c in d["cases"]]
+        machine = d["machine"]
+    except (KeyError, TypeError) as e:
+        raise DocgenError(f"{BUILD} is malformed (missing {e}); regenerate it with its COMMAND") from None
+
+    def run(r: Optional[Mapping[str, Any]]) -> Optional[str]:
+        if r is None:
+            return None
+        if "error" in r:
+            return f"failed: {r['error']}"
+        secs = r["seconds"]
+        return f"{secs:.{2 if secs < 1 else 1}f} s, {r['peak_rss_mb']:,.0f} MB"
+
+    def ratio(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]], key: str) -> Optional[str]:
+        if not a or not b or "error" in a or "error" in b:
+            return None
+        return f"{a[key] / b[key]:.1f}x"
+
+    rows = []
+    for name, k in cases:
+        for n in d["n"]:
+            got = {p: by.get((name, k, n, p)) for p in paths}
+            if not any(got.values()):
+                continue
+            d_model = next((r["d_model"] for r in got.values() if r and "d_model" in r), None)
+            rows.append([f"`{name}` k={k}", n, d_model, *(run(got[p]) for p in paths),
+                         ratio(got["tracr"], got["tracr+proj"], "seconds"), ratio(got["tracr"], got["rows"], "seconds"),
+                         ratio(got["tracr"], got["rows"], "peak_rss_mb")])
+    head = (f"Build (compile) wall time and the build process's peak RSS (interpreter and JAX included), one "
+            f"process per build, vocab 4; tracr's paths skipped where d_model grows with n above "
+            f"n = {d['max_tracr_n']} ({machine['cpus']} CPUs, a shared machine, 1-minute load "
+            f"{machine['load_1min_before']} before, {machine['load_1min_after']} after; read the ratios), "
+            f"{link(BUILD)}:\n\n")
+    return head + table(["construction", "n", "d_model", *paths, "time tracr / tracr+proj", "time tracr / rows",
+                         "RSS tracr / rows"], rows)
+
+
+def render_build_profile(root: pathlib.Path) -> str:
+    """docs/performance.md: where one build's time goes per build path (cProfile, ``largest_n.py``)."""
+    d = load_json(root, BUILD)
+    profiles = d.get("profile") or []
+    if not profiles:
+        raise DocgenError(f"{BUILD} holds no profile (run benchmarks/largest_n.py with --profile-case)")
+    first = profiles[0]
+    labels = list(next((p["profile"] for p in profiles if "profile" in p), {}))
+    rows = [["build, under the profiler", *(None if "error" in p else f"{p['seconds']:.1f}" for p in profiles)]]
+    rows += [[label, *(None if "error" in p else f"{p['profile'][label]:.1f}" for p in profiles)] for label in labels]
+    head = (f"Cumulative seconds under cProfile (which slows Python code) of one build of `{first['construction']}` "
+            f"k={first['k']} n={first['n']} per path, {link(BUILD)}:\n\n")
+    return head + table(["function", *(p["path"] for p in profiles)], rows)
+
+
 RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "status": render_status,
     "sweeps": render_sweeps,
@@ -714,6 +796,9 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "verify_targets": render_verify_targets,
     "runtime": render_runtime,
     "runtime_summary": render_runtime_summary,
+    "train_speed": render_train_speed,
+    "build": render_build,
+    "build_profile": render_build_profile,
 }
 
 
