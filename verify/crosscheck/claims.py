@@ -264,9 +264,17 @@ def recipe(doc: Dict[str, Any]) -> str:
     """What was tried: steps, batch, lr, width, heads, MLP, embedding, seeds (from the settings)."""
     s = doc.get("settings", {})
     m, t = s.get("model", {}), s.get("train", {})
-    return (f"{t.get('steps')} steps, batch {t.get('batch')}, lr {t.get('lr')}, width {m.get('width')}, "
-            f"{m.get('heads')} heads, {'MLP' if m.get('mlp') else 'attention-only'}, "
-            f"{m.get('embedding', 'learned')} embedding, {s.get('seeds')} seeds")
+    conds = s.get("conditions") or [{}]
+    params = " ".join(f"{k}={v}" for k, v in conds[0].items()) if len(conds) == 1 else \
+        "; ".join(s.get("condition_names") or [])
+    evald = s.get("eval_conditions")
+    extra = ""
+    if evald:
+        diff = {k: v for k, v in evald[0].items() if conds[0].get(k) != v}
+        extra = ", evaluated on " + " ".join(f"{k}={v}" for k, v in diff.items())
+    return (f"{doc.get('task')} {params}{extra}: {t.get('steps')} steps, batch {t.get('batch')}, lr {t.get('lr')}, "
+            f"width {m.get('width')}, {m.get('heads')} heads, {'MLP' if m.get('mlp') else 'attention-only'}, "
+            f"{m.get('embedding', 'learned')} token embedding, {s.get('seeds')} seeds")
 
 
 def combine(parts: Sequence[str]) -> str:
@@ -287,6 +295,10 @@ def _verdict(verdict: str, evidence: str, **measured) -> Dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Rules
 # ---------------------------------------------------------------------------------------------
+
+
+#: Appended when a claimed depth fails and nothing deeper learns with the same recipe.
+BUDGET_NOTE = " (the claimed depth fails and no deeper model learns with this recipe: a budget artefact is not excluded)"
 
 
 def depth_threshold(doc: Dict[str, Any], condition: str, shallow: Sequence[int], deep: int,
@@ -315,8 +327,7 @@ def depth_threshold(doc: Dict[str, Any], condition: str, shallow: Sequence[int],
         deeper = stat(doc, condition, depth=deep + 1, position=position)
         if deeper.learns:
             return NOT_REPRODUCED, text + f"; L={deep + 1} learns: {deeper.text()}", measured
-        return INCONCLUSIVE, text + f" (L={deep} fails and no deeper model learns with this recipe: " \
-                                    "a budget artefact is not excluded)", measured
+        return INCONCLUSIVE, text + BUDGET_NOTE, measured
     if all(stats[d].fails for d in shallow) and stats[deep].learns and (not ctrl.errors or ctrl.fails):
         return REPRODUCED, text, measured
     return INCONCLUSIVE, text, measured
@@ -381,7 +392,7 @@ def judge_c1(res: Results) -> Dict[str, Any]:
             steps.append((a, kstar[a], kstar[b], kstar[b] / kstar[a]))
     bad = [s for s in steps if not 1.5 <= s[3] <= 3]
     ktext = ", ".join(f"L={d}: {kstar[d]}" for d in ds)
-    evidence = f"largest k with mean error < {LEARNED} (k*): {ktext}"
+    evidence = f"largest k with mean error < {LEARNED} (k*): {ktext} [{recipe(doc)}]"
     if steps:
         evidence += "; steps " + ", ".join(f"L{a}->L{a + 1} x{r:.2f}" for a, _, _, r in steps)
     if control_beats:
@@ -415,7 +426,7 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     doc = res["icqa"]
     v, t, m = depth_threshold(doc, conditions(doc)[0], [1], 2)
     parts.append(v)
-    texts.append(f"ICQA ({v}): {t}")
+    texts.append(f"ICQA ({v}): {t} [{recipe(doc)}]")
     measured["icqa"] = m
     for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned")):
         if label not in res.docs:
@@ -427,7 +438,9 @@ def judge_c2(res: Results) -> Dict[str, Any]:
         t2 += "; on the training distribution: " + "; ".join(f"L={d} {s.text()}" for d, s in seen.items())
         if v2 == INCONCLUSIVE and stat(doc, cond, depth=2).fails and seen[2].learns:
             v2 = NOT_REPRODUCED  # the same runs learn the seen tokens: the unseen ones fail, not the budget
-            t2 += " (L=2 learns the training distribution but fails on held-out tokens)"
+            t2 = t2.replace(BUDGET_NOTE, "") + " (the same L=2 runs learn the training distribution: the " \
+                                               "held-out failure is not the budget's)"
+        t2 += f" [{recipe(doc)}]"
         m2["training_distribution"] = {f"L{d}": s.to_json() for d, s in seen.items()}
         if label == "tm_onehot":
             parts.append(v2)
@@ -458,7 +471,7 @@ def judge_c3(res: Results) -> Dict[str, Any]:
         t2 = f"median learning step (loss <= {LEARNED_LOSS}) L=3 {a:.0f}, L=4 {b:.0f}"
     m["L4"] = s4.to_json()
     m["recipe"] = recipe(doc)
-    return _verdict(combine([v1, v2]), f"depth ({v1}): {t1}; speed ({v2}): {t2}", **m)
+    return _verdict(combine([v1, v2]), f"depth ({v1}): {t1}; speed ({v2}): {t2} [{recipe(doc)}]", **m)
 
 
 def heads_speed(doc: Dict[str, Any], heads: Sequence[int]) -> Tuple[Dict[int, Stat], Optional[str]]:
@@ -489,7 +502,8 @@ def judge_c4(res: Results) -> Dict[str, Any]:
                           f"{'-' if s.median_step is None else f'{s.median_step:.0f}'}" for h, s in stats.items())
         v = INCONCLUSIVE if clear is None else REPRODUCED if clear == want else NOT_REPRODUCED
         verdicts.append(v)
-        texts.append(f"{task.upper()} (more heads clearly faster: {clear or 'undecided'}; {v}): {parts}")
+        texts.append(f"{task.upper()} (more heads clearly faster: {clear or 'undecided'}; {v}): {parts} "
+                     f"[{recipe(res[f'{task}_h1'])}]")
         measured[task] = {"heads": {str(h): s.to_json() for h, s in stats.items()}, "clearly_faster": clear,
                           "recipe": recipe(res[f"{task}_h1"])}
     return _verdict(combine(verdicts), ". ".join(texts), **measured)
@@ -557,7 +571,7 @@ def judge_c5(res: Results) -> Dict[str, Any]:
                      order_v])
     evidence = ("final-answer error without curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in no_cur.items())
                 + "; with curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in cur.items())
-                + f"; {order_t}")
+                + f"; {order_t} [{recipe(doc)}]")
     return _verdict(v, evidence, without={str(d): s.to_json() for d, s in no_cur.items()},
                     with_curriculum={str(d): s.to_json() for d, s in cur.items()}, order=order_m, recipe=recipe(doc))
 
@@ -627,7 +641,7 @@ def judge_c6(res: Results) -> Dict[str, Any]:
     else:
         v = INCONCLUSIVE
     measured["recipe"] = recipe(doc)
-    return _verdict(v, "; ".join(rows), **measured)
+    return _verdict(v, "; ".join(rows) + f" [{recipe(doc)}]", **measured)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -641,8 +655,8 @@ CLAIMS: Tuple[Claim, ...] = (
     Claim("C2", "Chen & Zou (ICML 2024)",
           "one attention layer fails ICQA and TM; two layers learn them (TM on tokens never seen in training)",
           (Sweep("icqa", "icqa", "c2"), Sweep("tm_onehot", "tm", "c2", ("--embedding", "onehot")),
-           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned", "--no-control")),
-           Sweep("tm_random", "tm", "c2", ("--embedding", "random", "--no-control"))), judge_c2.__doc__ or "", judge_c2),
+           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned", "--no-control"))),
+          judge_c2.__doc__ or "", judge_c2),
     Claim("C3", "Chen & Zou (ICML 2024)",
           "ICTM is learned by 3 layers while 1 and 2 stay near chance; 4 layers learn faster",
           (Sweep("ictm", "ictm_dense", "c3"),), judge_c3.__doc__ or "", judge_c3),
@@ -759,14 +773,19 @@ def _wrap(text: str, width: int) -> str:
 def _by_depth_plot(ax, series: Dict[str, Dict[str, Any]], bound: Optional[int] = None, bound_text: str = "") -> bool:
     """series: label -> {depth: Stat.to_json()}; the error threshold and the bound marked."""
     drawn = False
+    ticks = set()
     for label, by_depth in series.items():
         ds = sorted(int(d) for d, s in by_depth.items() if s and s.get("mean") is not None)
         if not ds:
             continue
         y = [by_depth[str(d)]["mean"] for d in ds]
         e = [by_depth[str(d)]["std"] for d in ds]
-        ax.errorbar(ds, y, yerr=e, marker="o", capsize=3, label=label)
+        ax.errorbar(ds, y, yerr=e, marker="o", capsize=3, label=label,
+                    ls="--" if "training distribution" in label else "-")
+        ticks.update(ds)
         drawn = True
+    if ticks:
+        ax.set_xticks(sorted(ticks))
     ax.axhline(LEARNED, color="grey", ls="--", lw=1, label=f"learned < {LEARNED}")
     if bound is not None:
         ax.axvline(bound, color="tab:cyan", lw=2, label=bound_text or f"claimed depth {bound}")
@@ -806,6 +825,9 @@ def _fig_c2(ax, m) -> bool:
                         ("tm_learned", "TM held-out, learned")):
         if label in m:
             series[what] = _depth_series(m[label])
+            if "training_distribution" in m[label]:
+                series[what.replace("held-out", "training distribution")] = \
+                    _depth_series(m[label]["training_distribution"])
     drawn = _by_depth_plot(ax, series, 2, "claimed: 2 layers")
     for label, what in (("icqa", "ICQA"), ("tm_onehot", "TM one-hot")):
         if label in m:
