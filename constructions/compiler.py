@@ -381,6 +381,18 @@ def _angle_embedding(model: CompiledModel) -> None:
     model.params["embed"]["pos"] = pos
 
 
+def _checked_craft(program, vocab, max_seq_len, causal, mlp_exactness, attention, positions, dedupe):
+    """Check vocab, length and position encoding, then build the CRAFT program (both assemblies start here).
+
+    Returns ``(vocab, n, (craft_model, graph, sink, info))``. Raises CompileError on a bad argument.
+    """
+    vocab = _check_vocab(vocab, max_seq_len)
+    if positions not in ("onehot", "angle"):
+        raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
+    n = int(max_seq_len)
+    return vocab, n, _craft_program(program, vocab, n, causal, mlp_exactness, attention, positions, dedupe)
+
+
 def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
                      mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot",
                      dedupe: Optional[bool] = None):
@@ -400,13 +412,9 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
         CompileError: unsupported expression, empty program, bad vocab or length, a
             head kind or SOp that the position encoding cannot compile.
     """
-    vocab = _check_vocab(vocab, max_seq_len)
-    if positions not in ("onehot", "angle"):
-        raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
-    n = int(max_seq_len)
     with tracr_patches.applied():
-        craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
-                                                        positions, dedupe)
+        vocab, n, (craft_model, graph, sink, info) = _checked_craft(program, vocab, max_seq_len, causal,
+                                                                    mlp_exactness, attention, positions, dedupe)
         try:
             assembled = _assemble(craft_model, graph, sink, n, causal, positions)
         except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
@@ -527,13 +535,9 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
         model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
                            attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
     else:
-        vocab = _check_vocab(vocab, max_seq_len)
-        if positions not in ("onehot", "angle"):
-            raise CompileError(f"positions must be 'onehot' or 'angle', got {positions!r}")
-        n = int(max_seq_len)
         with tracr_patches.applied():
-            craft_model, graph, sink, info = _craft_program(program, vocab, n, causal, mlp_exactness, attention,
-                                                            positions, dedupe)
+            vocab, n, (craft_model, graph, sink, info) = _checked_craft(program, vocab, max_seq_len, causal,
+                                                                        mlp_exactness, attention, positions, dedupe)
         # The spaces tracr's craft_model_to_transformer (onehot) or our _assemble (angle) would use.
         tokens_space = bases.VectorSpaceWithBasis.from_values(
             rasp.tokens.label, graph.nodes[rasp.tokens.label][nodes.VALUE_SET] | {BOS, PAD})
