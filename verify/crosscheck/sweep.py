@@ -513,7 +513,8 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         raise ParameterError(f"cannot create the output directory {out_dir}: {e.strerror}") from None
     task = get_task(cfg.task)
     t_start = time.perf_counter()
-    progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
+    if cfg.construction:
+        progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
     infos = [condition_info(cfg, c) for c in cfg.conditions]
     runs = plan(cfg, [i.bound for i in infos])
     progress.begin(runs)
