@@ -193,6 +193,23 @@ def _describe(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig) ->
             "model": model_cfg.to_json(), "train": train_cfg.to_json()}
 
 
+def _resumable(checkpoint_dir: str, desc: Dict[str, Any]):
+    """The checkpoint record in ``checkpoint_dir`` (None when there is none), checked to be from
+    the same training settings as ``desc``.
+
+    Raises:
+        ParameterError: the checkpoint was made with other settings (names the first difference).
+    """
+    record = read_meta(checkpoint_dir)
+    if record is not None:
+        saved = record.get("meta", {}).get("config")
+        if _training_settings(saved) != _training_settings(desc):
+            raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
+                                 f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
+                                 f"use another output directory or start afresh (depthcraft train --fresh)")
+    return record
+
+
 def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, checkpoint_dir: Optional[str] = None,
           checkpoint_every: int = 0, stop_at: Optional[int] = None,
           on_step: Optional[Callable[[int, Optional[float]], None]] = None) -> RunOutcome:
@@ -220,14 +237,8 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
     desc = _describe(data, model_cfg, train_cfg)
     start, history, seconds = 0, [], 0.0
     if checkpoint_dir is not None:
-        record = read_meta(checkpoint_dir)
+        record = _resumable(checkpoint_dir, desc)
         if record is not None:
-            saved = record.get("meta", {}).get("config")
-            if _training_settings(saved) != _training_settings(desc):
-                raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
-                                     f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
-                                     f"use another output directory "
-                                     f"or start afresh (depthcraft train --fresh)")
             start, state, meta = load_checkpoint(checkpoint_dir, state)
             history, seconds = list(meta.get("history", [])), float(meta.get("seconds", 0.0))
     resumed_from = start
@@ -551,13 +562,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     curves: List[List[Dict[str, Any]]] = [[] for _ in seeds]
     exit_reason, calm = "", 0
     if checkpoint_dir is not None:
-        record = read_meta(checkpoint_dir)
+        record = _resumable(checkpoint_dir, desc)
         if record is not None:
-            saved = record.get("meta", {}).get("config")
-            if _training_settings(saved) != _training_settings(desc):
-                raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
-                                     f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
-                                     f"use another output directory or start afresh (depthcraft train --fresh)")
             start, state, meta = load_checkpoint(checkpoint_dir, state)
             history = [list(h) for h in meta.get("history", history)]
             curves = [list(c) for c in meta.get("curves", curves)]
