@@ -10,12 +10,13 @@ many optimiser steps as fit in ``--budget-s`` seconds of wall time (default 720 
 How the number of steps is chosen (printed and written to ``results.json`` under ``paper_gpu``):
 
 1. the constructions are built (their depth is compared with training) and the time is counted;
-2. calibration: every group trains ``(CAL_CHUNKS + 1) * chunk`` steps at once, in threads, with
-   a curve evaluation after every chunk; after the first chunk (compilation) the threads wait
-   for each other, then each times ``CAL_CHUNKS`` chunks. ``step_s`` = the slowest group's
-   seconds per step with all groups running (an upper bound once faster groups finish);
-   ``compile_s`` = the slowest group's first chunk (the main run compiles again: its schedule
-   has another length);
+2. calibration: every group trains the first ``(CAL_CHUNKS + 1) * chunk`` steps of the preset's
+   schedule at once, in threads, with a curve evaluation after every chunk (nothing is kept);
+   after the first chunk (compilation) the threads wait for each other, then each times
+   ``CAL_CHUNKS`` chunks. ``step_s`` = the slowest group's seconds per step with all groups
+   running (an upper bound once faster groups finish); ``compile_s`` = the slowest group's first
+   chunk (the main run compiles again unless its steps are the preset's: the schedule's length
+   is part of the compiled step);
 3. ``steps = (budget - elapsed - compile_s - reserve) / step_s``, rounded down to a multiple of
    20 * chunk (so every chunk between the 20 curve evaluations has the same length: one
    compilation per group), capped at the preset's 1e5; ``reserve`` = 10 % of the budget + 30 s
@@ -26,9 +27,8 @@ loss_curves.png (:mod:`verify.crosscheck.report`), table.md (the error table by 
 beside SPEC §7a's), COMMAND. Checkpoints go to OUT/checkpoints (not committed; a rerun with the
 same ``--steps`` resumes them).
 
-``--smoke``: a tiny configuration of the same code path (N = 10, k = 0..2, depths 2-3 and the
-controls at 1-2, width 16, 2 seeds, 40 steps, eval 64) that runs in seconds on a CPU
-(tests/test_paper_gpu.py).
+``--smoke``: a tiny configuration of the same code path (N = 8, k = 0..1, depth 2 and the control
+at 1, width 16, 2 seeds, 40 steps in chunks of 2, eval 32) for a CPU (tests/test_paper_gpu.py).
 
 Usage:
     python scripts/paper_gpu.py                      # on a GPU machine: about 12 minutes
@@ -66,8 +66,8 @@ CURVE_POINTS = sweep.DEFAULT_CURVE_POINTS
 
 def smoke_overrides() -> Dict[str, Any]:
     """The ``--smoke`` configuration: the paper preset's code path at a size a CPU runs in seconds."""
-    return {"params": {"k": "0,1,2", "n": "10"}, "depths": (2, 3), "width": 16, "heads": 4, "seeds": 2,
-            "steps": 40, "eval_size": 64, "alignment_size": 8, "chunk": 10, "warmup": 5,
+    return {"params": {"k": "0,1", "n": "8"}, "depths": (2,), "width": 16, "heads": 4, "seeds": 2,
+            "steps": 40, "eval_size": 32, "alignment_size": 8, "chunk": 2, "warmup": 5,
             "checkpoint_every": 0}
 
 
@@ -100,8 +100,6 @@ def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]]) -> Dict
         run0 = group[0]
         data = TaskData(task, [cfg.conditions[c] for c in run0.conditions], [cfg.names[c] for c in run0.conditions])
         sets = data.eval_sets(sweep.EVAL_SEED + 1, sweep.CURVE_EVAL_SIZE)
-        tcfg = dataclasses.replace(run0.train, steps=(CAL_CHUNKS + 1) * chunk,
-                                   warmup=min(run0.train.warmup, (CAL_CHUNKS + 1) * chunk))
         marks: List[float] = []
 
         def on_chunk(step, losses):
@@ -112,8 +110,11 @@ def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]]) -> Dict
 
         t0 = time.perf_counter()
         try:
-            train_seeds(data, run0.model, tcfg, [r.train.seed for r in group], chunk=chunk, sampler=cfg.sampler,
-                        eval_sets=sets, eval_every=chunk, on_chunk=on_chunk)
+            # the run's own optimiser settings, stopped early: where the steps are already known
+            # (--steps, --smoke, or the cap) the main run reuses this compilation
+            train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=chunk,
+                        sampler=cfg.sampler, eval_sets=sets, eval_every=chunk, on_chunk=on_chunk,
+                        stop_at=(CAL_CHUNKS + 1) * chunk)
         except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
             errors.append(e)
             barrier.abort()
