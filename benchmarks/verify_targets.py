@@ -1,8 +1,8 @@
 """Wall time and peak memory of ``depthcraft verify`` at the sizes of issue 12's table.
 
-Each case runs ``depthcraft verify NAME -p ... --samples S`` in its own process and records
-its wall time, its peak resident memory (``wait4``'s ``ru_maxrss``), its exit status and the
-report's verdict; a case that runs past ``--timeout`` seconds is stopped and recorded as
+Each case runs ``depthcraft verify NAME -p ... --samples S`` (or ``depthcraft verify --all``) in its own process and records
+its wall time, its peak resident memory (``wait4``'s ``ru_maxrss``), its exit status, the
+report's verdict and the machine's load average before and after (a shared machine); a case that runs past ``--timeout`` seconds is stopped and recorded as
 such. Targets (issue 12) are printed next to each case, not asserted.
 
     python benchmarks/verify_targets.py                      # every case, 300 s each
@@ -31,6 +31,7 @@ CASES = (
     ("khop_doubling", {"k": 64, "n": 512}, 200, None, None),
     ("khop_doubling", {"k": 64, "n": 1024}, 1000, 300, 4.0),
     ("khop_constant_width", {"k": 16, "n": 1024}, 200, 60, None),
+    ("--all", {}, 1000, 90, None),
 )
 
 
@@ -50,7 +51,8 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         argv = list(command) + ["verify", name] + [a for k, v in params.items() for a in ("-p", f"{k}={v}")] + \
-            ["--samples", str(samples), "--json", report]
+            (["--samples", str(samples)] if name != "--all" else []) + ["--json", report]
+        load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         timed_out = False
@@ -65,6 +67,7 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
                 break
             time.sleep(0.2)
         wall = time.perf_counter() - t0
+        load_after = os.getloadavg()
         proc.returncode = os.waitstatus_to_exitcode(status)
         err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
         passed, seconds = None, None
@@ -79,6 +82,8 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
             "exit": proc.returncode, "timed_out": timed_out, "wall_s": round(wall, 1),
             "peak_rss_mib": round(usage.ru_maxrss / 1024), "passed": passed,
             "report_seconds": None if seconds is None else round(seconds, 1),
+            "load_1min_before": round(load_before, 2), "load_1min_after": round(load_after[0], 2),
+            "load_5min_after": round(load_after[1], 2),
             "stderr_tail": err.strip().splitlines()[-1] if err.strip() else ""}
 
 
