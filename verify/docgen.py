@@ -638,14 +638,18 @@ def render_runtime_summary(root: pathlib.Path) -> str:
             table(["case", "d_model", "runtime", "vs jit(tracr)", "vs tracr apply"], rows))
 
 
-#: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them).
-CONNECTIVITY_SWEEPS = ("results/graph_connectivity/n2-16.json", "results/graph_connectivity/n17-32.json")
+#: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
+#: ``nA-B.json``), matched by this pattern under the root.
+CONNECTIVITY_SWEEPS = "results/graph_connectivity/n*.json"
 CONNECTIVITY_EXHAUSTIVE = "results/graph_connectivity/exhaustive_n2-5.json"
 
 
 def _connectivity_files(root: pathlib.Path) -> List[str]:
-    """The connectivity sweep files that exist (relative to the root)."""
-    return [rel for rel in CONNECTIVITY_SWEEPS if (root / rel).is_file()]
+    """The connectivity sweep files that exist (relative to the root), in order of their first n."""
+    def first_n(path: pathlib.Path) -> Tuple[int, str]:
+        m = re.match(r"n(\d+)", path.name)
+        return (int(m.group(1)) if m else 0, path.name)
+    return [path.relative_to(root).as_posix() for path in sorted(root.glob(CONNECTIVITY_SWEEPS), key=first_n)]
 
 
 def _connectivity_links(root: pathlib.Path) -> str:
@@ -687,7 +691,7 @@ def _connectivity_line(root: pathlib.Path) -> str:
 def render_connectivity(root: pathlib.Path) -> str:
     """The claims page: L, the bound, c, H and d_model of ``graph_connectivity`` by n, with the checks."""
     if not _connectivity_files(root):
-        return f"`{CONNECTIVITY_SWEEPS[0]}` is missing: run `results/graph_connectivity/COMMAND`."
+        return f"no `{CONNECTIVITY_SWEEPS}` report: run `results/graph_connectivity/COMMAND`."
     rows = []
     for n, d in sorted(_connectivity_by_n(root).items()):
         rs = d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])
@@ -725,7 +729,7 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
     construction_claim = ("`graph_connectivity`: repeated squaring of reachability, L = max(2, ceil(log2(n-1)) + 1), "
                           "one head per layer")
     if not _connectivity_files(root):
-        missing = f"`{CONNECTIVITY_SWEEPS[0]}` is missing"
+        missing = f"no `{CONNECTIVITY_SWEEPS}` report"
         theorem, construction = [theorem_claim, "not run", missing], [construction_claim, "not run", missing]
     else:
         by_n = _connectivity_by_n(root)
