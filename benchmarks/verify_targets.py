@@ -36,7 +36,8 @@ CASES = (
 
 
 def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples: int, timeout: float,
-             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+             env: Optional[Dict[str, str]] = None, stderr_file: Optional[str] = None,
+             report_file: Optional[str] = None) -> Dict[str, Any]:
     """Run one ``depthcraft verify`` and measure it.
 
     Args:
@@ -44,6 +45,8 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
         name, params, samples: the construction, its ``-p`` parameters, ``--samples``.
         timeout: seconds before the process is stopped.
         env: environment of the process (default: this one's).
+        stderr_file: write the process's whole stderr here (e.g. a ``/usr/bin/time -v`` report).
+        report_file: copy the verify report (JSON) here.
     Returns:
         {"construction", "params", "samples", "argv", "exit", "timed_out", "wall_s", "peak_rss_mib",
          "passed", "report_seconds"} (``passed``/``report_seconds`` None without a report).
@@ -54,7 +57,9 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
             (["--samples", str(samples)] if name != "--all" else []) + ["--json", report]
         load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        err_path = os.path.join(tmp, "stderr.txt")  # a file, not a pipe: a long stderr never blocks the process
+        err_out = open(err_path, "w", encoding="utf-8")
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_out, env=env)
         timed_out = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -69,11 +74,20 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
         wall = time.perf_counter() - t0
         load_after = os.getloadavg()
         proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        err_out.close()
+        with open(err_path, encoding="utf-8", errors="replace") as f:
+            err = f.read()
+        if stderr_file:
+            with open(stderr_file, "w", encoding="utf-8") as f:
+                f.write(err)
+        # a command wrapped in `timeout S` (e.g. under /usr/bin/time -v) exits 124 when stopped
+        timed_out = timed_out or proc.returncode == 124
         passed, seconds = None, None
         if os.path.exists(report):
             with open(report, encoding="utf-8") as f:
                 data = json.load(f)
+            if report_file:
+                write_json_atomic(report_file, data)
             reports = data.get("results", [])
             passed = bool(data.get("passed"))
             seconds = sum(r.get("seconds", 0) for r in reports)
@@ -97,6 +111,8 @@ def main() -> None:
                     help="how to start depthcraft (default: this Python's -m depthcraft)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--append", action="store_true", help="add the cases to those already in --json")
+    ap.add_argument("--stderr-dir", help="write each case's stderr to DIR/verify_<i>.stderr.txt")
+    ap.add_argument("--reports-dir", help="keep each case's verify report as DIR/verify_<i>.report.json")
     args = ap.parse_args()
     bad = [i for i in args.cases if not 0 <= i < len(CASES)]
     if bad:
@@ -106,7 +122,10 @@ def main() -> None:
     print(f"{'case':<36} {'wall s':>7} {'RSS MiB':>8} {'exit':>5} {'passed':>7}  target")
     for i in args.cases:
         name, params, samples, t_wall, t_rss = CASES[i]
-        row = run_case(shlex.split(args.command), name, params, samples, args.timeout)
+        err_file = os.path.join(args.stderr_dir, f"verify_{i}.stderr.txt") if args.stderr_dir else None
+        report_file = os.path.join(args.reports_dir, f"verify_{i}.report.json") if args.reports_dir else None
+        row = run_case(shlex.split(args.command), name, params, samples, args.timeout, stderr_file=err_file,
+                       report_file=report_file)
         row["target_wall_s"], row["target_rss_gib"] = t_wall, t_rss
         rows.append(row)
         label = f"{name} " + " ".join(f"{k}={v}" for k, v in params.items()) + f" s={samples}"

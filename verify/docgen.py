@@ -504,6 +504,8 @@ def render_theorems_musat(root: pathlib.Path) -> str:
 
 
 RUNTIME = "results/performance/runtime.json"
+#: The benchmark table of issue 12 (``benchmarks/runtime_speed.py --json``).
+BENCHMARK = "results/performance/benchmark.json"
 TRAIN_SPEED = "results/performance/train_speed.json"
 VERIFY_TARGETS = "results/performance/verify_targets.json"
 VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
@@ -582,8 +584,33 @@ def _x(x: Optional[float], base: Optional[float]) -> Optional[str]:
 
 
 def render_runtime(root: pathlib.Path) -> str:
-    """docs/performance.md: sequences/s of tracr apply, jit(tracr), the runtime and the numpy reference per case."""
+    """docs/performance.md and README: inputs/s of jit(tracr), the dense runtime and the planned one, per batch."""
     d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        label = f"k={size['k']} n={size['n']} (d_model {size['d_model']})"
+        for r in size["rows"]:
+            if "skipped" in r:
+                rows.append([label, r["batch"], "skipped: " + r["skipped"], None, None, None, None])
+                continue
+            base = r["jit(tracr)"]
+            rows.append([label, r["batch"], f"{base:,.1f}", f"{r['dense']:,.1f}", f"{r['plan']:,.1f}",
+                         _ratio(r["dense"], base), _ratio(r["plan"], base)])
+        best = size["best"]
+        if "jit(tracr)" in best:
+            base = best["jit(tracr)"][0]
+            rows.append([label, "best", *(f"{best[i][0]:,.1f} (at {best[i][1]})" if i in best else None
+                                          for i in ("jit(tracr)", "dense", "plan")),
+                         _ratio(best.get("dense", [None])[0], base), _ratio(best.get("plan", [None])[0], base)])
+    head = (f"`{d['construction']}` (vocab {d['vocab']}), inputs per second on the same compiled weights in one "
+            f"process ({d['cpus']} CPUs, a shared machine; read the ratios), {link(RUNTIME)}:\n\n")
+    return head + table(["size", "batch", "jit(tracr)", "dense runtime", "planned runtime", "dense / jit",
+                         "planned / jit"], rows)
+
+
+def render_benchmark(root: pathlib.Path) -> str:
+    """docs/performance.md: sequences/s of tracr apply, jit(tracr), the runtime and the numpy reference per case."""
+    d = load_json(root, BENCHMARK)
     rows = []
     for c in d["cases"]:
         rt, rates = c["rates"]["runtime"], c["rates"]
@@ -599,7 +626,7 @@ def render_runtime(root: pathlib.Path) -> str:
     peak = max(r["peak_rss_mib"] for r in d["runs"])
     head = (f"Sequences per second on the same compiled weights, one process per chunk of cases ({d['cpus']} CPUs, "
             f"a shared machine: read the ratios, measured in the same process; peak RSS of the benchmark "
-            f"process {peak:,} MiB), {link(RUNTIME)}. Memory: XLA's arguments + temporaries + outputs of "
+            f"process {peak:,} MiB), {link(BENCHMARK)}. Memory: XLA's arguments + temporaries + outputs of "
             f"one call at the best batch; FLOPs on the live (restricted) rows; matmul: a float32 1024^3 "
             f"product's rate in the same process:\n\n")
     return head + table(["case", "d_model", "MFLOP/seq", "tracr apply", "jit(tracr)", "runtime", "numpy reference",
@@ -625,9 +652,42 @@ def render_train_speed(root: pathlib.Path) -> str:
     return head + table(["trainer", "what", "seed-steps/s", "spread", "vs loop"], rows)
 
 
+ABLATION = "results/performance/ablation.json"
+
+
+def render_ablation(root: pathlib.Path) -> str:
+    """docs/performance.md: the layer ablation's time from the embeddings (before) and from shared prefixes (after)."""
+    rows = []
+    for c in load_json(root, ABLATION):
+        rows.append([f"`{c['construction']}` {params_text(c['params'])}", c["d_model"], c["attn_layers"], c["inputs"],
+                     f"{c['old_first_s']:.1f} s / {c['old_s']:.1f} s", f"{c['new_first_s']:.1f} s / {c['new_s']:.1f} s",
+                     _x(c["old_s"], c["new_s"]), "yes" if c["same_result"] else "**no**", f"{c['load_1min']:.1f}"])
+    return (f"Layer ablation of `depthcraft verify` (every attention layer removed in turn) on the same inputs, "
+            f"first run (compiling, no compilation cache) / second run, one process per case (2 CPUs, a shared "
+            f"machine), {link(ABLATION)}:\n\n" +
+            table(["case", "d_model", "attention layers", "inputs", "from the embeddings", "from shared prefixes",
+                   "speed-up (second runs)", "same result", "load"], rows))
+
+
 def render_runtime_summary(root: pathlib.Path) -> str:
-    """README: per case, the runtime's sequences/s at its best batch and its ratio to jit(tracr) and tracr apply."""
+    """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
     d = load_json(root, RUNTIME)
+    rows = []
+    for size in d["sizes"]:
+        best = size["best"]
+        base = best.get("jit(tracr)", [None])[0]
+        cells = [f"{best[i][0]:,.0f}/s (batch {best[i][1]})" if i in best else None
+                 for i in ("jit(tracr)", "dense", "plan")]
+        rows.append([f"k={size['k']} n={size['n']}", size["d_model"], *cells,
+                     _ratio(best.get("plan", [None])[0], base)])
+    return (f"`{d['construction']}`, each at its best batch, same weights, one process "
+            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
+            table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+
+
+def render_benchmark_summary(root: pathlib.Path) -> str:
+    """README: per case, the runtime's sequences/s at its best batch and its ratio to jit(tracr) and tracr apply."""
+    d = load_json(root, BENCHMARK)
     rows = []
     for c in d["cases"]:
         rt, rates = c["rates"]["runtime"], c["rates"]
@@ -825,8 +885,11 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
     "verify_targets": render_verify_targets,
+    "ablation": render_ablation,
     "runtime": render_runtime,
     "runtime_summary": render_runtime_summary,
+    "benchmark": render_benchmark,
+    "benchmark_summary": render_benchmark_summary,
     "train_speed": render_train_speed,
     "build": render_build,
     "build_profile": render_build_profile,
