@@ -224,7 +224,7 @@ def render_sweeps(root: pathlib.Path) -> str:
 
 
 def render_claims(root: pathlib.Path) -> str:
-    """The trained cross-check's verdict per training claim C1-C6 (``results/crosscheck/claims.json``,
+    """The trained cross-check's verdict per training claim C1-C7 (``results/crosscheck/claims.json``,
     written by ``depthcraft claims``): statement, verdict, the measured numbers, the results folder."""
     if not (root / CLAIMS).is_file():
         return (f"No `{CLAIMS}` yet: the trained cross-check has not been summarised "
@@ -802,8 +802,8 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
                         f"{_connectivity_line(root)} ({_connectivity_links(root)})"]
     rows = [theorem, construction,
             ["Lower bound: Ω(log n) layers (conditional, Merrill & Sabharwal 2025)", "not testable here",
-             "a statement about every transformer; the cpu training preset (`depthcraft train connectivity`) "
-             "probes it empirically"]]
+             "a statement about every transformer; training (next row) probes it empirically"],
+            *_training_rows(root, ["C7"])]
     return table(["claim", "status", "what we measured"], rows)
 
 
