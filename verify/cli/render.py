@@ -64,6 +64,28 @@ def progress_bar() -> Progress:
                     transient=True, disable=not console.is_terminal)
 
 
+def inputs_progress(bar: Progress):
+    """A ``progress(check, inputs_done, inputs_total)`` callback (:func:`verify.verifier.verify`) for ``bar``.
+
+    While a check runs, a second line under the report count shows its inputs (``exhaustive``,
+    done/total, elapsed, time left); it goes when the check ends. Nothing shows where ``bar``
+    is off (not a terminal: pipes, CI logs, ``--json`` runs read by scripts).
+    """
+    state: Dict[str, Any] = {}
+
+    def progress(check: str, done: int, total: int) -> None:
+        if state.get("check") != check:
+            if "task" in state:
+                bar.remove_task(state["task"])
+            state.update(check=check, task=bar.add_task(f"  {check}", total=total))
+        bar.update(state["task"], completed=done)
+        if done >= total:
+            bar.remove_task(state.pop("task"))
+            state.pop("check")
+
+    return progress
+
+
 def fit(text: str, columns: int) -> str:
     """``text`` cut to ``columns`` cells, ending in ``…`` when cut."""
     if cell_len(text) <= columns:
@@ -207,13 +229,15 @@ def summary(reports: Sequence[Dict[str, Any]], seconds: float) -> Text:
 
 
 def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
-                   descriptions: Sequence[str]) -> List[Dict[str, Any]]:
+                   descriptions: Sequence[str], bar: Optional[Progress] = None) -> List[Dict[str, Any]]:
     """Print each report's line as it arrives, under a progress bar with count and time left.
 
     Args:
         reports: the reports, produced lazily (each is computed when the loop asks for it).
         labels: the parameter text of each report's row, in the same order.
         descriptions: what the progress bar says while each report is computed.
+        bar: the progress bar to use (default: a new :func:`progress_bar`), e.g. one that
+            :func:`inputs_progress` also draws on.
     Returns:
         The reports, in order.
     """
@@ -222,7 +246,7 @@ def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
     out: List[Dict[str, Any]] = []
     room = max(width() - _BAR_REST - 1, 10)
     descriptions = [fit(d, room) for d in descriptions]
-    with progress_bar() as bar:
+    with (progress_bar() if bar is None else bar) as bar:
         task = bar.add_task(descriptions[0] if descriptions else "", total=len(labels))
         for i, r in enumerate(reports):
             bar.advance(task)  # first, so that the bar redrawn under the new line counts it
@@ -253,4 +277,4 @@ def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[
 
 
 __all__ = ["COLUMNS", "ReportLines", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
-           "duration", "echo", "err_console", "finish", "params_text", "progress_bar", "stream_reports", "summary", "width"]
+           "duration", "echo", "err_console", "finish", "inputs_progress", "params_text", "progress_bar", "stream_reports", "summary", "width"]
