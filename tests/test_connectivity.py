@@ -423,3 +423,17 @@ def test_docgen_connectivity_tables(tmp_path):
     line = docgen._connectivity_line(tmp_path)
     assert line.startswith("n = 2-3, 5: L = 2, 2, 3 (= ceil(log2(n-1)) + c, c = 1-2; within the registered bound")
     assert line.endswith("H = 1; d_model 20..50; 15/16 pass; exhaustive for n = 5")
+
+
+def test_docgen_connectivity_reads_every_chunk_in_order_of_n(tmp_path):
+    """Every results/graph_connectivity/nA-B.json chunk is read, ordered by its first n (n3 before n10)."""
+    from depthcraft.verify import docgen
+
+    folder = tmp_path / "results" / "graph_connectivity"
+    folder.mkdir(parents=True)
+    for name, ns in (("n10-11.json", (10, 11)), ("n2-3.json", (2, 3)), ("n6.json", (6,))):
+        (folder / name).write_text(json.dumps({"results": [_report(n, "path", connectivity_layers(n)) for n in ns]}))
+    (folder / "exhaustive_n2-5.json").write_text(json.dumps({"results": [_report(3, "mix", 2, exhaustive=64)]}))
+    assert docgen._connectivity_files(tmp_path) == [f"results/graph_connectivity/{name}"
+                                                    for name in ("n2-3.json", "n6.json", "n10-11.json")]
+    assert docgen._connectivity_line(tmp_path).startswith("n = 2-3, 6, 10-11: ")

@@ -244,3 +244,30 @@ def test_claim_figures_are_written_for_judged_claims(tmp_path):
     written = C.write_figures(tmp_path, doc_)
     assert sorted(pathlib.Path(p).parent.name for p in written) == ["c1", "c2", "c5"]
     assert all(pathlib.Path(p).read_bytes()[:4] == b"\x89PNG" for p in written)
+
+
+def test_c7_rule_reads_the_construction_depth_and_the_controls():
+    # construction depth (graph_connectivity): 4 at n = 8, 5 at n = 16; controls at 3 and 4
+    def c7(errs, ctrl=None):  # errs[(n, depth)] -> error of every seed; ctrl[(n, depth)] likewise
+        runs = []
+        for (n, L), e in errs.items():
+            runs += [run(f"n={n}", L, s, e) for s in range(3)]
+        for (n, L), e in (ctrl or {}).items():
+            runs += [run(f"n={n}", L, s, e, control=True, heads=8, width=128) for s in range(3)]
+        return doc(runs, ["n=8", "n=16"])
+
+    good = {(8, 2): 0.4, (8, 3): 0.01, (8, 4): 0.0, (16, 2): 0.5, (16, 3): 0.4, (16, 4): 0.02}
+    ctrl = {(8, 3): 0.0, (16, 4): 0.01}  # both at or above L*: not below the threshold
+    v = C.judge_c7(Res({"connectivity": c7(good, ctrl)}))
+    assert v["verdict"] == C.REPRODUCED
+    assert v["measured"]["n=8"]["smallest_depth"] == 3 and v["measured"]["n=16"]["smallest_depth"] == 4
+    assert v["measured"]["n=16"]["construction_depth"] == 5
+    flat = {**good, (16, 3): 0.0}  # L* = 3 at both n
+    assert C.judge_c7(Res({"connectivity": c7(flat, ctrl)}))["verdict"] == C.INCONCLUSIVE
+    shrinking = {**good, (8, 3): 0.4, (8, 4): 0.3, (16, 3): 0.0}  # L*(8) = none... then L*(16) = 3
+    assert C.judge_c7(Res({"connectivity": c7(shrinking)}))["verdict"] == C.INCONCLUSIVE  # n = 8 not learned
+    shrinking[(8, 4)] = 0.0  # L*(8) = 4 > L*(16) = 3
+    assert C.judge_c7(Res({"connectivity": c7(shrinking)}))["verdict"] == C.NOT_REPRODUCED
+    wide = {(8, 3): 0.0, (16, 3): 0.0}  # n = 16: the depth-3 control learns below L*(16) = 4
+    assert C.judge_c7(Res({"connectivity": c7(good, wide)}))["verdict"] == C.NOT_REPRODUCED
+    assert C.judge_c7(Res({"connectivity": c7({k: 0.5 for k in good})}))["verdict"] == C.INCONCLUSIVE

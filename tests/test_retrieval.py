@@ -236,3 +236,28 @@ def test_curriculum_sweep_config():
     infos = [construction_info(cfg.construction, c, compile_model=False) for c in cfg.conditions]
     assert "full chain only" in infos[0].note
     assert infos[2].bound == 2 and infos[2].bound_formula.startswith("ceil(log_3(2D))")
+
+
+def test_parse_tokens_checks_the_layout_of_each_formatted_task():
+    """The base class's parse_tokens calls the task's check_inputs hook (retrieval, retrieval_slots,
+    connectivity): a display string that names only known tokens but breaks the layout is refused."""
+    p = _p()  # symbols a..f, then ?
+    assert TASK.parse_tokens(p, "e f a b d e b c ? a") == EXAMPLE
+    with pytest.raises(InputError, match=re.escape("two facts with the key 'a'")):
+        TASK.parse_tokens(p, "a b a c ? a")
+    slots = get_task("retrieval_slots")
+    ps = slots.resolve({"d": 2, "distractors": 1})
+    names = slots.token_names(ps)
+    good = " ".join(names[v] for v in EXAMPLE + [slots.slot_token(ps)])
+    assert slots.parse_tokens(ps, good) == EXAMPLE + [slots.slot_token(ps)]
+    with pytest.raises(InputError, match="answer slots"):
+        slots.parse_tokens(ps, " ".join(names[v] for v in EXAMPLE))
+    conn = get_task("connectivity")
+    pc = conn.resolve({"n": 4})
+    with pytest.raises(InputError, match=re.escape("lists the edge 0-1 twice")):
+        conn.parse_tokens(pc, "0 1 2 3 0-1 0-1 ? 0 3")
+    # Tasks without a layout (k-hop: every sequence over the vocabulary) keep the default hook.
+    khop = get_task("khop")
+    pk = khop.resolve({})
+    x = np.array([[0, 1, 0]])
+    assert khop.check_inputs(pk, x) is x

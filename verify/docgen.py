@@ -224,7 +224,7 @@ def render_sweeps(root: pathlib.Path) -> str:
 
 
 def render_claims(root: pathlib.Path) -> str:
-    """The trained cross-check's verdict per training claim C1-C6 (``results/crosscheck/claims.json``,
+    """The trained cross-check's verdict per training claim C1-C7 (``results/crosscheck/claims.json``,
     written by ``depthcraft claims``): statement, verdict, the measured numbers, the results folder."""
     if not (root / CLAIMS).is_file():
         return (f"No `{CLAIMS}` yet: the trained cross-check has not been summarised "
@@ -611,14 +611,18 @@ def render_runtime_summary(root: pathlib.Path) -> str:
             table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
 
 
-#: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them).
-CONNECTIVITY_SWEEPS = ("results/graph_connectivity/n2-16.json", "results/graph_connectivity/n17-32.json")
+#: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
+#: ``nA-B.json``), matched by this pattern under the root.
+CONNECTIVITY_SWEEPS = "results/graph_connectivity/n*.json"
 CONNECTIVITY_EXHAUSTIVE = "results/graph_connectivity/exhaustive_n2-5.json"
 
 
 def _connectivity_files(root: pathlib.Path) -> List[str]:
-    """The connectivity sweep files that exist (relative to the root)."""
-    return [rel for rel in CONNECTIVITY_SWEEPS if (root / rel).is_file()]
+    """The connectivity sweep files that exist (relative to the root), in order of their first n."""
+    def first_n(path: pathlib.Path) -> Tuple[int, str]:
+        m = re.match(r"n(\d+)", path.name)
+        return (int(m.group(1)) if m else 0, path.name)
+    return [path.relative_to(root).as_posix() for path in sorted(root.glob(CONNECTIVITY_SWEEPS), key=first_n)]
 
 
 def _connectivity_links(root: pathlib.Path) -> str:
@@ -660,7 +664,7 @@ def _connectivity_line(root: pathlib.Path) -> str:
 def render_connectivity(root: pathlib.Path) -> str:
     """The claims page: L, the bound, c, H and d_model of ``graph_connectivity`` by n, with the checks."""
     if not _connectivity_files(root):
-        return f"`{CONNECTIVITY_SWEEPS[0]}` is missing: run `results/graph_connectivity/COMMAND`."
+        return f"no `{CONNECTIVITY_SWEEPS}` report: run `results/graph_connectivity/COMMAND`."
     rows = []
     for n, d in sorted(_connectivity_by_n(root).items()):
         rs = d["sweep"] + ([d["exhaustive"]] if d["exhaustive"] else [])
@@ -698,7 +702,7 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
     construction_claim = ("`graph_connectivity`: repeated squaring of reachability, L = max(2, ceil(log2(n-1)) + 1), "
                           "one head per layer")
     if not _connectivity_files(root):
-        missing = f"`{CONNECTIVITY_SWEEPS[0]}` is missing"
+        missing = f"no `{CONNECTIVITY_SWEEPS}` report"
         theorem, construction = [theorem_claim, "not run", missing], [construction_claim, "not run", missing]
     else:
         by_n = _connectivity_by_n(root)
@@ -711,8 +715,8 @@ def render_theorems_connectivity(root: pathlib.Path) -> str:
                         f"{_connectivity_line(root)} ({_connectivity_links(root)})"]
     rows = [theorem, construction,
             ["Lower bound: Ω(log n) layers (conditional, Merrill & Sabharwal 2025)", "not testable here",
-             "a statement about every transformer; the cpu training preset (`depthcraft train connectivity`) "
-             "probes it empirically"]]
+             "a statement about every transformer; training (next row) probes it empirically"],
+            *_training_rows(root, ["C7"])]
     return table(["claim", "status", "what we measured"], rows)
 
 

@@ -1,4 +1,4 @@
-"""``depthcraft claims``: the verdict of each training claim C1-C6 from the committed sweeps.
+"""``depthcraft claims``: the verdict of each training claim C1-C7 from the committed sweeps.
 
 Writes ``results/crosscheck/claims.json`` (:func:`depthcraft.verify.crosscheck.claims.write_claims`)
 and each judged claim's ``claim.png``, and prints one line per claim. ``--commands`` prints the ``depthcraft train`` commands that
@@ -20,7 +20,7 @@ from depthcraft.verify.cli.render import echo
 @click.option("--commands", "show_commands", is_flag=True,
               help="Print the sweeps' commands per claim; write nothing.")
 def claims_cmd(root, show_commands) -> None:
-    """Judge the training claims C1-C6 from results/crosscheck/ and write claims.json."""
+    """Judge the training claims C1-C7 from results/crosscheck/ and write claims.json."""
     from depthcraft.verify.crosscheck import claims as claims_mod
 
     base = pathlib.Path(root).resolve()

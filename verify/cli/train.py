@@ -130,15 +130,24 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output directory (default results/crosscheck/TASK_PRESET).")
 @click.option("--fresh", is_flag=True, help="Discard existing checkpoints of these runs (default: resume them).")
+@click.option("--ray", "use_ray", is_flag=True,
+              help="Train the independent runs as Ray tasks on a local Ray instance (pip install 'depthcraft[ray]').")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="Join the Ray cluster at ADDR (e.g. ray://head:10001 or auto); OUT must be shared by its nodes.")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
               attention, embedding, mixed, control, threshold, construction, eval_size, alignment_size,
-              checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh) -> None:
+              checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh, use_ray,
+              ray_address) -> None:
     """Train transformers of several depths on TASK and compare with the construction's bound.
 
     One run per (condition, depth, seed); writes results.json and error_by_depth.png
     to the output directory, checkpoints to OUT/checkpoints (resumed when present).
+    With --ray or --ray-address the runs train as Ray tasks: same seeds, same numbers.
     """
     import jax
+
+    if use_ray or ray_address:
+        sweep_mod.ray_module()  # without Ray installed: one line, exit 2, before any work
 
     p = get_preset(task, preset)
     if construction is not None:
@@ -161,7 +170,8 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
                   TimeRemainingColumn(), console=console, transient=False) as bar:
         prog = _RichProgress(bar)
         try:
-            results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command)
+            results = sweep_mod.run_sweep(cfg, out_dir, fresh=fresh, progress=prog, command=command,
+                                          ray=use_ray, ray_address=ray_address)
         except KeyboardInterrupt:  # finished runs and checkpoints stay: they are what resuming needs
             raise ParameterError(interrupted_message(out_dir)) from None
     print_summary(results)

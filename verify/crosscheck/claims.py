@@ -1,4 +1,4 @@
-"""The papers' training claims C1-C6 (SPEC §7, issue 11): which sweeps answer each, and its verdict.
+"""The papers' training claims C1-C7 (SPEC §7, issue 11; C7 issue 13): which sweeps answer each, and its verdict.
 
 Each :class:`Claim` names its paper, its statement, the sweeps that answer it (a
 task, a preset and extra ``depthcraft train`` options, written to
@@ -644,6 +644,76 @@ def judge_c6(res: Results) -> Dict[str, Any]:
     return _verdict(v, "; ".join(rows) + f" [{recipe(doc)}]", **measured)
 
 
+def _param_of(condition: str, key: str) -> int:
+    """The integer value of ``key`` in a condition name such as ``n=8`` (``d=3 targets=every``).
+
+    Raises:
+        InputError: the name has no ``key=<int>`` part.
+    """
+    for part in condition.split():
+        if part.startswith(f"{key}=") and part[len(key) + 1:].isdigit():
+            return int(part[len(key) + 1:])
+    raise InputError(f"condition {condition!r} does not name {key}")
+
+
+def judge_c7(res: Results) -> Dict[str, Any]:
+    """C7 rule (graph connectivity on path-heavy graphs; construction depth B(n) = max(2,
+    ceil(log2(n-1)) + 1), 4 at n = 8 and 5 at n = 16). Per n: L*(n) = the smallest trained depth
+    whose mean error is < 0.05. reproduced: every n is learned at some depth <= B(n), L*(n) grows
+    with n (strictly, between the smallest and the largest n), and no capacity control (twice the
+    heads and width) at a depth below L*(n) learns; not reproduced: L*(n) decreases as n grows, a
+    control below L*(n) learns (the threshold is then one of width, not depth), or some n is
+    learned only above B(n) while every configuration is decided; inconclusive otherwise
+    (undecided configurations, an n learned at no depth: a budget artefact is not excluded, or
+    equal L* at every n)."""
+    from depthcraft.rasp_programs.connectivity import connectivity_layers
+
+    doc = res["connectivity"]
+    ds = depths(doc)
+    ctrl_depths = sorted({int(r["depth"]) for r in select(doc, control=True)})
+    rows, measured = [], {}
+    lstar: Dict[int, Optional[int]] = {}
+    undecided, width_limited, above = False, [], []
+    for c in conditions(doc):
+        n = _param_of(c, "n")
+        bound = connectivity_layers(n)
+        st = {L: stat(doc, c, depth=L) for L in ds}
+        ctrl = {L: stat(doc, c, depth=L, control=True) for L in ctrl_depths}
+        ctrl = {L: s for L, s in ctrl.items() if s.errors}
+        undecided |= any(not s.decided for s in (*st.values(), *ctrl.values()))
+        ok = [L for L in ds if st[L].learns]
+        lstar[n] = ok[0] if ok else None
+        if lstar[n] is not None:
+            width_limited += [f"n={n}: control L={L} learns" for L, s in ctrl.items() if L < lstar[n] and s.learns]
+            if lstar[n] > bound:
+                above.append(n)
+        rows.append(f"n={n} (construction depth {bound}): " + ", ".join(f"L={L} {s.text()}" for L, s in st.items())
+                    + "".join(f", control L={L} (2x heads, 2x width) {s.text()}" for L, s in ctrl.items())
+                    + f" -> smallest learning depth {lstar[n] if lstar[n] is not None else 'none'}")
+        measured[f"n={n}"] = {"construction_depth": bound, "smallest_depth": lstar[n],
+                              "errors": {str(L): s.to_json() for L, s in st.items()},
+                              "control": {str(L): s.to_json() for L, s in ctrl.items()}}
+    ns = sorted(lstar)
+    learned = [lstar[n] for n in ns if lstar[n] is not None]
+    evidence = "; ".join(rows) + f" [{recipe(doc)}]"
+    measured["recipe"] = recipe(doc)
+    decreasing = any(a > b for a, b in zip(learned, learned[1:]))
+    if width_limited:
+        evidence += "; " + "; ".join(width_limited)
+    if decreasing or width_limited:
+        return _verdict(NOT_REPRODUCED, evidence, **measured)
+    if undecided:
+        return _verdict(INCONCLUSIVE, evidence + f" (a configuration has fewer than {MIN_SEEDS} seeds)", **measured)
+    if above:
+        return _verdict(NOT_REPRODUCED, evidence + f"; learned only above the construction's depth at n = "
+                        f"{', '.join(map(str, above))}", **measured)
+    if len(learned) == len(ns) >= 2 and learned[-1] > learned[0]:
+        return _verdict(REPRODUCED, evidence, **measured)
+    if len(learned) < len(ns):
+        evidence += BUDGET_NOTE.replace("the claimed depth fails", "an n is learned at no trained depth")
+    return _verdict(INCONCLUSIVE, evidence, **measured)
+
+
 # ---------------------------------------------------------------------------------------------
 # The claims
 # ---------------------------------------------------------------------------------------------
@@ -670,11 +740,15 @@ CLAIMS: Tuple[Claim, ...] = (
           (Sweep("retrieval", "retrieval_slots", "c5"),), judge_c5.__doc__ or "", judge_c5),
     Claim("C6", "Mușat (ICLR 2025)", "the depth at which training succeeds, against ceil(log_3 2D)",
           (Sweep("retrieval", "retrieval_slots", "c6"),), judge_c6.__doc__ or "", judge_c6),
+    Claim("C7", "Sanford, Hsu & Telgarsky (2024); Merrill & Sabharwal (2025)",
+          "graph connectivity needs depth that grows like log n, and log depth suffices: on path-heavy graphs "
+          "the smallest depth that learns grows from n = 8 to n = 16 and is at most the construction's",
+          (Sweep("connectivity", "connectivity", "cpu"),), judge_c7.__doc__ or "", judge_c7),
 )
 
 
 def get_claim(claim_id: str) -> Claim:
-    """The claim ``C1``..``C6`` (case-insensitive).
+    """The claim ``C1``..``C7`` (case-insensitive).
 
     Raises:
         InputError: no such claim (the message lists them).
@@ -877,4 +951,16 @@ def _fig_c6(ax, m) -> bool:
     return drawn
 
 
-_FIGURES = {"C1": _fig_c1, "C2": _fig_c2, "C3": _fig_c3, "C4": _fig_c4, "C5": _fig_c5, "C6": _fig_c6}
+def _fig_c7(ax, m) -> bool:
+    series = {f"{k} (construction: {v['construction_depth']} layers)": v["errors"]
+              for k, v in m.items() if k.startswith("n=")}
+    drawn = _by_depth_plot(ax, series)
+    for k, v in m.items():
+        if k.startswith("n="):
+            for L, s in (v.get("control") or {}).items():
+                _control_points(ax, s, int(L), f"{k} control (2x heads, width)")
+    return drawn
+
+
+_FIGURES = {"C1": _fig_c1, "C2": _fig_c2, "C3": _fig_c3, "C4": _fig_c4, "C5": _fig_c5, "C6": _fig_c6,
+            "C7": _fig_c7}

@@ -485,8 +485,112 @@ def _record(cfg: SweepConfig, data: TaskData, run: RunSpec, outcome, eval_conds,
     return record
 
 
+
+def _group_data(cfg: SweepConfig, task, run0: RunSpec) -> TaskData:
+    return TaskData(task, [cfg.conditions[c] for c in run0.conditions], [cfg.names[c] for c in run0.conditions])
+
+
+def _eval_conditions(cfg: SweepConfig, run0: RunSpec):
+    return None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run0.conditions]
+
+
+def train_group(cfg: SweepConfig, out_dir: str, group: List[RunSpec], *, fresh: bool = False,
+                progress: Optional[Progress] = None, first_index: int = 0, total: int = 0):
+    """Train one group of runs (the seeds of one configuration for ``trainer="fast"``, one run for
+    ``"loop"``), resuming or (``fresh``) discarding its checkpoint under ``out_dir/checkpoints``.
+    The unit of work of a sweep, sequential or on Ray.
+
+    Returns:
+        ``(outcomes, plateau)``: one :class:`~verify.crosscheck.train.RunOutcome` per run of the
+        group, and each condition's plateau loss in nats (None for the loop trainer).
+    Raises:
+        ParameterError: the checkpoint was made with other settings.
+    """
+    progress = progress or Progress()
+    task = get_task(cfg.task)
+    run0 = group[0]
+    data = _group_data(cfg, task, run0)
+    eval_conds = _eval_conditions(cfg, run0)
+    ckpt = os.path.join(out_dir, "checkpoints", _group_id(group) if cfg.trainer == "fast" else run0.run_id)
+    if fresh and os.path.isdir(ckpt):
+        shutil.rmtree(ckpt)
+    rec = read_meta(ckpt)
+    for j, run in enumerate(group):
+        progress.start_run(first_index + j, total, run, rec["step"] if rec else 0)
+    if cfg.trainer == "fast":
+        curve_sets = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, eval_conds)
+        every = cfg.eval_every or max(1, run0.train.steps // DEFAULT_CURVE_POINTS)
+
+        def on_chunk(step, losses):
+            for run, loss in zip(group, losses):
+                progress.step(run, step, float(loss))
+
+        outcomes = train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=cfg.chunk,
+                               sampler=cfg.sampler, eval_sets=curve_sets, eval_every=every,
+                               exit_error=cfg.exit_error, checkpoint_dir=ckpt,
+                               checkpoint_every=cfg.checkpoint_every, on_chunk=on_chunk)
+        return outcomes, {name: marginal_entropy(s) for name, s in zip(data.names, curve_sets)}
+    curve = _train_curve(cfg, data, run0, ckpt, eval_conds, progress) if cfg.eval_every else None
+    outcome = train(data, run0.model, run0.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
+                    on_step=lambda s, loss: progress.step(run0, s, loss))
+    outcome.curve = curve
+    return [outcome], None
+
+
+def ray_module():
+    """The ``ray`` module.
+
+    Raises:
+        ParameterError: Ray is not installed (names the extra that installs it).
+    """
+    try:
+        import ray
+    except ImportError:
+        raise ParameterError("--ray needs Ray, which is not installed: pip install 'depthcraft[ray]'") from None
+    return ray
+
+
+def _train_group_remote(cfg: SweepConfig, out_dir: str, group: List[RunSpec], fresh: bool):
+    """The body of one Ray task: :func:`train_group`, its weights brought to host numpy arrays."""
+    outcomes, plateau = train_group(cfg, out_dir, group, fresh=fresh)
+    for o in outcomes:
+        o.params = jax.device_get(o.params)
+    return outcomes, plateau
+
+
+def _ray_groups(cfg: SweepConfig, out_dir: str, groups: List[List[RunSpec]], first: List[int], total: int,
+                fresh: bool, progress: Progress, finish: Callable, address: Optional[str]) -> None:
+    """Train every group as one Ray task (1 CPU each) and call ``finish(i, outcomes, plateau)`` as
+    each completes. Joins the process's Ray instance if initialised, else ``address``, else starts
+    a local one (without the dashboard) and shuts it down afterwards."""
+    ray = ray_module()
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 **({} if address else {"num_cpus": os.cpu_count() or 1}))
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(_train_group_remote)
+        where = os.path.abspath(out_dir)
+        pending = {remote.remote(cfg, where, g, fresh): i for i, g in enumerate(groups)}
+        cpus = ray.cluster_resources().get("CPU", 0)
+        progress.message(f"ray: {len(groups)} task(s) for {total} run(s) on {cpus:g} CPU(s)")
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(ready[0])
+            outcomes, plateau = ray.get(ready[0])
+            for j, (run, outcome) in enumerate(zip(groups[i], outcomes)):
+                progress.start_run(first[i] + j, total, run, outcome.resumed_from)
+                progress.step(run, outcome.steps_done or run.train.steps, None)
+            finish(i, outcomes, plateau)
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: Optional[Progress] = None,
-              command: Optional[str] = None, plot: bool = True) -> Dict[str, Any]:
+              command: Optional[str] = None, plot: bool = True, ray: bool = False,
+              ray_address: Optional[str] = None) -> Dict[str, Any]:
     """Train, evaluate and align every run of the sweep; write ``results.json`` and the plot.
 
     Args:
@@ -497,16 +601,25 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         fresh: delete existing checkpoints of these runs first (default: resume them).
         progress: callbacks (None = silent).
         command: the command line, recorded in the results.
-        plot: also write the PNG plot.
+        plot: also write the PNG plots.
+        ray: train the groups of runs as Ray tasks (:func:`_ray_groups`), each with the same seeds,
+            checkpoints and code as the sequential path; evaluation and alignment stay in this
+            process. Uses the Ray instance already initialised in this process if any, else joins
+            ``ray_address`` (a cluster: ``out_dir`` must be on a filesystem every node shares,
+            for the checkpoints), else starts a local instance (shut down at the end).
+        ray_address: address of a running Ray cluster (implies ``ray``).
     Returns:
-        The results dict (as written to ``results.json``).
+        The results dict (as written to ``results.json``); ``runs`` in plan order either way.
     Raises:
-        ParameterError: the output directory cannot be written, or a checkpoint was made with
-            other settings.
+        ParameterError: the output directory cannot be written, a checkpoint was made with
+            other settings, or ``ray`` is asked for and Ray is not installed.
     """
     from depthcraft.verify.crosscheck import report
 
     progress = progress or Progress()
+    if ray or ray_address:
+        ray = True
+        ray_module()  # fail before any work when Ray is missing
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
@@ -528,49 +641,29 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         out["supervision"] = supervision
         return out
 
-    idx = 0
-    for group in _seed_groups(runs) if cfg.trainer == "fast" else [[r] for r in runs]:
+    groups = _seed_groups(runs) if cfg.trainer == "fast" else [[r] for r in runs]
+    first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # plan index of each group's run 0
+    done: Dict[int, List[Dict[str, Any]]] = {}
+
+    def finish(i: int, outcomes, plateau) -> None:
+        group = groups[i]
         run0 = group[0]
-        data = TaskData(task, [cfg.conditions[c] for c in run0.conditions],
-                        [cfg.names[c] for c in run0.conditions])
-        eval_conds = None if cfg.eval_conditions is None else [cfg.eval_conditions[c] for c in run0.conditions]
-        if cfg.trainer == "fast":
-            ckpt = os.path.join(out_dir, "checkpoints", _group_id(group))
-            if fresh and os.path.isdir(ckpt):
-                shutil.rmtree(ckpt)
-            rec = read_meta(ckpt)
-            for j, run in enumerate(group):
-                progress.start_run(idx + j, len(runs), run, rec["step"] if rec else 0)
-            curve_sets = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, eval_conds)
-            every = cfg.eval_every or max(1, run0.train.steps // DEFAULT_CURVE_POINTS)
-
-            def on_chunk(step, losses, group=group):
-                for run, loss in zip(group, losses):
-                    progress.step(run, step, float(loss))
-
-            outcomes = train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=cfg.chunk,
-                                   sampler=cfg.sampler, eval_sets=curve_sets, eval_every=every,
-                                   exit_error=cfg.exit_error, checkpoint_dir=ckpt,
-                                   checkpoint_every=cfg.checkpoint_every, on_chunk=on_chunk)
-            plateau = {name: marginal_entropy(s) for name, s in zip(data.names, curve_sets)}
-        else:
-            run = run0
-            ckpt = os.path.join(out_dir, "checkpoints", run.run_id)
-            if fresh and os.path.isdir(ckpt):
-                shutil.rmtree(ckpt)
-            rec = read_meta(ckpt)
-            progress.start_run(idx, len(runs), run, rec["step"] if rec else 0)
-            curve = _train_curve(cfg, data, run, ckpt, eval_conds, progress) if cfg.eval_every else None
-            outcome = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
-                            on_step=lambda s, loss, run=run: progress.step(run, s, loss))
-            outcome.curve = curve
-            outcomes, plateau = [outcome], None
-        for run, outcome in zip(group, outcomes):
+        data = _group_data(cfg, task, run0)
+        eval_conds = _eval_conditions(cfg, run0)
+        done[i] = []
+        for j, (run, outcome) in enumerate(zip(group, outcomes)):
             record = _record(cfg, data, run, outcome, eval_conds, infos, construction_maps, plateau)
-            records.append(record)
-            progress.end_run(idx, run, record)
-            idx += 1
+            done[i].append(record)
+            progress.end_run(first[i] + j, run, record)
+        records[:] = [r for k in sorted(done) for r in done[k]]  # plan order, whatever finished first
         report.write_results(out_dir, results_now())
+
+    if ray:
+        _ray_groups(cfg, out_dir, groups, first, len(runs), fresh, progress, finish, ray_address)
+    else:
+        for i, group in enumerate(groups):
+            finish(i, *train_group(cfg, out_dir, group, fresh=fresh, progress=progress,
+                                   first_index=first[i], total=len(runs)))
     results = results_now()
     report.write_results(out_dir, results)
     if plot:

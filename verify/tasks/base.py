@@ -120,11 +120,28 @@ class Task(abc.ABC):
         names = self.token_names(p)
         return " ".join(names.get(v, "⊥" if v == self.none_value else str(v)) for v in seq)
 
+    def check_inputs(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
+        """Check [batch, n] integer inputs against the task's input layout; return them.
+
+        The hook :meth:`parse_tokens` calls on every parsed input. Tasks with a format
+        (blocks, markers, answer slots) override it to raise on the first malformed
+        input and return the inputs as int64; the default accepts every sequence over
+        the vocabulary and returns ``tokens`` unchanged.
+
+        Raises:
+            InputError: (in overrides) the first malformed input, naming the position
+                and what was expected.
+        """
+        return tokens
+
     def parse_tokens(self, p: Dict[str, Any], text: str) -> List[int]:
         """Display string (whitespace separated, or one letter per token) -> token values.
 
+        The parsed tokens are checked by :meth:`check_inputs` (the task's layout).
+
         Raises:
-            InputError: an unknown token name or an empty input.
+            InputError: an unknown token name, an empty input, or (from
+                :meth:`check_inputs`) an input that does not follow the task's layout.
         """
         names = {name: v for v, name in self.token_names(p).items()}
         stripped = text.strip()
@@ -138,6 +155,7 @@ class Task(abc.ABC):
                 shown = sorted(names, key=lambda s: names[s])
                 raise InputError(f"token {part!r} at position {i + 1} is not in the vocabulary {shown}")
             out.append(names[part])
+        self.check_inputs(p, np.asarray([out], np.int64))
         return out
 
 

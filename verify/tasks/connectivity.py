@@ -284,16 +284,6 @@ class ConnectivityTask(Task):
                              f"{length - 1 + c}; the query ? s t needs two vertices 0..{n - 1}")
         return x
 
-    def parse_tokens(self, p: Dict[str, Any], text: str) -> List[int]:
-        """Display string (space separated: ``0 1 2 0-1 1-2 ? 0 2``) -> token ids, checked.
-
-        Raises:
-            InputError: an unknown token, or an input that does not follow the layout.
-        """
-        tokens = super().parse_tokens(p, text)
-        self.check_inputs(p, np.asarray([tokens], np.int64))
-        return tokens
-
     # ------------------------------------------------------------------ reference
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         """1 at the last position when t is reachable from s (breadth-first search), else 0; nothing else scored.

@@ -166,16 +166,6 @@ class RetrievalTask(Task):
                              f"(positions {2 * first + 1} and {2 * second + 1}); fact keys must be distinct")
         return x
 
-    def parse_tokens(self, p: Dict[str, Any], text: str) -> List[int]:
-        """Display string -> token values, checked against the layout (see :meth:`check_inputs`).
-
-        Raises:
-            InputError: an unknown token, or an input that is not facts, ``?``, a symbol.
-        """
-        tokens = super().parse_tokens(p, text)
-        self.check_inputs(p, np.asarray([tokens], np.int64))
-        return tokens
-
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         """x_{D-h} at the last position (h = ``hops``, D by default), ⊥ when a chain breaks; nothing else scored.
 
@@ -331,11 +321,6 @@ class RetrievalSlotsTask(RetrievalTask):
     def check_inputs(self, p, tokens):
         self.base(p, tokens)
         return np.asarray(tokens, np.int64)
-
-    def parse_tokens(self, p, text):
-        tokens = Task.parse_tokens(self, p, text)
-        self.base(p, np.asarray([tokens], np.int64))
-        return tokens
 
     def reference(self, p, tokens):
         """Hop h (x_{D-h}) at the h-th position from the query symbol on (⊥ where a chain breaks);
