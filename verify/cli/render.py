@@ -53,13 +53,28 @@ def echo(line: Any = "") -> None:
     console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
+class _Count(MofNCompleteColumn):
+    """done/total, as rich's column; blank on an inputs line (:func:`inputs_progress` puts its count in its text)."""
+
+    def render(self, task):
+        return Text("") if task.fields.get("inputs") else super().render(task)
+
+
+def short_count(n: int) -> str:
+    """``950`` -> ``"950"``, ``32768`` -> ``"32.8k"``, ``16777216`` -> ``"16.8M"``: at most 6 characters below 10^12."""
+    for scale, suffix in ((10 ** 9, "G"), (10 ** 6, "M"), (10 ** 3, "k")):
+        if n >= 10 * scale if suffix == "k" else n >= scale:
+            return f"{n / scale:.1f}{suffix}"
+    return str(n)
+
+
 def progress_bar() -> Progress:
     """A progress bar (description, bar, done/total, elapsed, time left) on the terminal; nothing elsewhere.
 
     It is transient: it disappears when the ``with`` block ends. Print through
     ``bar.console`` while it runs so that lines appear above it.
     """
-    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=BAR), MofNCompleteColumn(),
+    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=BAR), _Count(),
                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console,
                     transient=True, disable=not console.is_terminal)
 
@@ -67,18 +82,19 @@ def progress_bar() -> Progress:
 def inputs_progress(bar: Progress):
     """A ``progress(check, inputs_done, inputs_total)`` callback (:func:`verify.verifier.verify`) for ``bar``.
 
-    While a check runs, a second line under the report count shows its inputs (``exhaustive``,
-    done/total, elapsed, time left); it goes when the check ends. Nothing shows where ``bar``
-    is off (not a terminal: pipes, CI logs, ``--json`` runs read by scripts).
+    While a check runs, a second line under the report count shows its inputs (``exhaustive
+    8.4M/16.8M``, a bar, elapsed, time left); it goes when the check ends. Nothing shows where
+    ``bar`` is off (not a terminal: pipes, CI logs, ``--json`` runs read by scripts).
     """
     state: Dict[str, Any] = {}
 
     def progress(check: str, done: int, total: int) -> None:
+        text = f"  {check} {short_count(done)}/{short_count(total)}"
         if state.get("check") != check:
             if "task" in state:
                 bar.remove_task(state["task"])
-            state.update(check=check, task=bar.add_task(f"  {check}", total=total))
-        bar.update(state["task"], completed=done)
+            state.update(check=check, task=bar.add_task(text, total=total, inputs=True))
+        bar.update(state["task"], completed=done, description=text)
         if done >= total:
             bar.remove_task(state.pop("task"))
             state.pop("check")
@@ -277,4 +293,4 @@ def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[
 
 
 __all__ = ["COLUMNS", "ReportLines", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
-           "duration", "echo", "err_console", "finish", "inputs_progress", "params_text", "progress_bar", "stream_reports", "summary", "width"]
+           "duration", "echo", "err_console", "finish", "inputs_progress", "params_text", "short_count", "progress_bar", "stream_reports", "summary", "width"]
