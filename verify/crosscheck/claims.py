@@ -827,7 +827,12 @@ def write_figures(root: pathlib.Path, claims_doc: Dict[str, Any]) -> List[str]:
             continue
         ax.set_title(f"{c['id']} ({c['source']}): {c['verdict']}\n{_wrap(c['statement'], 80)}", fontsize=9)
         ax.legend(fontsize=7)
-        fig.tight_layout()
+        setting = "\n".join(_wrap(r, 110) for r in _recipes(m))  # the setting on the figure, as the sweeps'
+        lines = setting.count("\n") + 1 if setting else 0
+        fig.set_size_inches(6.4, 4.0 + 0.12 * lines)
+        if setting:
+            fig.text(0.01, 0.005, setting, fontsize=6, va="bottom", ha="left")
+        fig.tight_layout(rect=(0, (0.12 * lines + 0.05) / (4.0 + 0.12 * lines), 1, 1))
         path = pathlib.Path(root) / c["results"] / "claim.png"
         os.makedirs(path.parent, exist_ok=True)
         try:
@@ -836,6 +841,23 @@ def write_figures(root: pathlib.Path, claims_doc: Dict[str, Any]) -> List[str]:
             plt.close(fig)
         written.append(str(path))
     return written
+
+
+def _recipes(measured: Any) -> List[str]:
+    """Every distinct ``recipe`` (a sweep's setting, :func:`recipe`) in a claim's measured numbers."""
+    out: List[str] = []
+    if isinstance(measured, dict):
+        for k, v in measured.items():
+            if k == "recipe":  # one sweep's recipe, or {sweep label: recipe}
+                found = [v] if isinstance(v, str) else [f"{lab}: {r}" for lab, r in v.items() if isinstance(r, str)] \
+                    if isinstance(v, dict) else []
+            else:
+                found = _recipes(v)
+            out += [r for r in found if r not in out]
+    elif isinstance(measured, list):
+        for v in measured:
+            out += [r for r in _recipes(v) if r not in out]
+    return out
 
 
 def _wrap(text: str, width: int) -> str:
@@ -862,7 +884,9 @@ def _by_depth_plot(ax, series: Dict[str, Dict[str, Any]], bound: Optional[int] =
         ax.set_xticks(sorted(ticks))
     ax.axhline(LEARNED, color="grey", ls="--", lw=1, label=f"learned < {LEARNED}")
     if bound is not None:
-        ax.axvline(bound, color="tab:cyan", lw=2, label=bound_text or f"claimed depth {bound}")
+        from depthcraft.verify.crosscheck.report import PAPER_STYLE  # the sweeps' figure convention
+
+        ax.axvline(bound, **PAPER_STYLE, label=bound_text or f"paper's claim L={bound}")
     ax.set_xlabel("attention layers L")
     ax.set_ylabel("error (mean ± std over seeds)")
     ax.set_ylim(-0.02, 1.0)
@@ -902,7 +926,7 @@ def _fig_c2(ax, m) -> bool:
             if "training_distribution" in m[label]:
                 series[what.replace("held-out", "training distribution")] = \
                     _depth_series(m[label]["training_distribution"])
-    drawn = _by_depth_plot(ax, series, 2, "claimed: 2 layers")
+    drawn = _by_depth_plot(ax, series, 2, "paper's claim: 2 layers")
     for label, what in (("icqa", "ICQA"), ("tm_onehot", "TM one-hot")):
         if label in m:
             _control_points(ax, m[label].get("control"), 1, f"{what} control (2x heads, width)")
@@ -910,7 +934,7 @@ def _fig_c2(ax, m) -> bool:
 
 
 def _fig_c3(ax, m) -> bool:
-    drawn = _by_depth_plot(ax, {"ICTM (dense, distinct labels)": _depth_series(m)}, 3, "claimed: 3 layers")
+    drawn = _by_depth_plot(ax, {"ICTM (dense, distinct labels)": _depth_series(m)}, 3, "paper's claim: 3 layers")
     _control_points(ax, m.get("control"), 2, "control at L=2 (2x heads, width)")
     return drawn
 
@@ -946,7 +970,7 @@ def _fig_c6(ax, m) -> bool:
     drawn = _by_depth_plot(ax, series)
     for k, v in m.items():
         if k.startswith("d="):
-            ax.axvline(v["bound"], ls=":", lw=1.5, color="tab:cyan")
+            ax.axvline(v["bound"], ls=":", lw=1.5, color="tab:orange")
     ax.text(0.02, 0.95, "dotted: Mușat's lower bound ceil(log_3 2D) per D", transform=ax.transAxes, fontsize=7)
     return drawn
 

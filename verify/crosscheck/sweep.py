@@ -434,7 +434,7 @@ def _train_curve(cfg: SweepConfig, data: TaskData, run: RunSpec, ckpt: str, eval
 DEFAULT_CURVE_POINTS = 20
 
 
-def _seed_groups(runs: List[RunSpec]) -> List[List[RunSpec]]:
+def seed_groups(runs: List[RunSpec]) -> List[List[RunSpec]]:
     """The runs that differ only in the seed, in plan order: one vmapped training call each."""
     groups: Dict[Any, List[RunSpec]] = {}
     for r in runs:
@@ -442,7 +442,7 @@ def _seed_groups(runs: List[RunSpec]) -> List[List[RunSpec]]:
     return list(groups.values())
 
 
-def _group_id(group: List[RunSpec]) -> str:
+def group_id(group: List[RunSpec]) -> str:
     """Checkpoint name of a seed group: the first run's id with its seed replaced by the seed list."""
     seeds = [r.train.seed for r in group]
     tag = f"seed{seeds[0]}" if len(seeds) == 1 else f"seeds{'-'.join(str(s) for s in seeds)}"
@@ -511,7 +511,7 @@ def train_group(cfg: SweepConfig, out_dir: str, group: List[RunSpec], *, fresh: 
     run0 = group[0]
     data = _group_data(cfg, task, run0)
     eval_conds = _eval_conditions(cfg, run0)
-    ckpt = os.path.join(out_dir, "checkpoints", _group_id(group) if cfg.trainer == "fast" else run0.run_id)
+    ckpt = os.path.join(out_dir, "checkpoints", group_id(group) if cfg.trainer == "fast" else run0.run_id)
     if fresh and os.path.isdir(ckpt):
         shutil.rmtree(ckpt)
     rec = read_meta(ckpt)
@@ -558,6 +558,24 @@ def _train_group_remote(cfg: SweepConfig, out_dir: str, group: List[RunSpec], fr
     return outcomes, plateau
 
 
+def _thread_groups(cfg: SweepConfig, out_dir: str, groups: List[List[RunSpec]], first: List[int], total: int,
+                   fresh: bool, progress: Progress, finish: Callable, workers: int) -> None:
+    """Train the groups in up to ``workers`` threads (JAX releases the GIL while the device
+    computes) and call ``finish(i, outcomes, plateau)`` in this thread as each completes."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending = {pool.submit(train_group, cfg, out_dir, g, fresh=fresh): i for i, g in enumerate(groups)}
+        progress.message(f"{len(groups)} group(s) of runs in {min(workers, len(groups))} thread(s)")
+        for fut in as_completed(pending):
+            i = pending[fut]
+            outcomes, plateau = fut.result()
+            for j, (run, outcome) in enumerate(zip(groups[i], outcomes)):
+                progress.start_run(first[i] + j, total, run, outcome.resumed_from)
+                progress.step(run, outcome.steps_done or run.train.steps, None)
+            finish(i, outcomes, plateau)
+
+
 def _ray_groups(cfg: SweepConfig, out_dir: str, groups: List[List[RunSpec]], first: List[int], total: int,
                 fresh: bool, progress: Progress, finish: Callable, address: Optional[str]) -> None:
     """Train every group as one Ray task (1 CPU each) and call ``finish(i, outcomes, plateau)`` as
@@ -590,7 +608,8 @@ def _ray_groups(cfg: SweepConfig, out_dir: str, groups: List[List[RunSpec]], fir
 
 def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: Optional[Progress] = None,
               command: Optional[str] = None, plot: bool = True, ray: bool = False,
-              ray_address: Optional[str] = None) -> Dict[str, Any]:
+              ray_address: Optional[str] = None, workers: int = 1,
+              infos: Optional[List[ConstructionInfo]] = None) -> Dict[str, Any]:
     """Train, evaluate and align every run of the sweep; write ``results.json`` and the plot.
 
     Args:
@@ -601,13 +620,16 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         fresh: delete existing checkpoints of these runs first (default: resume them).
         progress: callbacks (None = silent).
         command: the command line, recorded in the results.
-        plot: also write the PNG plots.
+        plot: also write the figures (:func:`verify.crosscheck.report.write_figures`).
         ray: train the groups of runs as Ray tasks (:func:`_ray_groups`), each with the same seeds,
             checkpoints and code as the sequential path; evaluation and alignment stay in this
             process. Uses the Ray instance already initialised in this process if any, else joins
             ``ray_address`` (a cluster: ``out_dir`` must be on a filesystem every node shares,
             for the checkpoints), else starts a local instance (shut down at the end).
         ray_address: address of a running Ray cluster (implies ``ray``).
+        workers: train up to this many groups at once in threads of this process (one GPU: every
+            depth at once, as scripts/paper_gpu.py does; per-step progress is not reported then).
+        infos: each condition's :func:`condition_info`, when the caller built them already.
     Returns:
         The results dict (as written to ``results.json``); ``runs`` in plan order either way.
     Raises:
@@ -626,9 +648,12 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         raise ParameterError(f"cannot create the output directory {out_dir}: {e.strerror}") from None
     task = get_task(cfg.task)
     t_start = time.perf_counter()
-    if cfg.construction:
-        progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
-    infos = [condition_info(cfg, c) for c in cfg.conditions]
+    if infos is None:
+        if cfg.construction:
+            progress.message(f"building construction {cfg.construction} for {len(cfg.conditions)} condition(s)")
+        infos = [condition_info(cfg, c) for c in cfg.conditions]
+    elif len(infos) != len(cfg.conditions):
+        raise ParameterError(f"infos: {len(infos)} given for {len(cfg.conditions)} conditions")
     runs = plan(cfg, [i.bound for i in infos])
     progress.begin(runs)
     records: List[Dict[str, Any]] = []
@@ -641,7 +666,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         out["supervision"] = supervision
         return out
 
-    groups = _seed_groups(runs) if cfg.trainer == "fast" else [[r] for r in runs]
+    groups = seed_groups(runs) if cfg.trainer == "fast" else [[r] for r in runs]
     first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # plan index of each group's run 0
     done: Dict[int, List[Dict[str, Any]]] = {}
 
@@ -660,6 +685,8 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
 
     if ray:
         _ray_groups(cfg, out_dir, groups, first, len(runs), fresh, progress, finish, ray_address)
+    elif workers > 1:
+        _thread_groups(cfg, out_dir, groups, first, len(runs), fresh, progress, finish, workers)
     else:
         for i, group in enumerate(groups):
             finish(i, *train_group(cfg, out_dir, group, fresh=fresh, progress=progress,
@@ -667,5 +694,5 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
     results = results_now()
     report.write_results(out_dir, results)
     if plot:
-        report.write_plot(out_dir, results)
+        report.write_figures(out_dir, results)
     return results
