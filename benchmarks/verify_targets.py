@@ -1,8 +1,8 @@
 """Wall time and peak memory of ``depthcraft verify`` at the sizes of issue 12's table.
 
-Each case runs ``depthcraft verify NAME -p ... --samples S`` in its own process and records
-its wall time, its peak resident memory (``wait4``'s ``ru_maxrss``), its exit status and the
-report's verdict; a case that runs past ``--timeout`` seconds is stopped and recorded as
+Each case runs ``depthcraft verify NAME -p ... --samples S`` (or ``depthcraft verify --all``) in its own process and records
+its wall time, its peak resident memory (``wait4``'s ``ru_maxrss``), its exit status, the
+report's verdict and the machine's load average before and after (a shared machine); a case that runs past ``--timeout`` seconds is stopped and recorded as
 such. Targets (issue 12) are printed next to each case, not asserted.
 
     python benchmarks/verify_targets.py                      # every case, 300 s each
@@ -31,11 +31,13 @@ CASES = (
     ("khop_doubling", {"k": 64, "n": 512}, 200, None, None),
     ("khop_doubling", {"k": 64, "n": 1024}, 1000, 300, 4.0),
     ("khop_constant_width", {"k": 16, "n": 1024}, 200, 60, None),
+    ("--all", {}, 1000, 90, None),
 )
 
 
 def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples: int, timeout: float,
-             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+             env: Optional[Dict[str, str]] = None, stderr_file: Optional[str] = None,
+             report_file: Optional[str] = None) -> Dict[str, Any]:
     """Run one ``depthcraft verify`` and measure it.
 
     Args:
@@ -43,6 +45,8 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
         name, params, samples: the construction, its ``-p`` parameters, ``--samples``.
         timeout: seconds before the process is stopped.
         env: environment of the process (default: this one's).
+        stderr_file: write the process's whole stderr here (e.g. a ``/usr/bin/time -v`` report).
+        report_file: copy the verify report (JSON) here.
     Returns:
         {"construction", "params", "samples", "argv", "exit", "timed_out", "wall_s", "peak_rss_mib",
          "passed", "report_seconds"} (``passed``/``report_seconds`` None without a report).
@@ -50,9 +54,12 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         argv = list(command) + ["verify", name] + [a for k, v in params.items() for a in ("-p", f"{k}={v}")] + \
-            ["--samples", str(samples), "--json", report]
+            (["--samples", str(samples)] if name != "--all" else []) + ["--json", report]
+        load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        err_path = os.path.join(tmp, "stderr.txt")  # a file, not a pipe: a long stderr never blocks the process
+        err_out = open(err_path, "w", encoding="utf-8")
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_out, env=env)
         timed_out = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -65,12 +72,22 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
                 break
             time.sleep(0.2)
         wall = time.perf_counter() - t0
+        load_after = os.getloadavg()
         proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        err_out.close()
+        with open(err_path, encoding="utf-8", errors="replace") as f:
+            err = f.read()
+        if stderr_file:
+            with open(stderr_file, "w", encoding="utf-8") as f:
+                f.write(err)
+        # a command wrapped in `timeout S` (e.g. under /usr/bin/time -v) exits 124 when stopped
+        timed_out = timed_out or proc.returncode == 124
         passed, seconds = None, None
         if os.path.exists(report):
             with open(report, encoding="utf-8") as f:
                 data = json.load(f)
+            if report_file:
+                write_json_atomic(report_file, data)
             reports = data.get("results", [])
             passed = bool(data.get("passed"))
             seconds = sum(r.get("seconds", 0) for r in reports)
@@ -79,6 +96,8 @@ def run_case(command: Sequence[str], name: str, params: Dict[str, int], samples:
             "exit": proc.returncode, "timed_out": timed_out, "wall_s": round(wall, 1),
             "peak_rss_mib": round(usage.ru_maxrss / 1024), "passed": passed,
             "report_seconds": None if seconds is None else round(seconds, 1),
+            "load_1min_before": round(load_before, 2), "load_1min_after": round(load_after[0], 2),
+            "load_5min_after": round(load_after[1], 2),
             "stderr_tail": err.strip().splitlines()[-1] if err.strip() else ""}
 
 
@@ -92,6 +111,8 @@ def main() -> None:
                     help="how to start depthcraft (default: this Python's -m depthcraft)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--append", action="store_true", help="add the cases to those already in --json")
+    ap.add_argument("--stderr-dir", help="write each case's stderr to DIR/verify_<i>.stderr.txt")
+    ap.add_argument("--reports-dir", help="keep each case's verify report as DIR/verify_<i>.report.json")
     args = ap.parse_args()
     bad = [i for i in args.cases if not 0 <= i < len(CASES)]
     if bad:
@@ -101,7 +122,10 @@ def main() -> None:
     print(f"{'case':<36} {'wall s':>7} {'RSS MiB':>8} {'exit':>5} {'passed':>7}  target")
     for i in args.cases:
         name, params, samples, t_wall, t_rss = CASES[i]
-        row = run_case(shlex.split(args.command), name, params, samples, args.timeout)
+        err_file = os.path.join(args.stderr_dir, f"verify_{i}.stderr.txt") if args.stderr_dir else None
+        report_file = os.path.join(args.reports_dir, f"verify_{i}.report.json") if args.reports_dir else None
+        row = run_case(shlex.split(args.command), name, params, samples, args.timeout, stderr_file=err_file,
+                       report_file=report_file)
         row["target_wall_s"], row["target_rss_gib"] = t_wall, t_rss
         rows.append(row)
         label = f"{name} " + " ".join(f"{k}={v}" for k, v in params.items()) + f" s={samples}"

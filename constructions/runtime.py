@@ -350,18 +350,9 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
         :class:`ForwardOutput`.
     """
     rnd = mantissa_rounder(mantissa_bits)
-    params = jax.tree_util.tree_map(  # weights to the compute dtype; a plan's gather indices stay integers
-        lambda a: a if jnp.issubdtype(a.dtype, jnp.integer) else rnd(a.astype(dtype)), params)
-    _, t = ids.shape
-    x = rnd(params["embed"]["token"][ids] + params["embed"]["pos"][:t][None])
-    mask = jnp.ones((t, t), bool)
-    if arch.causal:
-        mask = jnp.tril(mask)
-    mask = jnp.broadcast_to(mask, (ids.shape[0], 1, t, t))
-    query_ok = jnp.ones((ids.shape[0], 1, t), bool)
-    if arch.pad_id is not None:
-        mask = mask & (ids != arch.pad_id)[:, None, None, :]
-        query_ok = (ids != arch.pad_id)[:, None, :]
+    params = _cast(params, dtype, rnd)
+    x = _embed(params, ids, rnd)
+    mask, query_ok = _masks(ids, arch)
     maps, masses = [], []
     trace = {"residuals": [x], "head_outputs": [], "scores": []} if collect_residuals else None
     for spec, p in zip(arch.sublayers, params["layers"]):
@@ -375,12 +366,95 @@ def forward(params: Dict[str, Any], ids: jax.Array, arch: Arch, collect_attentio
             x = _mlp(x, h, p, spec, rnd)
         if trace is not None:
             trace["residuals"].append(x)
-    out = _layer_norm(x, params["ln_final"]) if arch.layer_norm else x
-    logits = _proj(out, params["unembed"], "w")
-    if "b" in params["unembed"]:
-        logits = logits + params["unembed"]["b"]
+    logits = _readout(params, x, arch)
     if trace is None:
         return ForwardOutput(logits=logits, attention=tuple(maps), attn_mass=tuple(masses), residual=x)
     return ForwardOutput(logits=logits, attention=tuple(maps), attn_mass=tuple(masses), residual=x,
                          residuals=tuple(trace["residuals"]), head_outputs=tuple(trace["head_outputs"]),
                          scores=tuple(trace["scores"]))
+
+
+def _cast(params, dtype, rnd):
+    """Weights to the compute dtype (rounded by ``rnd``); a plan's gather indices stay integers."""
+    return jax.tree_util.tree_map(
+        lambda a: a if jnp.issubdtype(a.dtype, jnp.integer) else rnd(a.astype(dtype)), params)
+
+
+def _embed(params, ids, rnd):
+    """[batch, seq] ids -> [batch, seq, D] token plus position embeddings."""
+    _, t = ids.shape
+    return rnd(params["embed"]["token"][ids] + params["embed"]["pos"][:t][None])
+
+
+def _masks(ids, arch: Arch):
+    """(mask [batch, 1, seq, seq] bool: keys each query may attend, query_ok [batch, 1, seq] bool: non-PAD)."""
+    _, t = ids.shape
+    mask = jnp.ones((t, t), bool)
+    if arch.causal:
+        mask = jnp.tril(mask)
+    mask = jnp.broadcast_to(mask, (ids.shape[0], 1, t, t))
+    query_ok = jnp.ones((ids.shape[0], 1, t), bool)
+    if arch.pad_id is not None:
+        mask = mask & (ids != arch.pad_id)[:, None, None, :]
+        query_ok = (ids != arch.pad_id)[:, None, :]
+    return mask, query_ok
+
+
+def _readout(params, x, arch: Arch):
+    """[batch, seq, D] final residual stream -> [batch, seq, O] logits."""
+    out = _layer_norm(x, params["ln_final"]) if arch.layer_norm else x
+    logits = _proj(out, params["unembed"], "w")
+    if "b" in params["unembed"]:
+        logits = logits + params["unembed"]["b"]
+    return logits
+
+
+def _sublayer(x, p, spec: SublayerSpec, arch: Arch, mask, query_ok):
+    """The residual stream after one sublayer (float32, no trace, no margins)."""
+    h = _layer_norm(x, p["ln"]) if arch.layer_norm else x
+    if spec.kind == "attn":
+        return _attention(x, h, p, spec, mask, query_ok, arch.attention, False)[0]
+    return _mlp(x, h, p, spec)
+
+
+@functools.partial(jax.jit, static_argnames=("arch",))
+def ablated_logits(params: Dict[str, Any], ids: jax.Array, arch: Arch) -> jax.Array:
+    """Logits of the model with each attention sublayer removed in turn, from one shared prefix.
+
+    Removing attention sublayer ``a`` (``arch.sublayers[i]``) leaves the residual stream before
+    it as the full model computes it; the ablated model then runs only sublayers ``i + 1 ...``
+    from there. Every prefix is computed once per call (the residual stream is carried forward
+    through each attention sublayer after its ablated suffix branches off), so a call costs the
+    forward up to the last attention sublayer plus one suffix per attention sublayer, instead of
+    one whole forward per ablated layer. The removed sublayer is skipped, not run with zero output
+    weights: the same residual stream as adding its zero output (for finite activations).
+
+    Used by :func:`verify.ablation.ablate`; float32, no mantissa emulation, no margins.
+
+    Args:
+        params: weights (planned or dense), layout in the module docstring.
+        ids: [batch, seq] int32 token ids.
+        arch: static architecture.
+    Returns:
+        [n_attn, batch, seq, O] float32 logits, entry ``a`` with the ``a``-th attention sublayer
+        (0-based) removed.
+    Raises:
+        ValueError: the architecture has no attention sublayer.
+    """
+    attn = [i for i, s in enumerate(arch.sublayers) if s.kind == "attn"]
+    if not attn:
+        raise ValueError("ablated_logits: the architecture has no attention sublayer to remove")
+    params = _cast(params, jnp.float32, lambda a: a)
+    mask, query_ok = _masks(ids, arch)
+    x = _embed(params, ids, lambda a: a)
+    layers = params["layers"]
+    out = []
+    for i in range(attn[-1] + 1):
+        if i in attn:  # the model without sublayer i: the suffix from the residual stream before it
+            y = x
+            for j in range(i + 1, len(arch.sublayers)):
+                y = _sublayer(y, layers[j], arch.sublayers[j], arch, mask, query_ok)
+            out.append(_readout(params, y, arch))
+        if i < attn[-1]:
+            x = _sublayer(x, layers[i], arch.sublayers[i], arch, mask, query_ok)
+    return jnp.stack(out)

@@ -26,6 +26,14 @@ Patches (``PATCHES``):
     assembly of a D-wide residual stream. The patched version writes the
     same float64 matrix (1.0 where the directions are equal, 0.0 elsewhere)
     in O(D_from + D_to). Measured in docs/performance.md (section Build).
+``fast_basis_vector``
+    ``tracr.craft.bases.VectorSpaceWithBasis.vector_from_basis_direction``
+    builds its one-hot vector as a row of ``np.eye(num_dims)``: O(D^2) time and
+    memory per vector. tracr's blocks and the project's hand-built heads
+    (``constructions.heads``: one call per entry of a head's OV table) call it
+    once per direction of a space, O(D^3) in all. The patched version writes
+    the same float64 vector (1.0 at the direction's index, 0.0 elsewhere) in
+    O(D). Measured in docs/performance.md (section Build).
 """
 
 from __future__ import annotations
@@ -38,9 +46,10 @@ import numpy as np
 from tracr.craft import bases, vectorspace_fns
 
 #: The patches, by name (see the module docstring).
-PATCHES = ("zero_init", "fast_project")
+PATCHES = ("zero_init", "fast_project", "fast_basis_vector")
 
 _ORIGINAL_PROJECT = vectorspace_fns.project
+_ORIGINAL_BASIS_VECTOR = bases.VectorSpaceWithBasis.vector_from_basis_direction
 _lock = threading.RLock()
 _off: Dict[str, int] = {}
 
@@ -70,6 +79,24 @@ def index_project(from_space: bases.VectorSpaceWithBasis,
     return vectorspace_fns.Linear(from_space, to_space, matrix)
 
 
+def index_basis_vector(space: bases.VectorSpaceWithBasis,
+                       basis_direction: bases.BasisDirection) -> bases.VectorInBasis:
+    """tracr's ``VectorSpaceWithBasis.vector_from_basis_direction`` without ``np.eye``: the same vector, bit for bit.
+
+    Args:
+        space: the space (D directions).
+        basis_direction: one of its directions.
+    Returns:
+        ``space.make_vector(m)`` with ``m`` float64 [D]: 1.0 at the direction's index, 0.0 elsewhere.
+    Raises:
+        KeyError: ``basis_direction`` is not a direction of ``space`` (as tracr raises).
+    """
+    i = space.index_by_direction[basis_direction]
+    magnitudes = np.zeros(space.num_dims)
+    magnitudes[i] = 1.0
+    return space.make_vector(magnitudes)
+
+
 def _zeros(self, shape, dtype=np.float32):
     return np.zeros(shape, dtype)
 
@@ -83,6 +110,8 @@ def is_active(name: str) -> bool:
     _check(name)
     if name == "fast_project":
         return vectorspace_fns.project is index_project
+    if name == "fast_basis_vector":
+        return bases.VectorSpaceWithBasis.vector_from_basis_direction is index_basis_vector
     import haiku as hk
 
     return hk.initializers.TruncatedNormal.__call__ is _zeros
@@ -106,14 +135,18 @@ def applied() -> Iterator[None]:
     with _lock:
         saved_project = vectorspace_fns.project
         saved_init = hk.initializers.TruncatedNormal.__call__
+        saved_vector = bases.VectorSpaceWithBasis.vector_from_basis_direction
         if not _off.get("fast_project"):
             vectorspace_fns.project = index_project
+        if not _off.get("fast_basis_vector"):
+            bases.VectorSpaceWithBasis.vector_from_basis_direction = index_basis_vector
         if not _off.get("zero_init"):
             hk.initializers.TruncatedNormal.__call__ = _zeros
         try:
             yield
         finally:
             vectorspace_fns.project = saved_project
+            bases.VectorSpaceWithBasis.vector_from_basis_direction = saved_vector
             hk.initializers.TruncatedNormal.__call__ = saved_init
 
 
@@ -140,3 +173,9 @@ def original_project(from_space: bases.VectorSpaceWithBasis,
                      to_space: bases.VectorSpaceWithBasis) -> vectorspace_fns.Linear:
     """tracr's own ``vectorspace_fns.project`` (unpatched), for comparisons."""
     return _ORIGINAL_PROJECT(from_space, to_space)
+
+
+def original_basis_vector(space: bases.VectorSpaceWithBasis,
+                          basis_direction: bases.BasisDirection) -> bases.VectorInBasis:
+    """tracr's own ``VectorSpaceWithBasis.vector_from_basis_direction`` (unpatched), for comparisons."""
+    return _ORIGINAL_BASIS_VECTOR(space, basis_direction)

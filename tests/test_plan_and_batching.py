@@ -174,9 +174,18 @@ def test_performance_renderers_on_synthetic_results(tmp_path):
         "construction": "khop_doubling", "vocab": 4, "cpus": 2,
         "sizes": [{"k": 16, "n": 100, "d_model": 742, "rows": [row, skipped], "apply": None,
                    "best": {"jit(tracr)": [50.0, 16], "dense": [100.0, 16], "plan": [300.0, 16]}}]}))
+    measured = {"construction": "khop_doubling", "k": 16, "n": 100, "d_model": 540, "flops_per_seq": 36e6,
+                "rates": {"apply": 0.5, "jit(tracr)": 50.0, "runtime": 300.0, "reference": 6000.0},
+                "best_batch": {"jit(tracr)": 16, "runtime": 32}, "memory_mib": {"jit(tracr)": 80.0, "runtime": 20.0},
+                "gflops_per_s": {"jit(tracr)": 1.8, "runtime": 10.8, "apply": 0.02}, "not_run": {},
+                "matmul_gflops_per_s": 60.0, "load_1min": 2.0}
+    wide = dict(measured, n=1024, d_model=5160, rates={"runtime": 2.0, "reference": 900.0},
+                not_run={"apply": "not run: d_model grows", "jit(tracr)": "not run: d_model grows"})
+    (perf / "benchmark.json").write_text(json.dumps({"cpus": 2, "runs": [{"peak_rss_mib": 900}],
+                                                   "cases": [measured, wide]}))
     case = {"construction": "khop_doubling", "params": {"k": 16, "n": 256}, "samples": 200, "exit": 0,
             "timed_out": False, "wall_s": 75.0, "peak_rss_mib": 1500, "passed": True, "target_wall_s": 60,
-            "target_rss_gib": None}
+            "target_rss_gib": None, "load_1min_before": 1.96, "load_1min_after": 2.31}
     stopped = dict(case, params={"k": 64, "n": 1024}, timed_out=True, wall_s=300.2, exit=-9, passed=None,
                    target_wall_s=300, target_rss_gib=4.0)
     (perf / "verify_targets.json").write_text(json.dumps({"timeout_s": 300, "cpus": 2, "cases": [case, stopped]}))
@@ -184,6 +193,18 @@ def test_performance_renderers_on_synthetic_results(tmp_path):
     assert "| k=16 n=100 (d_model 742) | 16 | 50.0 | 100.0 | 300.0 | 2.00x | 6.00x |" in text
     assert "skipped: residual stream 7.2 GiB" in text
     assert "| 6.00x |" in docgen.render_runtime_summary(tmp_path)
+    text = docgen.render_benchmark(tmp_path)
+    assert ("| `khop_doubling` k=16 n=100 | 540 | 36.0 | 0.5/s | 50.00/s (batch 16) | 300/s (batch 32) | "
+            "6,000/s | 6.00x | 600x | 0.05x | 80.0 / 20.0 | 1.80 / 10.80 | 60 | 2.0 |") in text
+    assert "| — (not run: d_model grows) | — (not run: d_model grows) | 2.00/s (batch 32) | 900/s | — | — |" in text
+    assert "| 540 | 300/s (batch 32) | 6.00x | 600x |" in docgen.render_benchmark_summary(tmp_path)
+    (perf / "ablation.json").write_text(json.dumps([{
+        "construction": "khop_doubling", "params": {"k": "64", "n": "512"}, "d_model": 3636, "attn_layers": 8,
+        "inputs": 42, "old_first_s": 40.0, "old_s": 36.0, "new_first_s": 25.0, "new_s": 20.0, "same_result": True,
+        "load_1min": 3.04}]))
+    assert ("| `khop_doubling` k=64 n=512 | 3636 | 8 | 42 | 40.0 s / 36.0 s | 25.0 s / 20.0 s | 1.80x | yes | 3.0 |"
+            in docgen.render_ablation(tmp_path))
     targets = docgen.render_verify_targets(tmp_path)
-    assert "| `khop_doubling` k=16 n=256, 200 samples | 75.0 s, 1,500 MiB | < 60 s | **not met** |" in targets
+    assert "| `khop_doubling` k=16 n=256, 200 samples | 75.0 s, 1,500 MiB | 2.0 -> 2.3 | < 60 s | **not met** |" \
+        in targets
     assert "> 300 s (stopped)" in targets and targets.count("**not met**") == 2

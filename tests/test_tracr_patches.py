@@ -100,8 +100,34 @@ def test_patches_active_only_inside_applied():
 
 
 def test_unknown_patch_name_is_refused():
-    with pytest.raises(ValueError, match="unknown tracr patch 'nope'; the patches are zero_init, fast_project"):
+    with pytest.raises(ValueError, match="unknown tracr patch 'nope'; the patches are zero_init, fast_project, fast_basis_vector"):
         with tracr_patches.disabled("nope"):
             pass
     with pytest.raises(ValueError, match="unknown tracr patch"):
         tracr_patches.is_active("nope")
+
+
+@pytest.mark.parametrize("space", [
+    _space(("a", 0), ("a", 1), ("b", None), ("one",)),
+    _space(("t", 1), ("t", "BOS"), ("t", "PAD")),
+    _space(("x", 0)),
+])
+def test_index_basis_vector_equals_tracr(space):
+    for d in space.basis:
+        ours = tracr_patches.index_basis_vector(space, d)
+        theirs = tracr_patches.original_basis_vector(space, d)
+        assert ours.magnitudes.dtype == theirs.magnitudes.dtype == np.float64
+        assert ours.magnitudes.tobytes() == theirs.magnitudes.tobytes()
+        assert ours.basis_directions == theirs.basis_directions
+    with pytest.raises(KeyError):
+        tracr_patches.index_basis_vector(space, bases.BasisDirection("absent"))
+
+
+def test_basis_vector_patch_on_only_inside_applied():
+    space = _space(("a", 0), ("a", 1))
+    assert not tracr_patches.is_active("fast_basis_vector")
+    with tracr_patches.applied():
+        assert tracr_patches.is_active("fast_basis_vector")
+        v = space.vector_from_basis_direction(bases.BasisDirection("a", 1))
+        np.testing.assert_array_equal(v.magnitudes, [0.0, 1.0])  # from the definition
+    assert not tracr_patches.is_active("fast_basis_vector")

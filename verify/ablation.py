@@ -2,9 +2,9 @@
 
 A construction claims a depth; if removing one of its attention layers leaves the
 model exact on the checked inputs, that layer is redundant and the claimed depth is not
-tight for this construction. :func:`ablate` zeroes each attention sublayer's output
-projection (the layer then adds exactly 0 to the residual stream) and runs the same
-inputs; ``exact_fraction`` is the fraction of inputs still exact at every scored
+tight for this construction. :func:`ablate` removes each attention sublayer in turn
+(the layer adds nothing to the residual stream, as with its output projection zeroed,
+:func:`without_layer`) and runs the same inputs; ``exact_fraction`` is the fraction of inputs still exact at every scored
 position. A layer with ``exact_fraction == 1`` is redundant.
 """
 
@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterable, List
 
+import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
-from depthcraft.verify.checks import check_batches, pack
+from depthcraft.constructions.runtime import ablated_logits
+from depthcraft.verify.checks import batch_rows, bucket, check_batches, pack
 from depthcraft.verify.tasks.base import Task
 
 
@@ -39,22 +41,67 @@ def without_layer(model: CompiledModel, attn_index: int) -> CompiledModel:
 def ablate(model: CompiledModel, task: Task, p: Dict[str, Any], inputs: List[np.ndarray]) -> List[Dict[str, Any]]:
     """Exactness with each attention layer removed in turn.
 
+    Every input is run once per call of :func:`constructions.runtime.ablated_logits`, which
+    computes the residual stream before each attention layer once and runs only the rest of
+    the model from there for that layer's ablation: the same logits as running
+    :func:`without_layer` from the embeddings (tests/test_ablation.py), in about half the
+    forward work for a deep model.
+
     Args:
         model: the compiled model.
         task, p: its task and resolved parameters.
         inputs: the checked inputs, a list of [b_i, n_i] arrays.
     Returns:
         One entry per attention layer, in order: ``{"layer": l (1-based), "exact_fraction": f,
-        "redundant": f == 1.0}``.
+        "redundant": f == 1.0}`` (``f`` over all the inputs).
     """
     n_attn = sum(s.kind == "attn" for s in model.arch.sublayers)
-    packed = pack(model, task, p, inputs)  # one reference and one encoded batch for every ablated layer
+    if n_attn == 0:
+        return []
+    packed = pack(model, task, p, inputs)  # labelled and encoded once
+    batch = batch_rows(model)
+    total, failed = 0, np.zeros(n_attn, np.int64)
+    for pk in packed:
+        logits = np.concatenate([_ablated_rows(model, pk.ids[s:s + batch], batch)
+                                 for s in range(0, len(pk.ids), batch)], axis=1)  # [n_attn, rows, T, O]
+        start = 0
+        for x, expected, scored in pk.items:
+            rows = slice(start, start + len(x))
+            start += len(x)
+            total += len(x)
+            for a in range(n_attn):
+                got = model.decode(np.asarray(logits[a, rows, 1:x.shape[1] + 1], np.float64), task.none_value)
+                failed[a] += int(((task.mismatch(p, got, expected) & scored).any(1)).sum())
+    out = []
+    for a in range(n_attn):
+        frac = 1.0 - failed[a] / total if total else 0.0
+        out.append({"layer": a + 1, "exact_fraction": round(float(frac), 6),
+                    "redundant": total > 0 and int(failed[a]) == 0})
+    return out
+
+
+def ablate_from_embeddings(model: CompiledModel, task: Task, p: Dict[str, Any],
+                           inputs: List[np.ndarray]) -> List[Dict[str, Any]]:
+    """:func:`ablate` as it was computed before the shared prefixes: each :func:`without_layer` model
+    checked from the embeddings (one whole forward per input and layer). The reference the tests and
+    ``benchmarks/ablation_speed.py`` compare :func:`ablate` with; same arguments and result."""
+    n_attn = sum(s.kind == "attn" for s in model.arch.sublayers)
+    packed = pack(model, task, p, inputs)
     out = []
     for a in range(n_attn):
         res = check_batches(without_layer(model, a), task, p, packed, f"ablate layer {a + 1}")
         frac = 1.0 - res.failed / res.inputs if res.inputs else 0.0
         out.append({"layer": a + 1, "exact_fraction": round(frac, 6), "redundant": res.inputs > 0 and res.failed == 0})
     return out
+
+
+def _ablated_rows(model: CompiledModel, ids: np.ndarray, batch: int) -> np.ndarray:
+    """:func:`ablated_logits` of ids [rows <= batch, T], padded to :func:`bucket` rows -> [n_attn, rows, T, O]."""
+    rows = len(ids)
+    size = bucket(rows, batch)
+    if rows < size:  # pad with copies of the first row (their outputs are dropped)
+        ids = np.concatenate([ids, np.repeat(ids[:1], size - rows, axis=0)])
+    return np.asarray(ablated_logits(model.jparams, jnp.asarray(ids), model.arch))[:, :rows]
 
 
 def ablation_inputs(task: Task, p: Dict[str, Any], samples: int, seed: int) -> List[np.ndarray]:

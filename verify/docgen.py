@@ -504,13 +504,24 @@ def render_theorems_musat(root: pathlib.Path) -> str:
 
 
 RUNTIME = "results/performance/runtime.json"
+#: The benchmark table of issue 12 (``benchmarks/runtime_speed.py --json``).
+BENCHMARK = "results/performance/benchmark.json"
 TRAIN_SPEED = "results/performance/train_speed.json"
 VERIFY_TARGETS = "results/performance/verify_targets.json"
 VERIFY_TARGETS_BEFORE = "results/performance/verify_targets_before.json"
 
 
 def _case_text(case: Mapping[str, Any]) -> str:
+    if case["construction"] == "--all":
+        return "`verify --all`"
     return f"`{case['construction']}` {params_text(case['params'])}, {case['samples']} samples"
+
+
+def _load_text(case: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The 1-minute load average before and after a case (``"2.1 -> 3.4"``), when recorded."""
+    if case is None or "load_1min_before" not in case:
+        return None
+    return f"{case['load_1min_before']:.1f} -> {case['load_1min_after']:.1f}"
 
 
 def _run_text(case: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -541,15 +552,35 @@ def render_verify_targets(root: pathlib.Path) -> str:
                    (not c.get("target_rss_gib") or c["peak_rss_mib"] < c["target_rss_gib"] * 1024))
             met = "met" if met else "**not met**"
         before_cell = [] if before_doc is None else [_run_text(before.get(key(c)))]
-        rows.append([_case_text(c), *before_cell, _run_text(c), target or None, met])
+        rows.append([_case_text(c), *before_cell, _run_text(c), _load_text(c), target or None, met])
     src = link(VERIFY_TARGETS) + ("" if before_doc is None else f", before: {link(VERIFY_TARGETS_BEFORE)}")
     head = (f"`depthcraft verify` wall time and peak RSS, one process per case, stopped after "
-            f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine), {src}:\n\n")
-    return head + table(["case", *([] if before_doc is None else ["before"]), "wall, peak RSS", "target", ""], rows)
+            f"{after['timeout_s']:.0f} s ({after['cpus']} CPUs, a shared machine; load: the 1-minute load "
+            f"average before and after the case), {src}:\n\n")
+    return head + table(["case", *([] if before_doc is None else ["before"]), "wall, peak RSS", "load", "target", ""],
+                        rows)
 
 
 def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
     return None if x is None or not base else f"{x / base:.2f}x"
+
+
+def _rate_text(case: Mapping[str, Any], impl: str) -> Optional[str]:
+    """``"1,234/s (batch 16)"``, or why the implementation was not run."""
+    rate = case["rates"].get(impl)
+    if rate is None:
+        why = case.get("not_run", {}).get(impl)
+        return f"— ({why})" if why else "—"
+    batch = case.get("best_batch", {}).get(impl)
+    text = f"{rate:,.0f}/s" if rate >= 100 else f"{rate:,.2f}/s" if rate >= 1 else f"{rate:.3g}/s"
+    return text + (f" (batch {batch})" if batch else "")
+
+
+def _x(x: Optional[float], base: Optional[float]) -> Optional[str]:
+    if x is None or not base:
+        return "—"
+    r = x / base
+    return f"{r:,.0f}x" if r >= 100 else f"{r:.2f}x" if r >= 0.01 else f"{r:.1e}x"
 
 
 def render_runtime(root: pathlib.Path) -> str:
@@ -577,6 +608,32 @@ def render_runtime(root: pathlib.Path) -> str:
                          "planned / jit"], rows)
 
 
+def render_benchmark(root: pathlib.Path) -> str:
+    """docs/performance.md: sequences/s of tracr apply, jit(tracr), the runtime and the numpy reference per case."""
+    d = load_json(root, BENCHMARK)
+    rows = []
+    for c in d["cases"]:
+        rt, rates = c["rates"]["runtime"], c["rates"]
+        mem = c.get("memory_mib", {})
+        gf = c.get("gflops_per_s", {})
+        rows.append([f"`{c['construction']}` k={c['k']} n={c['n']}", c["d_model"],
+                     f"{c['flops_per_seq'] / 1e6:,.1f}",
+                     *(_rate_text(c, i) for i in ("apply", "jit(tracr)", "runtime", "reference")),
+                     _x(rt, rates.get("jit(tracr)")), _x(rt, rates.get("apply")), _x(rt, rates.get("reference")),
+                     " / ".join(f"{mem[i]:,.1f}" if mem.get(i) is not None else "—" for i in ("jit(tracr)", "runtime")),
+                     " / ".join(f"{gf[i]:,.2f}" if gf.get(i) is not None else "—" for i in ("jit(tracr)", "runtime")),
+                     f"{c['matmul_gflops_per_s']:,.0f}", f"{c['load_1min']:.1f}"])
+    peak = max(r["peak_rss_mib"] for r in d["runs"])
+    head = (f"Sequences per second on the same compiled weights, one process per chunk of cases ({d['cpus']} CPUs, "
+            f"a shared machine: read the ratios, measured in the same process; peak RSS of the benchmark "
+            f"process {peak:,} MiB), {link(BENCHMARK)}. Memory: XLA's arguments + temporaries + outputs of "
+            f"one call at the best batch; FLOPs on the live (restricted) rows; matmul: a float32 1024^3 "
+            f"product's rate in the same process:\n\n")
+    return head + table(["case", "d_model", "MFLOP/seq", "tracr apply", "jit(tracr)", "runtime", "numpy reference",
+                         "runtime / jit", "runtime / apply", "runtime / reference", "MiB jit / runtime",
+                         "GFLOP/s jit / runtime", "matmul GFLOP/s", "load"], rows)
+
+
 def render_train_speed(root: pathlib.Path) -> str:
     """docs/performance.md: seed-steps per second of the training loop, the fast trainer and the grad-only ceiling."""
     d = load_json(root, TRAIN_SPEED)
@@ -595,6 +652,23 @@ def render_train_speed(root: pathlib.Path) -> str:
     return head + table(["trainer", "what", "seed-steps/s", "spread", "vs loop"], rows)
 
 
+ABLATION = "results/performance/ablation.json"
+
+
+def render_ablation(root: pathlib.Path) -> str:
+    """docs/performance.md: the layer ablation's time from the embeddings (before) and from shared prefixes (after)."""
+    rows = []
+    for c in load_json(root, ABLATION):
+        rows.append([f"`{c['construction']}` {params_text(c['params'])}", c["d_model"], c["attn_layers"], c["inputs"],
+                     f"{c['old_first_s']:.1f} s / {c['old_s']:.1f} s", f"{c['new_first_s']:.1f} s / {c['new_s']:.1f} s",
+                     _x(c["old_s"], c["new_s"]), "yes" if c["same_result"] else "**no**", f"{c['load_1min']:.1f}"])
+    return (f"Layer ablation of `depthcraft verify` (every attention layer removed in turn) on the same inputs, "
+            f"first run (compiling, no compilation cache) / second run, one process per case (2 CPUs, a shared "
+            f"machine), {link(ABLATION)}:\n\n" +
+            table(["case", "d_model", "attention layers", "inputs", "from the embeddings", "from shared prefixes",
+                   "speed-up (second runs)", "same result", "load"], rows))
+
+
 def render_runtime_summary(root: pathlib.Path) -> str:
     """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
     d = load_json(root, RUNTIME)
@@ -609,6 +683,19 @@ def render_runtime_summary(root: pathlib.Path) -> str:
     return (f"`{d['construction']}`, each at its best batch, same weights, one process "
             f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
             table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+
+
+def render_benchmark_summary(root: pathlib.Path) -> str:
+    """README: per case, the runtime's sequences/s at its best batch and its ratio to jit(tracr) and tracr apply."""
+    d = load_json(root, BENCHMARK)
+    rows = []
+    for c in d["cases"]:
+        rt, rates = c["rates"]["runtime"], c["rates"]
+        rows.append([f"`{c['construction']}` k={c['k']} n={c['n']}", c["d_model"], _rate_text(c, "runtime"),
+                     _x(rt, rates.get("jit(tracr)")), _x(rt, rates.get("apply"))])
+    return ("Each at its best batch, same weights, one process "
+            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
+            table(["case", "d_model", "runtime", "vs jit(tracr)", "vs tracr apply"], rows))
 
 
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
