@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import jax.numpy as jnp
 import numpy as np
 
+from depthcraft.constructions.devices import device_count, replicate, split_rows
 from depthcraft.constructions.errors import InputError
 from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward, plan
 
@@ -73,6 +74,7 @@ class CompiledModel:
                 self._int_lut = lut
         self._jparams = None
         self._dense_jparams = None
+        self._replicated: Dict[bool, Any] = {}  # planned -> weights on every local device (devices.replicate)
 
     # ------------------------------------------------------------------ vocab
     @property
@@ -172,17 +174,25 @@ class CompiledModel:
 
     def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
                     mantissa_bits=None, collect_residuals: bool = False,
-                    planned: Optional[bool] = None) -> ForwardOutput:
+                    planned: Optional[bool] = None, split: bool = False) -> ForwardOutput:
         """Run the jitted forward on ids [batch, seq] (see :func:`constructions.runtime.forward`).
 
         ``planned``: use the planned weights (:attr:`jparams`: one-hot projections as gathers,
         exactly equal outputs) or the dense ones (:attr:`dense_jparams`). Default (None): planned
         in float32 without mantissa emulation, dense otherwise (precision studies round every
         matmul result as the dense forward computes it).
+
+        ``split``: run the rows split over every local JAX device, the weights replicated
+        (:mod:`constructions.devices`; the same outputs); the batch must then be a multiple of
+        the device count (ValueError otherwise). With one device it changes nothing.
         """
         if planned is None:
             planned = mantissa_bits is None and jnp.dtype(dtype) == jnp.float32
         params = self.jparams if planned else self.dense_jparams
+        if split and device_count() > 1:
+            if planned not in self._replicated:
+                self._replicated[planned] = replicate(params)
+            params, ids = self._replicated[planned], split_rows(ids)
         return forward(params, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
                        mantissa_bits=mantissa_bits, collect_residuals=collect_residuals)
 

@@ -230,3 +230,44 @@ def test_progress_bar_on_a_terminal_fits_and_counts(monkeypatch):
     assert any("0/2" in f for f in bars) and any("1/2" in f for f in bars)
     assert any(f.startswith("  k=16 n=256") and f.rstrip().endswith("yes   2.0s") for f in frames)
     assert isinstance(render.ReportLines(labels, 80).header(), Text)
+
+
+def test_inputs_progress_line_on_a_terminal(monkeypatch):
+    """A check's inputs (16,777,216 of them) count on a second progress line that fits 80 columns and goes."""
+    import io
+
+    from rich.console import Console
+
+    from depthcraft.verify.cli import render
+
+    buf = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=buf, force_terminal=True, width=80, color_system=None))
+    bar = render.progress_bar()
+    tick = render.inputs_progress(bar)
+    total = 4 ** 12
+
+    def reports():
+        for done in (0, 1 << 15, total // 2, total):
+            tick("exhaustive", done, total)
+            bar.refresh()
+        yield {"construction": "khop_doubling", "params": {"k": 4, "n": 12}, "passed": True, "seconds": 2.0,
+               "structure": {"attn_layers": 4, "heads": 1, "d_model": 64},
+               "bound": {"attn_layers": 4, "heads": 1}, "bound_checks": {},
+               "checks": {"exhaustive": {"inputs": total, "failed": 0}}}
+
+    done = render.stream_reports(reports(), ["k=4 n=12"], ["khop_doubling k=4 n=12 vocab=4"], bar)
+    assert len(done) == 1 and not bar.tasks[1:]  # the inputs line went when the check ended
+    frames = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", f) for f in re.split(r"[\r\n]", buf.getvalue())]
+    frames = [f for f in frames if f.strip()]
+    inputs = [f for f in frames if f.startswith("  exhaustive")]
+    assert inputs and all(re.match(r"  exhaustive [0-9.]+[kM]?/16\.8M ", f) for f in inputs)
+    assert any(re.match(r"  exhaustive 8\.4M/16\.8M +━", f) for f in inputs)
+    assert any(f.startswith("khop_doubling k=4 n=12 vocab=4 ━") and "1/1" in f for f in frames)
+    assert all(cell_len(f.rstrip()) <= 80 for f in frames)
+
+
+def test_short_count():
+    from depthcraft.verify.cli.render import short_count
+
+    assert [short_count(n) for n in (0, 950, 9999, 32768, 4 ** 12, 3 * 10 ** 9)] == \
+        ["0", "950", "9999", "32.8k", "16.8M", "3.0G"]

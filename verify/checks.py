@@ -17,11 +17,12 @@ each model compiles once; PAD keys are masked, so padding never changes outputs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from depthcraft.constructions.cache import hypothesis_dir
+from depthcraft.constructions.devices import rows_multiple
 from depthcraft.constructions.files import to_json
 from depthcraft.constructions.model import BATCH, CompiledModel
 from depthcraft.verify.tasks.base import Task
@@ -110,19 +111,34 @@ def bucket(rows: int, batch: int) -> int:
 
 
 def _forward_rows(model: CompiledModel, ids: np.ndarray, batch: int, dtype: Any, mantissa_bits: Optional[int]):
-    """Yield (start, logits [rows, T, O], attention mass [rows, L_attn] float64) per call of ``batch`` rows."""
+    """Yield (start, logits [rows, T, O], attention mass [rows, L_attn] float64) per call of ``batch`` rows.
+
+    Each call's rows are split over every local JAX device (:mod:`constructions.devices`; a call
+    is padded to a multiple of the device count). The next call is dispatched before the
+    previous one's outputs are read, so the host's work on them overlaps the forward.
+    """
     r = len(ids)
+    pending = None
     for start in range(0, r, batch):
         chunk = ids[start:start + batch]
         rows = len(chunk)
-        size = batch if r > batch else bucket(rows, batch)
+        size = rows_multiple(batch if r > batch else bucket(rows, batch))
         if rows < size:  # pad with copies of the first row (outputs of padding rows are dropped)
             chunk = np.concatenate([chunk, np.repeat(chunk[:1], size - rows, axis=0)])
-        res = model.forward_ids(chunk, mantissa_bits=mantissa_bits) if dtype is None else \
-            model.forward_ids(chunk, dtype=dtype, mantissa_bits=mantissa_bits)
-        mass = [np.asarray(m, dtype=np.float64)[:rows].min(-1) for m in res.attn_mass]
-        yield start, np.asarray(res.logits)[:rows], \
-            np.nan_to_num(np.stack(mass, -1), nan=0.0) if mass else np.ones((rows, 0))
+        res = model.forward_ids(chunk, mantissa_bits=mantissa_bits, split=True) if dtype is None else \
+            model.forward_ids(chunk, dtype=dtype, mantissa_bits=mantissa_bits, split=True)
+        if pending is not None:
+            yield _fetch(*pending)
+        pending = (start, rows, res)
+    if pending is not None:
+        yield _fetch(*pending)
+
+
+def _fetch(start: int, rows: int, res):
+    """One call's (start, logits [rows, T, O], attention mass [rows, L_attn]) as numpy, padding rows dropped."""
+    mass = [np.asarray(m, dtype=np.float64)[:rows].min(-1) for m in res.attn_mass]
+    return start, np.asarray(res.logits)[:rows], \
+        np.nan_to_num(np.stack(mass, -1), nan=0.0) if mass else np.ones((rows, 0))
 
 
 def _read(model: CompiledModel, logits: np.ndarray, n: int, none_value: Any):
@@ -283,7 +299,8 @@ def pack(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[
 
 def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: Iterable[Any],
                   name: str, result: Optional[CheckResult] = None, dtype: Any = None,
-                  mantissa_bits: Optional[int] = None) -> CheckResult:
+                  mantissa_bits: Optional[int] = None,
+                  progress: Optional[Callable[[int], None]] = None) -> CheckResult:
     """Compare the model with the reference on every input of ``batches``.
 
     Consecutive small batches (edge-case groups) share forward calls of up to
@@ -297,6 +314,7 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
         name: check name recorded in the counterexample.
         result: accumulate into this result (default: a new one).
         dtype, mantissa_bits: passed to :func:`predict`.
+        progress: called with the number of inputs checked so far after each shared call group.
     Returns:
         The CheckResult (inputs, failures, the shortest failing input, margins).
     """
@@ -306,6 +324,8 @@ def check_batches(model: CompiledModel, task: Task, p: Dict[str, Any], batches: 
                              mantissa_bits=mantissa_bits, ids=pk.ids)
         for (x, expected, scored), (got, gap, mass) in zip(pk.items, preds):
             _tally(res, task, p, name, x, expected, scored, got, gap, mass)
+        if progress is not None:
+            progress(res.inputs)
     return res
 
 

@@ -14,7 +14,7 @@ The report (one dict per construction and parameter set) has the keys of SPEC §
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -54,8 +54,8 @@ def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]]
 
 
 def run_checks(model: CompiledModel, task: Task, p: Dict[str, Any], *, samples: int = DEFAULT_SAMPLES,
-               exhaustive: bool = False, seed: int = 0,
-               hypothesis_examples: int = DEFAULT_HYPOTHESIS) -> Dict[str, Optional[CheckResult]]:
+               exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS,
+               progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Optional[CheckResult]]:
     """Run the random, edge-case, hypothesis and (optionally) exhaustive checks.
 
     Args:
@@ -64,17 +64,23 @@ def run_checks(model: CompiledModel, task: Task, p: Dict[str, Any], *, samples: 
         exhaustive: also check every input of length n (raises ParameterError if too many).
         seed: seeds the random inputs and hypothesis.
         hypothesis_examples: examples for the hypothesis check (0 skips it).
+        progress: called as ``progress(check, inputs_done, inputs_total)`` while the random and
+            exhaustive checks run (their batches are generated lazily, a chunk at a time).
     Returns:
         ``{"random", "edge", "exhaustive", "hypothesis"}`` -> CheckResult or None (not run).
     """
     rng = np.random.default_rng(seed)
-    exhaustive_batches = task.exhaustive(p)[1] if exhaustive else None  # refuse a too-large space up front
+    total, exhaustive_batches = task.exhaustive(p) if exhaustive else (0, None)  # refuse a too-large space up front
+
+    def tick(name: str, of: int):
+        return None if progress is None else (lambda done: progress(name, done, of))
+
     checks: Dict[str, Optional[CheckResult]] = {}
-    checks["random"] = check_batches(model, task, p, _chunks(lambda b: task.sample(p, rng, b), samples), "random") \
-        if samples > 0 else None
+    checks["random"] = check_batches(model, task, p, _chunks(lambda b: task.sample(p, rng, b), samples), "random",
+                                     progress=tick("random", samples)) if samples > 0 else None
     checks["edge"] = check_batches(model, task, p, task.edge_cases(p), "edge")
     checks["exhaustive"] = None if exhaustive_batches is None else \
-        check_batches(model, task, p, exhaustive_batches, "exhaustive")
+        check_batches(model, task, p, exhaustive_batches, "exhaustive", progress=tick("exhaustive", total))
     checks["hypothesis"] = hypothesis_check(model, task, p, hypothesis_examples, seed) \
         if hypothesis_examples > 0 else None
     return checks
@@ -116,7 +122,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
                  name: str, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
                  hypothesis_examples: int = DEFAULT_HYPOTHESIS, started: Optional[float] = None,
                  extra: Optional[Dict[str, Any]] = None, shrink: bool = True,
-                 bound_kinds: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+                 bound_kinds: Optional[Mapping[str, str]] = None,
+                 progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
     """Measure, bound-check and exactness-check a compiled model; return the report dict.
 
     Each failing check's counterexample is shrunk by :func:`verify.shrink.shrink`
@@ -137,6 +144,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         hypothesis_examples: hypothesis examples; 0 skips.
         started: ``time.perf_counter()`` at the start, so ``seconds`` includes compiling.
         extra: more report fields (source, attention, ...).
+        progress: ``progress(check, inputs_done, inputs_total)`` during the random and exhaustive
+            checks (:func:`run_checks`).
     Returns:
         The JSON-serialisable report (SPEC §6 keys, plus bound_checks, ablation, warnings).
     Raises:
@@ -146,7 +155,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     structure = measure(model)
     bounds = bound_check(structure, bound, bound_kinds)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
-                        hypothesis_examples=hypothesis_examples)
+                        hypothesis_examples=hypothesis_examples, progress=progress)
     if shrink:
         for r in checks.values():
             if r is not None and r.counterexample is not None:
@@ -191,12 +200,14 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
 
 def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: int = DEFAULT_SAMPLES,
            exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS,
-           task: Optional[Task] = None, bound: Optional[Mapping[str, Optional[int]]] = None) -> Dict[str, Any]:
+           task: Optional[Task] = None, bound: Optional[Mapping[str, Optional[int]]] = None,
+           progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
     """Verify the registered construction ``name`` at ``params`` (strings or values).
 
     ``task`` replaces the construction's task for the checks (e.g. a
     :class:`~verify.tasks.program.ProgramTask` with a user's reference) and
-    ``bound`` its bound values (see :mod:`verify.api`).
+    ``bound`` its bound values (see :mod:`verify.api`). ``progress(check, inputs_done,
+    inputs_total)`` is called while the random and exhaustive checks run.
 
     Returns:
         The report dict (SPEC §6 keys).
@@ -214,7 +225,7 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     bound = r.bound() if bound is None else bound
     return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
-                        bound_kinds=kinds,
+                        bound_kinds=kinds, progress=progress,
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
 

@@ -22,6 +22,7 @@ from typing import List, Optional
 
 import click
 
+from depthcraft.constructions.devices import use_cpu_devices
 from depthcraft.constructions.errors import DepthcraftError
 from depthcraft.verify.cli import catalogue, claims, dedupe, docs, explore, precision, run, saved, train, verify
 from depthcraft.verify.cli.render import err_console
@@ -70,6 +71,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         SystemExit: always; 0, 1 (a check failed) or 2 (bad usage or input, or interrupted).
     """
     try:
+        use_cpu_devices()  # $DEPTHCRAFT_CPU_DEVICES host devices for the checks, before JAX starts
         cli.main(args=argv, prog_name="depthcraft", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

@@ -53,15 +53,53 @@ def echo(line: Any = "") -> None:
     console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
+class _Count(MofNCompleteColumn):
+    """done/total, as rich's column; blank on an inputs line (:func:`inputs_progress` puts its count in its text)."""
+
+    def render(self, task):
+        return Text("") if task.fields.get("inputs") else super().render(task)
+
+
+def short_count(n: int) -> str:
+    """``950`` -> ``"950"``, ``32768`` -> ``"32.8k"``, ``16777216`` -> ``"16.8M"``: at most 6 characters below 10^12."""
+    for scale, suffix in ((10 ** 9, "G"), (10 ** 6, "M"), (10 ** 3, "k")):
+        if n >= 10 * scale if suffix == "k" else n >= scale:
+            return f"{n / scale:.1f}{suffix}"
+    return str(n)
+
+
 def progress_bar() -> Progress:
     """A progress bar (description, bar, done/total, elapsed, time left) on the terminal; nothing elsewhere.
 
     It is transient: it disappears when the ``with`` block ends. Print through
     ``bar.console`` while it runs so that lines appear above it.
     """
-    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=BAR), MofNCompleteColumn(),
+    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=BAR), _Count(),
                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console,
                     transient=True, disable=not console.is_terminal)
+
+
+def inputs_progress(bar: Progress):
+    """A ``progress(check, inputs_done, inputs_total)`` callback (:func:`verify.verifier.verify`) for ``bar``.
+
+    While a check runs, a second line under the report count shows its inputs (``exhaustive
+    8.4M/16.8M``, a bar, elapsed, time left); it goes when the check ends. Nothing shows where
+    ``bar`` is off (not a terminal: pipes, CI logs, ``--json`` runs read by scripts).
+    """
+    state: Dict[str, Any] = {}
+
+    def progress(check: str, done: int, total: int) -> None:
+        text = f"  {check} {short_count(done)}/{short_count(total)}"
+        if state.get("check") != check:
+            if "task" in state:
+                bar.remove_task(state["task"])
+            state.update(check=check, task=bar.add_task(text, total=total, inputs=True))
+        bar.update(state["task"], completed=done, description=text)
+        if done >= total:
+            bar.remove_task(state.pop("task"))
+            state.pop("check")
+
+    return progress
 
 
 def fit(text: str, columns: int) -> str:
@@ -207,13 +245,15 @@ def summary(reports: Sequence[Dict[str, Any]], seconds: float) -> Text:
 
 
 def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
-                   descriptions: Sequence[str]) -> List[Dict[str, Any]]:
+                   descriptions: Sequence[str], bar: Optional[Progress] = None) -> List[Dict[str, Any]]:
     """Print each report's line as it arrives, under a progress bar with count and time left.
 
     Args:
         reports: the reports, produced lazily (each is computed when the loop asks for it).
         labels: the parameter text of each report's row, in the same order.
         descriptions: what the progress bar says while each report is computed.
+        bar: the progress bar to use (default: a new :func:`progress_bar`), e.g. one that
+            :func:`inputs_progress` also draws on.
     Returns:
         The reports, in order.
     """
@@ -222,7 +262,7 @@ def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
     out: List[Dict[str, Any]] = []
     room = max(width() - _BAR_REST - 1, 10)
     descriptions = [fit(d, room) for d in descriptions]
-    with progress_bar() as bar:
+    with (progress_bar() if bar is None else bar) as bar:
         task = bar.add_task(descriptions[0] if descriptions else "", total=len(labels))
         for i, r in enumerate(reports):
             bar.advance(task)  # first, so that the bar redrawn under the new line counts it
@@ -253,4 +293,4 @@ def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[
 
 
 __all__ = ["COLUMNS", "ReportLines", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
-           "duration", "echo", "err_console", "finish", "params_text", "progress_bar", "stream_reports", "summary", "width"]
+           "duration", "echo", "err_console", "finish", "inputs_progress", "params_text", "short_count", "progress_bar", "stream_reports", "summary", "width"]

@@ -15,7 +15,7 @@ import click
 from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
-from depthcraft.verify.cli.render import finish, params_text, stream_reports
+from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports
 from depthcraft.verify.report import markdown_table
 
 #: Random inputs per check when --samples is not given (one construction; --all).
@@ -70,6 +70,7 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
                                "--all already checks every input where the input set is small)")
     check_outputs([json_path, md_path])
     given = parse_assignments(params)
+    bar = progress_bar()
     if run_all:
         varying = ["construction", "params"]
         plan = [(c.name, resolve(c, g).params) for c in all_constructions() for g in c.defaults]
@@ -82,9 +83,9 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
         plan = [(name, resolve(name, p).params) for p in sweep]  # a bad value anywhere fails before any compile
         labels = [params_text(p, list(given)) for _, p in plan]
         reports = (verify(name, p, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive,
-                          seed=seed, hypothesis_examples=hyp) for p in sweep)
+                          seed=seed, hypothesis_examples=hyp, progress=inputs_progress(bar)) for p in sweep)
     shown = [f"{n} {label}".rstrip() for (n, _), label in zip(plan, labels)]
-    done = stream_reports(reports, labels, shown)
+    done = stream_reports(reports, labels, shown, bar)
     written = write_outputs(done, json_path, md_path, varying)
     finish(done, time.perf_counter() - started, written)
     sys.exit(0 if all(r["passed"] for r in done) else 1)
