@@ -42,6 +42,11 @@ def test_ray_sweep_gives_the_sequential_numbers_and_resumes(tmp_path):
     try:
         par = sweep.run_sweep(cfg, str(tmp_path / "ray"), plot=False, ray=True)
         again = sweep.run_sweep(cfg, str(tmp_path / "ray"), plot=False, ray=True)  # resumes every checkpoint
+        with pytest.raises(SystemExit) as e:  # the command line, on the Ray instance already running
+            main(["train", "khop", "-p", "k=1,2", "-p", "n=6", "--depths", "1-2", "--steps", "40", "--width", "16",
+                  "--heads", "2", "--batch", "32", "--seeds", "1", "--no-control", "--eval-size", "64",
+                  "--alignment-size", "0", "--checkpoint-every", "0", "--ray", "--out", str(tmp_path / "cli")])
+        assert e.value.code == 0
     finally:
         ray.shutdown()
     assert len(seq["runs"]) == 2 and par["complete"]
@@ -52,5 +57,6 @@ def test_ray_sweep_gives_the_sequential_numbers_and_resumes(tmp_path):
         assert b["resumed_from"] == 0
     assert [r["resumed_from"] for r in again["runs"]] == [40, 40]
     assert [r["error"] for r in again["runs"]] == [r["error"] for r in seq["runs"]]
-    on_disk = json.loads((tmp_path / "ray" / "results.json").read_text())
-    assert [r["error"] for r in on_disk["runs"]] == [r["error"] for r in seq["runs"]]
+    for out in ("ray", "cli"):
+        on_disk = json.loads((tmp_path / out / "results.json").read_text())
+        assert [r["error"] for r in on_disk["runs"]] == [r["error"] for r in seq["runs"]]

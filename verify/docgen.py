@@ -690,28 +690,13 @@ def render_ablation(root: pathlib.Path) -> str:
     for c in load_json(root, ABLATION):
         rows.append([f"`{c['construction']}` {params_text(c['params'])}", c["d_model"], c["attn_layers"], c["inputs"],
                      f"{c['old_first_s']:.1f} s / {c['old_s']:.1f} s", f"{c['new_first_s']:.1f} s / {c['new_s']:.1f} s",
-                     _x(c["old_s"], c["new_s"]), "yes" if c["same_result"] else "**no**", f"{c['load_1min']:.1f}"])
+                     _x(c["old_s"], c["new_s"]), len(c.get("new_all_s", [c["new_s"]])),
+                     "yes" if c["same_result"] else "**no**", f"{c['load_1min']:.1f}"])
     return (f"Layer ablation of `depthcraft verify` (every attention layer removed in turn) on the same inputs, "
-            f"first run (compiling, no compilation cache) / second run, one process per case (2 CPUs, a shared "
-            f"machine), {link(ABLATION)}:\n\n" +
+            f"first run (compiling, no compilation cache) / compiled run (the fastest of the compiled runs, "
+            f"interleaved old / new), one process per case (2 CPUs, a shared machine), {link(ABLATION)}:\n\n" +
             table(["case", "d_model", "attention layers", "inputs", "from the embeddings", "from shared prefixes",
-                   "speed-up (second runs)", "same result", "load"], rows))
-
-
-def render_runtime_summary(root: pathlib.Path) -> str:
-    """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
-    d = load_json(root, RUNTIME)
-    rows = []
-    for size in d["sizes"]:
-        best = size["best"]
-        base = best.get("jit(tracr)", [None])[0]
-        cells = [f"{best[i][0]:,.0f}/s (batch {best[i][1]})" if i in best else None
-                 for i in ("jit(tracr)", "dense", "plan")]
-        rows.append([f"k={size['k']} n={size['n']}", size["d_model"], *cells,
-                     _ratio(best.get("plan", [None])[0], base)])
-    return (f"`{d['construction']}`, each at its best batch, same weights, one process "
-            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
-            table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+                   "speed-up (compiled)", "compiled runs", "same result", "load"], rows))
 
 
 def render_benchmark_summary(root: pathlib.Path) -> str:
@@ -916,7 +901,9 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "verify_targets": render_verify_targets,
     "exhaustive": render_exhaustive,
     "runtime": render_runtime,
-    "runtime_summary": render_runtime_summary,
+    "benchmark": render_benchmark,
+    "benchmark_summary": render_benchmark_summary,
+    "ablation": render_ablation,
     "train_speed": render_train_speed,
     "build": render_build,
     "build_profile": render_build_profile,

@@ -257,14 +257,11 @@ _add(Preset(
          "chance) for 2000 steps with the curriculum"))
 _add(Preset(
     task="retrieval_slots", name="c6", params={"d": (2, 5), "distractors": 1, "targets": "every"},
-    mixed=False, depths=(1, 2, 3), heads=2, width=32, mlp=False, steps=2000, batch=384, lr=3e-3, warmup=200,
-    seeds=3, control=True, claim_text="ceil(log_3 2D) (Mușat, lower bound)",
-    claim=lambda p: lower_bound_layers(p["d"]), checkpoint_every=500, alignment_size=0,
+    mixed=False, depths=(1, 2, 3), heads=4, width=64, steps=3000, batch=256, lr=2e-3, warmup=200, seeds=3,
+    control=True, claim_text="ceil(log_3 2D) (Mușat, lower bound)", claim=lambda p: lower_bound_layers(p["d"]),
+    checkpoint_every=500, alignment_size=0,
     note="C6 (Mușat) retrieval with the curriculum, D in {2, 5} (lower bounds 2 and 3), depths 1-3, 3 seeds, "
-         "controls at the bound minus one (4 heads, width 64). C5's recipe (attention-only, width 32, 2 heads, "
-         "batch 384, lr 3e-3, 2000 steps): the first definition (width 64, 4 heads, MLP, batch 256, 3000 "
-         "steps) ran at about 2.5 steps/s per seed on the shared CPU (a w64/MLP depth-3 pilot on ictm_dense), "
-         "so 6 depth groups and 2 controls of 3 seeds would take hours, not 20 minutes"))
+         "controls at the bound minus one"))
 
 
 # Graph connectivity (SPEC §4.4): path-heavy graphs (the ``paths`` sampler: a Hamiltonian path, cut at one

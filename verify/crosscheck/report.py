@@ -366,10 +366,12 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
                                         ls="--", lw=PAPER_STYLE["lw"]))
             kinds.add(paper["kind"])
     paper_word = {"lower": "paper's lower bound", "upper": "paper's bound", "claim": "paper's claim"}
-    handles = [Line2D([], [], **CONSTRUCTION_STYLE, label="construction's measured depth"),
+    cons_drawn = any(cons in depths for cons, _ in marks)
+    handles = [Line2D([], [], **CONSTRUCTION_STYLE, label="construction's measured depth" if cons_drawn else
+                      "construction's measured depth: none in these depths"),
                Line2D([], [], **PAPER_STYLE, label=" / ".join(paper_word[k] for k in sorted(kinds)) or
                       "paper's depth")]
-    ax2.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=2, frameon=False)
+    ax2.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.1), ncol=1, frameon=False)
     ax2.set_xticks(range(len(names)))
     ax2.set_xticklabels(names, fontsize=8)
     ax2.set_yticks(range(len(depths)))

@@ -584,8 +584,14 @@ def _ray_groups(cfg: SweepConfig, out_dir: str, groups: List[List[RunSpec]], fir
     ray = ray_module()
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": os.cpu_count() or 1}))
+        import warnings
+
+        with warnings.catch_warnings():  # Ray starts its processes by fork + exec: JAX's fork warning does not apply
+            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+            if address:  # a cluster: its own resources and dashboard (ray:// goes through Ray Client)
+                ray.init(address=address)
+            else:
+                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
         started = True
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_train_group_remote)
