@@ -561,6 +561,35 @@ def render_verify_targets(root: pathlib.Path) -> str:
                         rows)
 
 
+EXHAUSTIVE = "results/performance/exhaustive.json"
+EXHAUSTIVE_REPORT = "results/performance/exhaustive_n12.json"
+
+
+def render_exhaustive(root: pathlib.Path) -> str:
+    """docs/performance.md: wall time, inputs/s and peak RSS of the streamed exhaustive check per n."""
+    d = load_json(root, EXHAUSTIVE)
+    rows = []
+    for r in d["runs"]:
+        rows.append([r["n"], count(r["exhaustive_inputs"]), "yes" if r["exhaustive_exact"] else "**no**",
+                     f"{r['wall_s']:.1f} s", f"{r['inputs_per_s']:,}", f"{count(r['peak_rss_mib'])} MiB",
+                     r["cpu_percent"], f"{r['load_before'][0]:.1f} / {r['load_after'][0]:.1f}"])
+    first = d["runs"][0]
+    head = (f"`depthcraft verify khop_doubling -p k={first['k']} -p vocab={first['vocab']} -p n=N --exhaustive` "
+            f"under `/usr/bin/time -v`, one process per n, the whole command (build, every check, ablation) "
+            f"({d['cpus']} CPUs, a shared machine: the 1-minute load average before / after each run is "
+            f"beside it), {link(EXHAUSTIVE)}")
+    big = [r for r in d["runs"] if r["n"] == 12]
+    if (root / EXHAUSTIVE_REPORT).is_file():
+        head += f"; the n = 12 report: {link(EXHAUSTIVE_REPORT)}"
+    tail = ""
+    if big:
+        met = big[-1]["wall_s"] < d["target_wall_s"]
+        tail = (f"\n\nIssue 12's target, n = 12 within {d['target_wall_s']} s: "
+                f"{'met' if met else '**not met**'} ({big[-1]['wall_s']:.1f} s).\n")
+    return head + ":\n\n" + table(["n", "inputs", "exact", "wall", "inputs/s", "peak RSS", "CPU", "load"],
+                                    rows) + tail
+
+
 def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
     return None if x is None or not base else f"{x / base:.2f}x"
 
@@ -870,6 +899,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
     "verify_targets": render_verify_targets,
+    "exhaustive": render_exhaustive,
     "runtime": render_runtime,
     "benchmark": render_benchmark,
     "benchmark_summary": render_benchmark_summary,
