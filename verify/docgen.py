@@ -561,6 +561,35 @@ def render_verify_targets(root: pathlib.Path) -> str:
                         rows)
 
 
+EXHAUSTIVE = "results/performance/exhaustive.json"
+EXHAUSTIVE_REPORT = "results/performance/exhaustive_n12.json"
+
+
+def render_exhaustive(root: pathlib.Path) -> str:
+    """docs/performance.md: wall time, inputs/s and peak RSS of the streamed exhaustive check per n."""
+    d = load_json(root, EXHAUSTIVE)
+    rows = []
+    for r in d["runs"]:
+        rows.append([r["n"], count(r["exhaustive_inputs"]), "yes" if r["exhaustive_exact"] else "**no**",
+                     f"{r['wall_s']:.1f} s", f"{r['inputs_per_s']:,}", f"{count(r['peak_rss_mib'])} MiB",
+                     r["cpu_percent"], f"{r['load_before'][0]:.1f} / {r['load_after'][0]:.1f}"])
+    first = d["runs"][0]
+    head = (f"`depthcraft verify khop_doubling -p k={first['k']} -p vocab={first['vocab']} -p n=N --exhaustive` "
+            f"under `/usr/bin/time -v`, one process per n, the whole command (build, every check, ablation) "
+            f"({d['cpus']} CPUs, a shared machine: the 1-minute load average before / after each run is "
+            f"beside it), {link(EXHAUSTIVE)}")
+    big = [r for r in d["runs"] if r["n"] == 12]
+    if (root / EXHAUSTIVE_REPORT).is_file():
+        head += f"; the n = 12 report: {link(EXHAUSTIVE_REPORT)}"
+    tail = ""
+    if big:
+        met = big[-1]["wall_s"] < d["target_wall_s"]
+        tail = (f"\n\nIssue 12's target, n = 12 within {d['target_wall_s']} s: "
+                f"{'met' if met else '**not met**'} ({big[-1]['wall_s']:.1f} s).\n")
+    return head + ":\n\n" + table(["n", "inputs", "exact", "wall", "inputs/s", "peak RSS", "CPU", "load"],
+                                    rows) + tail
+
+
 def _ratio(x: Optional[float], base: Optional[float]) -> Optional[str]:
     return None if x is None or not base else f"{x / base:.2f}x"
 
@@ -661,28 +690,13 @@ def render_ablation(root: pathlib.Path) -> str:
     for c in load_json(root, ABLATION):
         rows.append([f"`{c['construction']}` {params_text(c['params'])}", c["d_model"], c["attn_layers"], c["inputs"],
                      f"{c['old_first_s']:.1f} s / {c['old_s']:.1f} s", f"{c['new_first_s']:.1f} s / {c['new_s']:.1f} s",
-                     _x(c["old_s"], c["new_s"]), "yes" if c["same_result"] else "**no**", f"{c['load_1min']:.1f}"])
+                     _x(c["old_s"], c["new_s"]), len(c.get("new_all_s", [c["new_s"]])),
+                     "yes" if c["same_result"] else "**no**", f"{c['load_1min']:.1f}"])
     return (f"Layer ablation of `depthcraft verify` (every attention layer removed in turn) on the same inputs, "
-            f"first run (compiling, no compilation cache) / second run, one process per case (2 CPUs, a shared "
-            f"machine), {link(ABLATION)}:\n\n" +
+            f"first run (compiling, no compilation cache) / compiled run (the fastest of the compiled runs, "
+            f"interleaved old / new), one process per case (2 CPUs, a shared machine), {link(ABLATION)}:\n\n" +
             table(["case", "d_model", "attention layers", "inputs", "from the embeddings", "from shared prefixes",
-                   "speed-up (second runs)", "same result", "load"], rows))
-
-
-def render_runtime_summary(root: pathlib.Path) -> str:
-    """README: per size, each implementation's inputs/s at its best batch and the ratio to jit(tracr)."""
-    d = load_json(root, RUNTIME)
-    rows = []
-    for size in d["sizes"]:
-        best = size["best"]
-        base = best.get("jit(tracr)", [None])[0]
-        cells = [f"{best[i][0]:,.0f}/s (batch {best[i][1]})" if i in best else None
-                 for i in ("jit(tracr)", "dense", "plan")]
-        rows.append([f"k={size['k']} n={size['n']}", size["d_model"], *cells,
-                     _ratio(best.get("plan", [None])[0], base)])
-    return (f"`{d['construction']}`, each at its best batch, same weights, one process "
-            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
-            table(["size", "d_model", "jit(tracr)", "runtime, dense", "runtime, planned", "planned / jit"], rows))
+                   "speed-up (compiled)", "compiled runs", "same result", "load"], rows))
 
 
 def render_benchmark_summary(root: pathlib.Path) -> str:
@@ -885,8 +899,11 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "theorems_connectivity": render_theorems_connectivity,
     "connectivity": render_connectivity,
     "verify_targets": render_verify_targets,
+    "exhaustive": render_exhaustive,
     "runtime": render_runtime,
-    "runtime_summary": render_runtime_summary,
+    "benchmark": render_benchmark,
+    "benchmark_summary": render_benchmark_summary,
+    "ablation": render_ablation,
     "train_speed": render_train_speed,
     "build": render_build,
     "build_profile": render_build_profile,
