@@ -277,8 +277,6 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from depthcraft.constructions.files import save_figure_atomic
-
     summary = results["summary"]
     names = [s["condition"] for s in summary]
     depths = sorted({int(d) for s in summary for d in s["errors"]})
@@ -379,14 +377,7 @@ def write_plot(out_dir: str, results: Dict[str, Any]) -> str:
     ax2.set_ylabel("attention layers L")
     ax2.set_title("mean error; outlined: construction (solid), paper (dashed)", fontsize=9)
     fig.colorbar(im, ax=ax2, fraction=0.046)
-    fig.suptitle(_wrap(setting_text(results), 150), fontsize=8, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    path = os.path.join(out_dir, "error_by_depth.png")
-    try:
-        save_figure_atomic(fig, path, dpi=110)
-    finally:
-        plt.close(fig)
-    return path
+    return _finish(fig, results, out_dir, "error_by_depth.png")
 
 
 def write_loss_curves(out_dir: str, results: Dict[str, Any]) -> str:
@@ -402,8 +393,6 @@ def write_loss_curves(out_dir: str, results: Dict[str, Any]) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from depthcraft.constructions.files import save_figure_atomic
 
     runs = results.get("runs", [])
     depths = sorted({r["depth"] for r in runs})
@@ -439,9 +428,21 @@ def write_loss_curves(out_dir: str, results: Dict[str, Any]) -> str:
     for a in (ax, ax2):
         if a.lines:
             a.legend(fontsize=7)
+    return _finish(fig, results, out_dir, "loss_curves.png")
+
+
+def _finish(fig, results: Dict[str, Any], out_dir: str, name: str) -> str:
+    """Put the sweep's setting on ``fig``, save it atomically as ``out_dir/name`` and close it.
+
+    Returns the path written. Raises OSError when the file cannot be written.
+    """
+    import matplotlib.pyplot as plt
+
+    from depthcraft.constructions.files import save_figure_atomic
+
     fig.suptitle(_wrap(setting_text(results), 150), fontsize=8, y=0.995)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    path = os.path.join(out_dir, "loss_curves.png")
+    path = os.path.join(out_dir, name)
     try:
         save_figure_atomic(fig, path, dpi=110)
     finally:
