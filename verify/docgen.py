@@ -637,11 +637,16 @@ def render_runtime(root: pathlib.Path) -> str:
                          "planned / jit"], rows)
 
 
+def _benchmark_cases(d: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The benchmark's cases by construction, then n (the file appends them in the order they ran)."""
+    return sorted(d["cases"], key=lambda c: (c["construction"], c["k"], c["n"]))
+
+
 def render_benchmark(root: pathlib.Path) -> str:
     """docs/performance.md: sequences/s of tracr apply, jit(tracr), the runtime and the numpy reference per case."""
     d = load_json(root, BENCHMARK)
     rows = []
-    for c in d["cases"]:
+    for c in _benchmark_cases(d):
         rt, rates = c["rates"]["runtime"], c["rates"]
         mem = c.get("memory_mib", {})
         gf = c.get("gflops_per_s", {})
@@ -703,7 +708,7 @@ def render_benchmark_summary(root: pathlib.Path) -> str:
     """README: per case, the runtime's sequences/s at its best batch and its ratio to jit(tracr) and tracr apply."""
     d = load_json(root, BENCHMARK)
     rows = []
-    for c in d["cases"]:
+    for c in _benchmark_cases(d):
         rt, rates = c["rates"]["runtime"], c["rates"]
         rows.append([f"`{c['construction']}` k={c['k']} n={c['n']}", c["d_model"], _rate_text(c, "runtime"),
                      _x(rt, rates.get("jit(tracr)")), _x(rt, rates.get("apply"))])
