@@ -1,6 +1,8 @@
-"""Shared fixtures: hypothesis profile for the default (2-core CI) run."""
+"""Shared fixtures: hypothesis profile for the default (2-core CI) run; ``resolved`` per module ``CASES``."""
 
 import os
+
+import pytest
 
 from hypothesis import HealthCheck, settings
 
@@ -11,3 +13,20 @@ hypothesis_dir()  # hypothesis's files go to the user's cache folder (DEPTHCRAFT
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_generate_tests(metafunc):
+    """A test module with ``CASES = [(name, params), ...]`` gets ``resolved`` once per case (module scope)."""
+    cases = getattr(metafunc.module, "CASES", None)
+    if "resolved" in metafunc.fixturenames and cases is not None:
+        metafunc.parametrize("resolved", cases, indirect=True, ids=[f"{c[0]}-{c[1]}" for c in cases], scope="module")
+
+
+@pytest.fixture(scope="module")
+def resolved(request):
+    """(resolved construction, its built CompiledModel) for ``request.param = (name, params)``."""
+    from depthcraft.verify import lookup
+
+    name, params = request.param
+    r = lookup.resolve(lookup.get(name), params)
+    return r, r.build()

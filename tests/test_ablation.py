@@ -3,7 +3,6 @@
 import dataclasses
 
 import numpy as np
-import pytest
 
 from depthcraft.constructions.runtime import ablated_logits
 from depthcraft.verify import lookup
@@ -16,13 +15,6 @@ CASES = [
     ("tm_parse_map", {"attention": "relu"}),
     ("icqa_copy_match", {"attention": "softmax"}),
 ]
-
-
-@pytest.fixture(scope="module", params=CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def resolved(request):
-    name, params = request.param
-    r = lookup.resolve(lookup.get(name), params)
-    return r, r.build()
 
 
 def test_ablated_logits_equal_the_whole_ablated_models(resolved):

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from depthcraft.constructions import cache
 from depthcraft.constructions.runtime import GATHER, plan
@@ -21,13 +20,6 @@ CASES = [
     ("sc_memorize", {}),
     ("tm_parse_map", {"attention": "relu"}),
 ]
-
-
-@pytest.fixture(scope="module", params=CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def resolved(request):
-    name, params = request.param
-    r = lookup.resolve(lookup.get(name), params)
-    return r, r.build()
 
 
 def test_planned_forward_equals_dense_forward_exactly(resolved):
