@@ -198,12 +198,18 @@ _add(Preset(
 # ---------------------------------------------------------------------------------------------
 _add(Preset(
     task="khop", name="c1", params={"k": (1, 2, 3, 4, 6, 8), "n": 32, "vocab": 4, "distribution": "paper"},
-    mixed=True, depths=(2, 3, 4, 5), heads=4, width=64, steps=5000, batch=32, lr=2e-3, warmup=200,
-    construction="khop_doubling", seeds=3, control=True, checkpoint_every=1000, eval_size=512,
+    mixed=True, depths=(2, 3, 4, 5), heads=4, width=64, steps=2500, batch=32, lr=2e-3, warmup=200,
+    construction="khop_doubling", seeds=3, control=True, checkpoint_every=125, chunk=125, eval_size=512,
     alignment_size=0,
     note="C1 (Sanford et al.): a reduced SPEC §7a experiment: N=32, |Σ|=4, mixed k in {1,2,3,4,6,8} named "
-         "by the BOS token, depths 2-5, 4 heads, width 64, GPT-2 block, batch 32, 5000 steps, 3 seeds, "
-         "capacity controls at ceil(log2 k)+1"))
+         "by the BOS token, depths 2-5, 4 heads, width 64, GPT-2 block, batch 32, 2500 steps, 3 seeds, "
+         "capacity controls (8 heads, width 128) at the construction's bound - 1 = depths 1-4. Sized by a "
+         "probe on one pinned core (3 seeds vmapped, after compilation): 5.6, 12.5, 16 and 19.5 s per 100 "
+         "steps at depths 2-5, 11.8 and 27 s for the controls at depths 1 and 3 (about 19 and 35 at 2 and "
+         "4): about 150 s per 100 steps for the sweep, so 5000 steps would need over 2 hours of one core "
+         "and 3000 about 85 minutes with compilation, the session's whole budget; 2500 need about 60 plus "
+         "about 10 of compilation, evaluation and restarts. A checkpoint every 125 steps (one chunk, one "
+         "compiled shape per group, one curve point) so that a 20-minute timeout loses little"))
 _C2 = dict(mlp=False, depths=(1, 2), heads=2, width=32, lr=3e-3, warmup=200, seeds=3, control=True,
            checkpoint_every=500, alignment_size=0)
 _add(Preset(
