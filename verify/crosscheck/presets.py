@@ -280,16 +280,18 @@ _add(Preset(
 # graph_connectivity's depth is max(2, ceil(log2(n-1)) + 1): 4 at n = 8, 5 at n = 16.
 _add(Preset(
     task="connectivity", name="cpu", params={"n": (8, 16), "max_edges": 16, "sampler": "paths"}, mixed=False,
-    depths=(2, 3, 4, 5), heads=4, width=64, steps=1500, batch=64, lr=2e-3, warmup=150, seeds=3, control=True,
-    construction="graph_connectivity", checkpoint_every=100, eval_size=512, alignment_size=0,
+    depths=(2, 3, 4, 5), heads=4, width=64, steps=600, batch=64, lr=2e-3, warmup=60, seeds=3, control=True,
+    construction="graph_connectivity", checkpoint_every=60, chunk=60, eval_size=512, alignment_size=0,
     note="connectivity on one CPU core (claim C7): path-heavy graphs (two paths of n/2 vertices, queried at the "
          "two ends of one or at one end of each) at n = 8 and 16 (16 edge slots), bidirectional, depths 2-5 "
          "around log2 n (construction: 4 and 5 layers), 3 seeds, capacity control at bound-1. Sized to ~40 min "
-         "of one core for the whole sweep (plus ~2 min per call to build the constructions), from the sweep "
-         "itself at 600 steps (stopped after 3 groups, one core, 3 seeds vmapped, batch 64, JIT and evaluation "
-         "included): 39 s at n = 8 depth 2, 50 s at n = 8 depth 3, 47 s at n = 16 depth 2, i.e. ~11 s per "
-         "layer per 600 steps; the control (8 heads, width 128) is ~2x its depth's cost (a 60-step probe: "
-         "0.69 s vs 0.35 s per step at n = 16). 10 groups: ~14 min per 600 steps, so 1500 steps of batch 64"))
+         "of one core for the whole sweep, constructions (~2.5 min per call) and restarts included, from a "
+         "first 1500-step attempt stopped after 4 of 10 groups (one pinned core, 3 seeds vmapped, batch 64): "
+         "185, 288 s per group at n = 8 depths 2, 3 and 244, 329 s at n = 16, i.e. 0.08-0.18 s per step "
+         "plus ~60 s of compilation (3 chunk shapes); a 60-step probe gave 0.69 s per step for the n = 16 "
+         "control vs 0.35 s for depth 5. Estimate: ~2.3 s per step for the 10 groups, so 600 steps (~23 min) "
+         "+ compilation + constructions; the 1500-step preset (~60 min) did not fit. Checkpoints and chunks "
+         "every 60 steps: one compiled shape per group (curve every 30), little lost at a timeout"))
 
 
 def get_preset(task: str, name: str) -> Preset:
