@@ -263,6 +263,11 @@ def render_c1_table(root: pathlib.Path) -> str:
         ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
         theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
         rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
+    control = (c1 or {}).get("measured", {}).get("control") or {}
+    for L in sorted(control, key=int):  # the capacity controls: 2x heads and width, same recipe
+        row = control[L]
+        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        rows.append([f"{L} (control: 2x heads, 2x width)", *ours, *[None] * len(paper_ks)])
     return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
 
 
