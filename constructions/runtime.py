@@ -18,6 +18,8 @@ each projection reads (``SublayerSpec.q_rows`` etc., None = all D) and ``Do`` th
 rows the output writes; compiled models read and write only the few
 directions their heads use, which is exact and much faster than dense D x D.
 MLP sublayer: ``{"w_1": [Din, h], "b_1": [h], "w_2": [h, Dout], "b_2": [Dout]}``.
+:func:`plan` may turn one-hot projections into ``<name>_gather`` entries and mark an attention
+sublayer with ``sparse_keys`` (scores by gathers where the keys are 0 / +-1, bit-identical).
 
 Attention kinds (SPEC §3): ``softmax`` (inverse temperature carried by the
 weights, times ``qk_scale``), ``hardmax`` (uniform over the keys whose score is
@@ -52,9 +54,10 @@ GATHER = "_gather"
 #: Marker key of an attention sublayer whose scores may be computed by gathers (:func:`plan`,
 #: :func:`_sparse_scores`); its value is an empty int32 array (only its presence matters).
 SPARSE_KEYS = "sparse_keys"
-#: The plan marks a head's scores for gathering only from this key size (query/key width) up:
-#: below it the dense product over the few key columns is as cheap as the gathers.
-SPARSE_MIN_KEY = 16
+#: The plan marks a sublayer's scores for gathering only from this key size (query/key width) up:
+#: below it the check and the gathers cost about as much as the dense product (measured on this
+#: CPU with synthetic keys at batch 32, T = key size = 129; docs/performance.md, "Runtime").
+SPARSE_MIN_KEY = 256
 #: At most this many non-zero entries per key vector for the gathered scores (see :func:`_sparse_scores`).
 SPARSE_MAX_NNZ = 2
 
@@ -269,10 +272,16 @@ def _sparse_scores_ok(q, k, nnz: int = SPARSE_MAX_NNZ):
     an exact zero), each score is a sum of at most two non-zero exact terms and zeros, and such a sum
     has one correctly rounded value whatever the order of the terms and whether the products are
     fused (FMA) or not, which is all a dense float32 product may vary.
+
+    Written with plain sums and maxima (XLA's CPU backend vectorises them; ``all`` and ``argmax``
+    are much slower there): ``k * k == |k|`` holds in floating point exactly for 0 and +-1 (NaN and
+    inf fail it), so the sum of ``|k|`` over a key is then its count of non-zeros, and ``q * 0``
+    sums to 0 exactly when every query entry is finite.
     """
-    unit = ((k == 0) | (k == 1) | (k == -1)).all()
-    few = ((k != 0).sum(-1) <= nnz).all()
-    return unit & few & jnp.isfinite(q).all()
+    a = jnp.abs(k)
+    unit = jnp.max(jnp.abs(k * k - a), initial=0.0) == 0
+    few = jnp.max(a.sum(-1), initial=0.0) <= nnz
+    return unit & few & (jnp.sum(q * 0) == 0)
 
 
 def _sparse_scores(q, k, nnz: int = SPARSE_MAX_NNZ):
@@ -287,12 +296,13 @@ def _sparse_scores(q, k, nnz: int = SPARSE_MAX_NNZ):
     """
     e = k.shape[-1]
     nz = k != 0
-    c1 = jnp.argmax(nz, axis=-1)  # [b, h, s]: first non-zero column (0 when none)
+    col = jnp.arange(e, dtype=jnp.int32)
+    c1 = jnp.min(jnp.where(nz, col, e), axis=-1) % e  # [b, h, s]: first non-zero column (0 when none)
     k1 = jnp.take_along_axis(k, c1[..., None], -1)[..., 0]
     pick = jax.vmap(jax.vmap(lambda qm, idx: qm[:, idx]))  # [t, e], [s] -> [t, s], over b and h
     out = pick(q, c1) * k1[:, :, None, :]
     if nnz >= 2:
-        c2 = e - 1 - jnp.argmax(nz[..., ::-1], axis=-1)  # last non-zero column
+        c2 = jnp.max(jnp.where(nz, col, 0), axis=-1)  # last non-zero column (0 when none)
         k2 = jnp.where(c2 != c1, jnp.take_along_axis(k, c2[..., None], -1)[..., 0], jnp.zeros((), k.dtype))
         out = out + pick(q, c2) * k2[:, :, None, :]
     return jnp.where(out == 0, jnp.zeros((), out.dtype), out)  # -0 -> +0: a dense sum starts from +0

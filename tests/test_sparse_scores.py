@@ -82,12 +82,17 @@ def test_the_gather_path_is_taken(resolved):
             assert np.array_equal(_bits(R._sparse_scores(q, k)), _bits(jnp.einsum("bhte,bhse->bhts", q, k)))
 
 
-def test_khop_doubling_default_plan_marks_its_position_keys(resolved):
-    """The default threshold marks the k-hop doubling heads whose keys are position one-hots (key size >= 16)."""
+def test_the_plan_marks_by_key_size(resolved):
+    """khop_doubling: a threshold at the largest key size marks only the sublayers that reach it; the default
+    (``SPARSE_MIN_KEY``) is what ``plan`` applies when not told."""
     r, model = resolved
     if r.name != "khop_doubling":
         pytest.skip("khop_doubling only")
-    assert _marked(_weights(model, R.SPARSE_MIN_KEY))
+    sizes = {i: p["w_k"].shape[-1] for i, p in enumerate(model.params["layers"]) if "w_k" in p}
+    top = max(sizes.values())
+    assert set(_marked(_weights(model, top))) == {i for i in _marked(_weights(model, 1)) if sizes[i] >= top} != set()
+    default = jax.tree_util.tree_map(jnp.asarray, R.plan(model.params, model.arch))
+    assert _marked(default) == _marked(_weights(model, R.SPARSE_MIN_KEY))
 
 
 def test_sparse_scores_check_and_fallback():
