@@ -237,6 +237,12 @@ def print_case(c: Dict[str, Any]) -> None:
               (f"; runtime / {impl} {_fmt(rt / rate)}x" if impl != "runtime" else ""))
 
 
+def current_runs(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The runs (in order) that measured at least one case no later run measured again."""
+    last = {case: i for i, r in enumerate(runs) for case in r["cases"]}
+    return [r for i, r in enumerate(runs) if i in set(last.values())]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", type=_case, default=[_case(s) for s in DEFAULT_CASES],
@@ -275,11 +281,12 @@ def main() -> None:
                "runs": [], "cases": []}
         if args.append and args.json.exists():
             doc = json.loads(args.json.read_text())
+        again = {(c["construction"], c["k"], c["n"]) for c in results}  # a case measured again replaces its row
+        doc["cases"] = [c for c in doc["cases"] if (c["construction"], c["k"], c["n"]) not in again] + results
         doc["runs"].append({"peak_rss_mib": round(peak), "matmul_gflops_per_s": matmul / 1e9,
                             "cpus_usable": len(os.sched_getaffinity(0)),
                             "cases": [f"{c['construction']}:{c['k']}:{c['n']}" for c in results]})
-        again = {(c["construction"], c["k"], c["n"]) for c in results}  # a case measured again replaces its row
-        doc["cases"] = [c for c in doc["cases"] if (c["construction"], c["k"], c["n"]) not in again] + results
+        doc["runs"] = current_runs(doc["runs"])
         write_json_atomic(str(args.json), doc)
 
 
