@@ -22,9 +22,15 @@ length n + M + 3):
 * ``er``: Erdős–Rényi G(n, p) with p = c ln(n) / n, c uniform in [0.5, 1.5], around
   the connectivity threshold (redrawn if it has more than M edges);
 * ``mix`` (default): each input from one of the five, uniformly;
-* ``paths`` (for training, path-heavy): a Hamiltonian path, cut at one random edge half of
-  the time; the query is the path's two ends (probability 3/4) or a uniform pair, so the
-  answers are about balanced and most positives are at distance n - 1.
+* ``paths`` (for training, path-heavy; n >= 4, M >= n - 2): a Hamiltonian path cut at its
+  middle edge, i.e. two disjoint paths of floor(n/2) and ceil(n/2) vertices (always n - 2
+  edges). Half of the queries are the two ends of one path (positive, at distance
+  floor(n/2) - 1 or ceil(n/2) - 1), half one end of each path (negative), in random order.
+  So s and t are always leaves (degree 1), s != t, and the graph's distribution does not
+  depend on the answer: no edge count, degree or other statistic of the graph or of s and
+  t alone decides it. The cut is in the middle (not at a random edge) because the other two
+  leaves also decide the answer (they are connected exactly when s and t are): with a short
+  part, a model that sees only a few hops around the leaves would answer from it.
 
 The query (all samplers but ``paths``) is, with probability 1/2, a far pair (a double
 sweep: the vertex farthest from a random vertex, and the vertex farthest from that one;
@@ -344,20 +350,35 @@ class ConnectivityTask(Task):
         return out
 
     def _sample_paths(self, p: Dict[str, Any], rng: np.random.Generator, batch: int) -> np.ndarray:
-        """The ``paths`` sampler: a Hamiltonian path, cut at one edge with probability 1/2; query its ends (3/4)."""
+        """The ``paths`` sampler (module docstring): two paths of floor(n/2) and ceil(n/2) vertices.
+
+        A random Hamiltonian path ``perm`` cut at its middle edge: the parts ``perm[:n // 2]`` and
+        ``perm[n // 2:]``. With probability 1/2 the query is the two ends of one part (chosen
+        uniformly; answer 1), else one end of each part (answer 0); s and t are swapped with
+        probability 1/2. The vertex block, the edge order and the filler slots are shuffled.
+
+        Returns:
+            [batch, n + M + 3] int64 inputs.
+        Raises:
+            ParameterError: n < 4 (each part needs two ends) or M < n - 2.
+        """
         n, m = p["n"], max_edges(p)
-        if m < n - 1:
-            raise ParameterError(f"the paths sampler needs max_edges >= n - 1 = {n - 1}, got {m}")
+        if n < 4:
+            raise ParameterError(f"the paths sampler needs n >= 4 (two paths of at least 2 vertices), got n={n}")
+        if m < n - 2:
+            raise ParameterError(f"the paths sampler needs max_edges >= n - 2 = {n - 2}, got {m}")
+        h = n // 2
         out = np.empty((batch, n + m + 3), np.int64)
         for r in range(batch):
             perm = rng.permutation(n)
-            edges = _path(perm)
-            if edges and rng.random() < 0.5:
-                del edges[int(rng.integers(len(edges)))]
-            if rng.random() < 0.75:
-                s, t = (int(perm[0]), int(perm[-1])) if rng.random() < 0.5 else (int(perm[-1]), int(perm[0]))
-            else:
-                s, t = (int(v) for v in rng.integers(0, n, size=2))
+            edges = _path(perm[:h]) + _path(perm[h:])
+            ends = ((int(perm[0]), int(perm[h - 1])), (int(perm[h]), int(perm[-1])))
+            if rng.random() < 0.5:  # positive: both ends of one part
+                s, t = ends[int(rng.integers(2))]
+            else:  # negative: one end of each part
+                s, t = ends[0][int(rng.integers(2))], ends[1][int(rng.integers(2))]
+            if rng.random() < 0.5:
+                s, t = t, s
             order = [edges[i] for i in rng.permutation(len(edges))]
             out[r] = encode(n, rng.permutation(n).tolist(), order, s, t, slots=m, rng=rng)
         return out
