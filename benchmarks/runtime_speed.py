@@ -237,6 +237,12 @@ def print_case(c: Dict[str, Any]) -> None:
               (f"; runtime / {impl} {_fmt(rt / rate)}x" if impl != "runtime" else ""))
 
 
+def current_runs(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The runs (in order) that measured at least one case no later run measured again."""
+    last = {case: i for i, r in enumerate(runs) for case in r["cases"]}
+    return [r for i, r in enumerate(runs) if i in set(last.values())]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", type=_case, default=[_case(s) for s in DEFAULT_CASES],
@@ -250,7 +256,7 @@ def main() -> None:
     ap.add_argument("--max-tracr-n", type=int, default=512,
                     help="run tracr's paths up to this n where d_model grows with n")
     ap.add_argument("--json", type=pathlib.Path, help="write the results here")
-    ap.add_argument("--append", action="store_true", help="add the cases to an existing --json file")
+    ap.add_argument("--append", action="store_true", help="add the cases to an existing --json file (a case measured again replaces its row)")
     args = ap.parse_args()
     if any(b < 1 for b in args.batches):
         ap.error(f"batch sizes must be >= 1, got {args.batches}")
@@ -271,12 +277,16 @@ def main() -> None:
 
         doc = {"benchmark": "runtime_speed", "implementations": list(IMPLS), "unit": "sequences per second",
                "machine": platform.machine(), "cpus": os.cpu_count(), "jax": jax.__version__, "vocab": 4,
+               "cpus_usable": len(os.sched_getaffinity(0)),
                "runs": [], "cases": []}
         if args.append and args.json.exists():
             doc = json.loads(args.json.read_text())
+        again = {(c["construction"], c["k"], c["n"]) for c in results}  # a case measured again replaces its row
+        doc["cases"] = [c for c in doc["cases"] if (c["construction"], c["k"], c["n"]) not in again] + results
         doc["runs"].append({"peak_rss_mib": round(peak), "matmul_gflops_per_s": matmul / 1e9,
+                            "cpus_usable": len(os.sched_getaffinity(0)),
                             "cases": [f"{c['construction']}:{c['k']}:{c['n']}" for c in results]})
-        doc["cases"].extend(results)
+        doc["runs"] = current_runs(doc["runs"])
         write_json_atomic(str(args.json), doc)
 
 

@@ -110,7 +110,8 @@ def main() -> None:
     ap.add_argument("--command", default=f"{shlex.quote(sys.executable)} -m depthcraft",
                     help="how to start depthcraft (default: this Python's -m depthcraft)")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--append", action="store_true", help="add the cases to those already in --json")
+    ap.add_argument("--append", action="store_true",
+                    help="add the cases to those already in --json (a case measured again replaces its row)")
     ap.add_argument("--stderr-dir", help="write each case's stderr to DIR/verify_<i>.stderr.txt")
     ap.add_argument("--reports-dir", help="keep each case's verify report as DIR/verify_<i>.report.json")
     args = ap.parse_args()
@@ -136,9 +137,13 @@ def main() -> None:
     if args.json:
         if args.append and os.path.exists(args.json):
             with open(args.json, encoding="utf-8") as f:
-                rows = json.load(f)["cases"] + rows
+                old = json.load(f)["cases"]
+            key = (lambda c: (c["construction"], json.dumps(c["params"], sort_keys=True), c["samples"]))
+            again = {key(c): c for c in rows}  # a case measured again replaces its old row, in place
+            rows = [again.pop(key(c), c) for c in old] + list(again.values())
         write_json_atomic(args.json, {"benchmark": "verify_targets", "timeout_s": args.timeout,
-                                      "machine": platform.machine(), "cpus": os.cpu_count(), "cases": rows})
+                                      "machine": platform.machine(), "cpus": os.cpu_count(),
+                                      "cpus_usable": len(os.sched_getaffinity(0)), "cases": rows})
 
 
 if __name__ == "__main__":

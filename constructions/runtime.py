@@ -18,6 +18,8 @@ each projection reads (``SublayerSpec.q_rows`` etc., None = all D) and ``Do`` th
 rows the output writes; compiled models read and write only the few
 directions their heads use, which is exact and much faster than dense D x D.
 MLP sublayer: ``{"w_1": [Din, h], "b_1": [h], "w_2": [h, Dout], "b_2": [Dout]}``.
+:func:`plan` may turn one-hot projections into ``<name>_gather`` entries and mark an attention
+sublayer with ``sparse_keys`` (scores by gathers where the keys are 0 / +-1, bit-identical).
 
 Attention kinds (SPEC §3): ``softmax`` (inverse temperature carried by the
 weights, times ``qk_scale``), ``hardmax`` (uniform over the keys whose score is
@@ -49,6 +51,15 @@ TIE_NATS = 0.5
 _NEG = -1e9
 #: Key suffix of a planned (gather-and-scale) projection, see :func:`plan`.
 GATHER = "_gather"
+#: Marker key of an attention sublayer whose scores may be computed by gathers (:func:`plan`,
+#: :func:`_sparse_scores`); its value is an empty int32 array (only its presence matters).
+SPARSE_KEYS = "sparse_keys"
+#: The plan marks a sublayer's scores for gathering only from this key size (query/key width) up:
+#: below it the check and the gathers cost about as much as the dense product (measured on this
+#: CPU with synthetic keys at batch 32, T = key size = 129; docs/performance.md, "Runtime").
+SPARSE_MIN_KEY = 256
+#: At most this many non-zero entries per key vector for the gathered scores (see :func:`_sparse_scores`).
+SPARSE_MAX_NNZ = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +234,7 @@ def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=l
         q = rnd(q + p["b_q"][None, :, None, :])
         k = rnd(k + p["b_k"][None, :, None, :])
         v = rnd(v + p["b_v"][None, :, None, :])
-    scores = rnd(jnp.einsum("bhte,bhse->bhts", q, k) * spec.qk_scale)
+    scores = rnd(_scores(q, k, p) * spec.qk_scale)
     w = rnd(attention_weights(scores, mask, kind))
     z = rnd(jnp.einsum("bhts,bhse->bhte", w, v))
     if "w_o" in p:
@@ -238,6 +249,63 @@ def _attention(x, h, p, spec: SublayerSpec, mask, query_ok, kind, collect, rnd=l
         trace["head_outputs"].append(rnd(_head_outputs(z, p)))
         trace["scores"].append(scores)
     return rnd(_write(x, spec.out_rows, out)), (w if collect else None), mass
+
+
+def _scores(q, k, p):
+    """[b, heads, t, e] queries and keys -> [b, heads, t, t] scores ``q @ k^T`` (before ``qk_scale``).
+
+    A dense product, or, where the plan marked the sublayer (:data:`SPARSE_KEYS`) and the
+    values allow it (:func:`_sparse_scores`), the same numbers by gathers.
+    """
+    dense = lambda q, k: jnp.einsum("bhte,bhse->bhts", q, k)
+    if SPARSE_KEYS not in p or q.dtype != jnp.float32:
+        return dense(q, k)
+    ok, gathered = _sparse_scores_ok(q, k), functools.partial(_sparse_scores, nnz=SPARSE_MAX_NNZ)
+    return jax.lax.cond(ok, gathered, dense, q, k)
+
+
+def _sparse_scores_ok(q, k, nnz: int = SPARSE_MAX_NNZ):
+    """Whether :func:`_sparse_scores` equals the dense product exactly on these values (a traced bool).
+
+    True when every key entry is 0, 1 or -1, every key vector has at most ``nnz`` (<= 2) non-zero
+    entries and every query entry is finite: then each product ``q * k`` is exact (a sign change or
+    an exact zero), each score is a sum of at most two non-zero exact terms and zeros, and such a sum
+    has one correctly rounded value whatever the order of the terms and whether the products are
+    fused (FMA) or not, which is all a dense float32 product may vary.
+
+    Written with plain sums and maxima (XLA's CPU backend vectorises them; ``all`` and ``argmax``
+    are much slower there): ``k * k == |k|`` holds in floating point exactly for 0 and +-1 (NaN and
+    inf fail it), so the sum of ``|k|`` over a key is then its count of non-zeros, and ``q * 0``
+    sums to 0 exactly when every query entry is finite.
+    """
+    a = jnp.abs(k)
+    unit = jnp.max(jnp.abs(k * k - a), initial=0.0) == 0
+    few = jnp.max(a.sum(-1), initial=0.0) <= nnz
+    return unit & few & (jnp.sum(q * 0) == 0)
+
+
+def _sparse_scores(q, k, nnz: int = SPARSE_MAX_NNZ):
+    """[b, heads, t, e] queries and keys -> [b, heads, t, t] scores ``q @ k^T`` by gathers (exact, see below).
+
+    For each key vector, its first and (``nnz`` = 2) last non-zero column ``c1``, ``c2`` and their
+    values; score[.., i, j] = q[.., i, c1[j]] * k1[j] + q[.., i, c2[j]] * k2[j] (k2 = 0 when the key
+    has one non-zero, both 0 when none). Equal to the dense product when :func:`_sparse_scores_ok`
+    holds (``jax.lax.cond`` in :func:`_scores` falls back to the product otherwise), including the
+    sign of zero (a product's sum starts from +0, so a zero score is +0 there and is made +0 here);
+    the work is O(t^2) per head instead of O(t^2 e). Float32 only (the caller checks).
+    """
+    e = k.shape[-1]
+    nz = k != 0
+    col = jnp.arange(e, dtype=jnp.int32)
+    c1 = jnp.min(jnp.where(nz, col, e), axis=-1) % e  # [b, h, s]: first non-zero column (0 when none)
+    k1 = jnp.take_along_axis(k, c1[..., None], -1)[..., 0]
+    pick = jax.vmap(jax.vmap(lambda qm, idx: qm[:, idx]))  # [t, e], [s] -> [t, s], over b and h
+    out = pick(q, c1) * k1[:, :, None, :]
+    if nnz >= 2:
+        c2 = jnp.max(jnp.where(nz, col, 0), axis=-1)  # last non-zero column (0 when none)
+        k2 = jnp.where(c2 != c1, jnp.take_along_axis(k, c2[..., None], -1)[..., 0], jnp.zeros((), k.dtype))
+        out = out + pick(q, c2) * k2[:, :, None, :]
+    return jnp.where(out == 0, jnp.zeros((), out.dtype), out)  # -0 -> +0: a dense sum starts from +0
 
 
 def _head_outputs(z, p):
@@ -273,7 +341,7 @@ def _gather(w: np.ndarray, rows: Optional[Tuple[int, ...]]):
     return {"index": full.astype(np.int32), "scale": scale.astype(w.dtype)}
 
 
-def plan(params: Dict[str, Any], arch: Arch) -> Dict[str, Any]:
+def plan(params: Dict[str, Any], arch: Arch, sparse_min_key: int = SPARSE_MIN_KEY) -> Dict[str, Any]:
     """The weights of a planned forward: one-hot projections become gathers, dense ones stay matmuls.
 
     Decided once per weight (at load, :attr:`constructions.model.CompiledModel.jparams`). A
@@ -285,9 +353,21 @@ def plan(params: Dict[str, Any], arch: Arch) -> Dict[str, Any]:
     is the term itself (for finite inputs; an inf input gives inf, not NaN, in the other
     columns). Other weights are kept as they are.
 
+    Attention scores: where every head's key projection is such a gather with weights 0, 1 or -1
+    (each key entry is a residual entry, up to sign) and the key size is at least
+    ``sparse_min_key``, the sublayer is marked (:data:`SPARSE_KEYS`): its scores are computed by
+    gathers (O(T^2) per head instead of O(T^2 x key size)) whenever, on the values of the call,
+    every key entry is 0 or +-1 with at most two non-zeros per key and every query entry is
+    finite, and by the dense product otherwise (:func:`_sparse_scores_ok`; decided per call with
+    ``jax.lax.cond``, so the scores are the dense product's, bit for bit, either way). In the k-hop
+    constructions the keys are the position one-hots (plus tracr's BOS direction at position 0),
+    so the check holds on every input the tasks give.
+
     Args:
         params: the weights (numpy arrays), layout in the module docstring.
         arch: the static architecture (the rows each projection reads).
+        sparse_min_key: the smallest key size whose scores the plan marks for gathering
+            (tests pass 1 to exercise the path on small models).
     Returns:
         A new weight pytree for :func:`forward` (the input is not modified).
     """
@@ -310,6 +390,10 @@ def plan(params: Dict[str, Any], arch: Arch) -> Dict[str, Any]:
                                         "scale": np.stack([g["scale"] for g in gs])}
                 else:
                     q[name] = w
+            kg = q.get("w_k" + GATHER)
+            if (kg is not None and kg["scale"].shape[-1] >= sparse_min_key
+                    and np.isin(kg["scale"], (0.0, 1.0, -1.0)).all()):
+                q[SPARSE_KEYS] = np.zeros(0, np.int32)  # keys are residual entries (up to sign): try gathers
             w_o = np.asarray(q.pop("w_o"))  # [H, dv, Do]
             gather_or(q, "w_o", "w_o" + GATHER, w_o.reshape(-1, w_o.shape[-1]), None)
             if "w_o" in q:

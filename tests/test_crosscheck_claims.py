@@ -101,6 +101,18 @@ def test_c1_doubling_reproduced_and_flat_not():
     assert one_step["verdict"] == C.INCONCLUSIVE  # the step from 4 reaches max k: nothing measured past it
 
 
+def test_c1_reports_every_control_and_a_control_that_learns_more_is_inconclusive():
+    d = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})
+    names = d["settings"]["condition_names"]
+    for depth, kstar in ((2, 1), (3, 4)):  # L=2's control matches L=2; L=3's learns k=4 where L=3 has 2
+        d["runs"] += [run(names, depth, s, [0.0 if k <= kstar else 0.4 for k in (1, 2, 3, 4, 6, 8)],
+                          control=True, heads=4, width=64) for s in range(3)]
+    out = C.judge_c1(Res({"khop": d}))
+    assert out["measured"]["control_k_star"] == {"2": 1, "3": 4}
+    assert "k*: L=2: 1, L=3: 4" in out["evidence"]
+    assert out["verdict"] == C.INCONCLUSIVE  # L=3's limit may be capacity
+
+
 def test_c4_heads_speed_rule():
     def heads_doc(learn_steps):
         runs = [run("x", 1, s, 0.0, heads=h, learn_at=learn_steps[h]) for h in (1, 2, 4) for s in range(3)]
@@ -271,3 +283,23 @@ def test_c7_rule_reads_the_construction_depth_and_the_controls():
     wide = {(8, 3): 0.0, (16, 3): 0.0}  # n = 16: the depth-3 control learns below L*(16) = 4
     assert C.judge_c7(Res({"connectivity": c7(good, wide)}))["verdict"] == C.NOT_REPRODUCED
     assert C.judge_c7(Res({"connectivity": c7({k: 0.5 for k in good})}))["verdict"] == C.INCONCLUSIVE
+
+
+def test_c1_table_lays_ours_and_the_controls_beside_the_paper(tmp_path):
+    from depthcraft.verify import docgen
+
+    d = _khop_doc({2: 1, 3: 2})
+    names = d["settings"]["condition_names"]
+    d["runs"] += [run(names, 2, s, [0.0, 0.0, 0.4, 0.4, 0.4, 0.4], control=True, heads=4, width=64)
+                  for s in range(3)]
+    c1 = dict(C.judge_c1(Res({"khop": d})), id="C1")
+    path = tmp_path / docgen.CLAIMS
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"claims": [c1]}), encoding="utf-8")
+    text = docgen.render_c1_table(tmp_path)
+    lines = text.splitlines()
+    assert "k=8 (ours)" in lines[0] and "k=16 (paper)" in lines[0]
+    row2 = next(line for line in lines if line.startswith("| 2 |"))
+    assert "0.000 ± 0.000" in row2 and "0.140" in row2  # ours at k=1, the paper's L=2, k=2
+    control = next(line for line in lines if "control" in line)
+    assert control.startswith("| 2 (control") and control.count("0.400 ± 0.000") == 4

@@ -46,6 +46,12 @@ def test_plan_mixed_separate_and_controls():
                      [2, 3])
     assert [r.conditions for r in sep] == [(0,), (1,)]
     assert sep[0].run_id == "L2_H4_d64_k=1_seed0"
+    # control_depths keeps only those of the bound-1 depths; a bad one is refused
+    some = sweep.plan(sweep.make_config(p, {"k": "1,2,4"}, depths=(2,), seeds=1, control_depths=(1, 3, 5)),
+                      [2, 3, 4])
+    assert [r.model.depth for r in some if r.control] == [1, 3]
+    with pytest.raises(ParameterError, match="control_depths"):
+        sweep.make_config(p, control_depths=(0,))
 
 
 @pytest.mark.parametrize("smallest, bound, depths, verdict", [

@@ -91,7 +91,14 @@ def test_bucket_and_batch_rows():
     assert batch_rows(M(), budget=16 << 20) == 32  # 16 MiB / 299,768 bytes = 55.9 -> 32
     assert batch_rows(M(), budget=per_row - 1) == 1
     assert batch_rows(M(), budget=per_row * 4) == 4
-    assert batch_rows(M(), budget=1 << 40, cap=1024) == 1024
+    assert batch_rows(M(), budget=1 << 40, cap=1024) == 64  # attention map: 2^20 // 101^2 = 102 -> 64
+    assert batch_rows(M(), budget=1 << 40, cap=32) == 32
+
+    class Long:  # khop_constant_width n=1024: a small residual stream, a large attention map
+        max_seq_len = 1024
+        residual_labels = ["x"] * 47
+
+    assert batch_rows(Long()) == 1  # 1025^2 > 2^20 elements: one row per call (at least 1)
 
 
 def test_packed_edge_groups_give_the_per_group_result():

@@ -33,8 +33,11 @@ CACHE_BUDGET = 16 << 20
 #: Margins below these are reported as warnings (exact, but fragile).
 MIN_ATTENTION = 0.99
 MIN_OUTPUT_GAP = 0.1
-#: Upper limit on batch * seq^2 per forward call (one float32 attention map: 256 MiB).
-MAX_ATTENTION_ELEMENTS = 1 << 26
+#: Upper limit on batch * seq^2 per forward call (a float32 attention map of one head over the batch:
+#: 4 MiB). Past it the attention core leaves the cache: at khop_constant_width n=1024 (d_model 47) one row
+#: per call ran 115 sequences/s and 4 rows 64/s, where 32 rows (the limit of 2^26 before) ran 34/s
+#: (results/performance/benchmark.json, sparse_scores.json; docs/performance.md, "Checks").
+MAX_ATTENTION_ELEMENTS = 1 << 20
 
 
 @dataclasses.dataclass

@@ -263,6 +263,11 @@ def render_c1_table(root: pathlib.Path) -> str:
         ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
         theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
         rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
+    control = (c1 or {}).get("measured", {}).get("control") or {}
+    for L in sorted(control, key=int):  # the capacity controls: 2x heads and width, same recipe
+        row = control[L]
+        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        rows.append([f"{L} (control: 2x heads, 2x width)", *ours, *[None] * len(paper_ks)])
     return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
 
 
@@ -658,7 +663,10 @@ def render_benchmark(root: pathlib.Path) -> str:
                      " / ".join(f"{gf[i]:,.2f}" if gf.get(i) is not None else "—" for i in ("jit(tracr)", "runtime")),
                      f"{c['matmul_gflops_per_s']:,.0f}", f"{c['load_1min']:.1f}"])
     peak = max(r["peak_rss_mib"] for r in d["runs"])
-    head = (f"Sequences per second on the same compiled weights, one process per chunk of cases ({d['cpus']} CPUs, "
+    usable = {r.get("cpus_usable") for r in d["runs"]}
+    cpus = (f"each pinned to {usable.pop()} of {d['cpus']} CPUs" if len(usable) == 1 and None not in usable
+            else f"{d['cpus']} CPUs")
+    head = (f"Sequences per second on the same compiled weights, one process per chunk of cases ({cpus}, "
             f"a shared machine: read the ratios, measured in the same process; peak RSS of the benchmark "
             f"process {peak:,} MiB), {link(BENCHMARK)}. Memory: XLA's arguments + temporaries + outputs of "
             f"one call at the best batch; FLOPs on the live (restricted) rows; matmul: a float32 1024^3 "
@@ -704,6 +712,26 @@ def render_ablation(root: pathlib.Path) -> str:
                    "speed-up (compiled)", "compiled runs", "same result", "load"], rows))
 
 
+SPARSE_SCORES = "results/performance/sparse_scores.json"
+
+
+def render_sparse_scores(root: pathlib.Path) -> str:
+    """docs/performance.md: the forward with dense attention scores (before) and scores by gathers (after)."""
+    d = load_json(root, SPARSE_SCORES)
+    rows = []
+    for c in d["cases"]:
+        rate = c["seq_per_s"]
+        rows.append([f"`{c['construction']}` k={c['k']} n={c['n']}", c["d_model"], c["batch"],
+                     f"{len(c['gathered_layers'])} of {c['attn_layers']}",
+                     f"{rate['before']:,.2f}/s", f"{rate['after']:,.2f}/s", _x(rate["after"], rate["before"]),
+                     "yes" if c["same_logits_bits"] else "**no**", f"{c['load_1min']:.1f}"])
+    return ("Forward passes per second on the same weights and batch (the checks' batch size), planned without "
+            "(before) and with (after) the gathered scores, best of the interleaved timings, one process "
+            f"({d['cpus']} CPU, a shared machine), {link(SPARSE_SCORES)}:\n\n" +
+            table(["case", "d_model", "batch", "layers gathered", "before", "after", "speed-up",
+                   "logits bit-identical", "load"], rows))
+
+
 def render_benchmark_summary(root: pathlib.Path) -> str:
     """README: per case, the runtime's sequences/s at its best batch and its ratio to jit(tracr) and tracr apply."""
     d = load_json(root, BENCHMARK)
@@ -712,8 +740,11 @@ def render_benchmark_summary(root: pathlib.Path) -> str:
         rt, rates = c["rates"]["runtime"], c["rates"]
         rows.append([f"`{c['construction']}` k={c['k']} n={c['n']}", c["d_model"], _rate_text(c, "runtime"),
                      _x(rt, rates.get("jit(tracr)")), _x(rt, rates.get("apply"))])
+    usable = {r.get("cpus_usable") for r in d["runs"]}
+    cpus = (f"pinned to {usable.pop()} of {d['cpus']} CPUs" if len(usable) == 1 and None not in usable
+            else f"{d['cpus']} CPUs")
     return ("Each at its best batch, same weights, one process "
-            f"({d['cpus']} CPUs; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
+            f"({cpus}; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
             table(["case", "d_model", "runtime", "vs jit(tracr)", "vs tracr apply"], rows))
 
 
@@ -909,6 +940,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "benchmark": render_benchmark,
     "benchmark_summary": render_benchmark_summary,
     "ablation": render_ablation,
+    "sparse_scores": render_sparse_scores,
     "train_speed": render_train_speed,
     "build": render_build,
     "build_profile": render_build_profile,

@@ -372,6 +372,7 @@ def judge_c1(res: Results) -> Dict[str, Any]:
         table[str(d)] = row
         kstar[d] = best
     control_rows: Dict[str, Dict[str, Any]] = {}
+    control_kstar: Dict[int, int] = {}
     control_beats = []
     for d in sorted({int(r["depth"]) for r in select(doc, control=True)}):
         row, best = {}, 0
@@ -382,6 +383,7 @@ def judge_c1(res: Results) -> Dict[str, Any]:
                 if s.decided and s.mean < LEARNED:
                     best = max(best, k)
         control_rows[str(d)] = row
+        control_kstar[d] = best
         if d in kstar and best > kstar[d]:
             control_beats.append(f"L={d}: control k* = {best} > {kstar[d]}")
     kmax = max(ks.values()) if ks else 0
@@ -395,11 +397,15 @@ def judge_c1(res: Results) -> Dict[str, Any]:
     evidence = f"largest k with mean error < {LEARNED} (k*): {ktext} [{recipe(doc)}]"
     if steps:
         evidence += "; steps " + ", ".join(f"L{a}->L{a + 1} x{r:.2f}" for a, _, _, r in steps)
+    if control_kstar:
+        evidence += "; capacity controls (2x heads, 2x width) k*: " + \
+            ", ".join(f"L={d}: {k}" for d, k in sorted(control_kstar.items()))
     if control_beats:
         evidence += "; capacity controls: " + "; ".join(control_beats)
     paper_kstar = {L: max([k for k, e in row.items() if e < LEARNED] or [0]) for L, row in PAPER_KHOP.items()}
     evidence += "; paper (SPEC §7a, N=100): " + ", ".join(f"L={L}: {k}" for L, k in paper_kstar.items())
     measured = {"k_star": {str(d): kstar[d] for d in ds}, "errors": table, "control": control_rows,
+                "control_k_star": {str(d): k for d, k in sorted(control_kstar.items())},
                 "paper_k_star": {str(L): k for L, k in paper_kstar.items()},
                 "steps": [{"from": a, "k_from": x, "k_to": y, "ratio": round(r, 3)} for a, x, y, r in steps],
                 "recipe": recipe(doc)}

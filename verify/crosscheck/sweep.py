@@ -50,6 +50,7 @@ class SweepConfig:
         train: optimisation template (its ``seed`` is replaced per run).
         seeds: number of seeds (0..seeds-1).
         control: add runs at bound-1 with twice the heads and width.
+        control_depths: only these of the bound-1 depths get the control (None = every one).
         construction: construction name (None = no comparison).
         threshold: error below which a depth solves a condition.
         eval_size, alignment_size: sequences per condition.
@@ -89,6 +90,7 @@ class SweepConfig:
     exit_error: Optional[float] = None
     plateau_margin: float = PLATEAU_MARGIN
     dense: bool = False
+    control_depths: Optional[tuple] = None
 
     @property
     def names(self) -> List[str]:
@@ -183,13 +185,17 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     eval_conditions = tuple(task.resolve({**c, **p.eval_params}) for c in conditions) if p.eval_params else None
     if p.dense:
         _check_dense(task, conditions)
+    if p.control_depths is not None and not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                                                for d in p.control_depths):
+        raise ParameterError(f"control_depths must be depths >= 1, got {p.control_depths!r}")
     return SweepConfig(task=task.name, preset=p.name, conditions=conditions, mixed=p.mixed,
                        depths=tuple(p.depths), model=model, train=tcfg, seeds=p.seeds, control=p.control,
                        construction=p.construction, threshold=p.threshold, eval_size=p.eval_size,
                        alignment_size=p.alignment_size, checkpoint_every=p.checkpoint_every,
                        eval_conditions=eval_conditions, claim_text=p.claim_text, claim=p.claim, swept=swept,
                        eval_every=p.eval_every, trainer=p.trainer, sampler=p.sampler, chunk=p.chunk,
-                       exit_error=p.exit_error, plateau_margin=p.plateau_margin, dense=p.dense)
+                       exit_error=p.exit_error, plateau_margin=p.plateau_margin, dense=p.dense,
+                       control_depths=None if p.control_depths is None else tuple(p.control_depths))
 
 
 #: Trainers of a sweep: ``fast`` (:func:`train_seeds`, seeds vmapped) or ``loop`` (:func:`train`).
@@ -327,6 +333,8 @@ def plan(cfg: SweepConfig, bounds: Sequence[Optional[int]]) -> List[RunSpec]:
     if cfg.control:
         for group in groups:
             depths = sorted({b - 1 for b in (bounds[i] for i in group) if b is not None and b - 1 >= 1})
+            if cfg.control_depths is not None:
+                depths = [d for d in depths if d in cfg.control_depths]
             for depth in depths:
                 for seed in range(cfg.seeds):
                     add(group, depth, 2 * cfg.model.heads, 2 * cfg.model.width, seed, True)
