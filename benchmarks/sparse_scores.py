@@ -19,7 +19,7 @@ import os
 import pathlib
 import platform
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import jax
 import jax.numpy as jnp
@@ -30,26 +30,12 @@ from depthcraft.constructions.files import write_json_atomic
 from depthcraft.verify import lookup
 from depthcraft.verify.checks import batch_rows
 
+# the case parser and the rate loop are runtime_speed's (this script runs from benchmarks/)
+from runtime_speed import _case, _rate  # noqa: E402
+
 DEFAULT_CASES = ("khop_doubling:16:256", "khop_doubling:16:1024", "khop_doubling:64:1024",
                  "khop_constant_width:16:1024")
 NEVER = 1 << 30
-
-
-def _case(text: str) -> Tuple[str, int, int]:
-    try:
-        name, k, n = text.split(":")
-        return name, int(k), int(n)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a case is NAME:K:N (e.g. khop_doubling:16:256), got {text!r}") from None
-
-
-def _rate(fn, rows: int, min_seconds: float) -> float:
-    reps, t0 = 0, time.perf_counter()
-    while True:
-        jax.block_until_ready(fn())
-        reps += 1
-        if time.perf_counter() - t0 >= min_seconds:
-            return reps * rows / (time.perf_counter() - t0)
 
 
 def measure(name: str, k: int, n: int, rounds: int, min_seconds: float) -> Dict[str, Any]:
