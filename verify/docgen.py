@@ -244,6 +244,11 @@ def render_claims(root: pathlib.Path) -> str:
     return table(["claim", "paper", "statement", "verdict", "evidence (mean ± spread over seeds)", "results"], rows)
 
 
+def _mean_std_cells(row: Dict[str, Any], ks) -> List[Optional[str]]:
+    """One C1 table row's cells: "mean ± std" per k (None where k was not trained)."""
+    return [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+
+
 def render_c1_table(root: pathlib.Path) -> str:
     """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) beside SPEC §7a's."""
     from depthcraft.verify.crosscheck.claims import PAPER_KHOP
@@ -260,13 +265,13 @@ def render_c1_table(root: pathlib.Path) -> str:
     rows = []
     for L in sorted({*map(int, errors), *PAPER_KHOP}):
         row = errors.get(str(L), {})
-        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        ours = _mean_std_cells(row, ks)
         theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
         rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
     control = (c1 or {}).get("measured", {}).get("control") or {}
     for L in sorted(control, key=int):  # the capacity controls: 2x heads and width, same recipe
         row = control[L]
-        ours = [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
+        ours = _mean_std_cells(row, ks)
         rows.append([f"{L} (control: 2x heads, 2x width)", *ours, *[None] * len(paper_ks)])
     return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
 
@@ -642,6 +647,12 @@ def render_runtime(root: pathlib.Path) -> str:
                          "planned / jit"], rows)
 
 
+def _cpus_pinned(d: Dict[str, Any]) -> Optional[int]:
+    """The CPUs every benchmark process could use, when all were pinned to the same number (else None)."""
+    usable = {r.get("cpus_usable") for r in d["runs"]}
+    return usable.pop() if len(usable) == 1 and None not in usable else None
+
+
 def _benchmark_cases(d: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The benchmark's cases by construction, then n (the file appends them in the order they ran)."""
     return sorted(d["cases"], key=lambda c: (c["construction"], c["k"], c["n"]))
@@ -663,9 +674,8 @@ def render_benchmark(root: pathlib.Path) -> str:
                      " / ".join(f"{gf[i]:,.2f}" if gf.get(i) is not None else "—" for i in ("jit(tracr)", "runtime")),
                      f"{c['matmul_gflops_per_s']:,.0f}", f"{c['load_1min']:.1f}"])
     peak = max(r["peak_rss_mib"] for r in d["runs"])
-    usable = {r.get("cpus_usable") for r in d["runs"]}
-    cpus = (f"each pinned to {usable.pop()} of {d['cpus']} CPUs" if len(usable) == 1 and None not in usable
-            else f"{d['cpus']} CPUs")
+    pinned = _cpus_pinned(d)
+    cpus = f"each pinned to {pinned} of {d['cpus']} CPUs" if pinned else f"{d['cpus']} CPUs"
     head = (f"Sequences per second on the same compiled weights, one process per chunk of cases ({cpus}, "
             f"a shared machine: read the ratios, measured in the same process; peak RSS of the benchmark "
             f"process {peak:,} MiB), {link(BENCHMARK)}. Memory: XLA's arguments + temporaries + outputs of "
@@ -740,9 +750,8 @@ def render_benchmark_summary(root: pathlib.Path) -> str:
         rt, rates = c["rates"]["runtime"], c["rates"]
         rows.append([f"`{c['construction']}` k={c['k']} n={c['n']}", c["d_model"], _rate_text(c, "runtime"),
                      _x(rt, rates.get("jit(tracr)")), _x(rt, rates.get("apply"))])
-    usable = {r.get("cpus_usable") for r in d["runs"]}
-    cpus = (f"pinned to {usable.pop()} of {d['cpus']} CPUs" if len(usable) == 1 and None not in usable
-            else f"{d['cpus']} CPUs")
+    pinned = _cpus_pinned(d)
+    cpus = f"pinned to {pinned} of {d['cpus']} CPUs" if pinned else f"{d['cpus']} CPUs"
     return ("Each at its best batch, same weights, one process "
             f"({cpus}; details: [docs/performance.md](@/docs/performance.md)):\n\n" +
             table(["case", "d_model", "runtime", "vs jit(tracr)", "vs tracr apply"], rows))
