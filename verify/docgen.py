@@ -757,6 +757,61 @@ def render_benchmark_summary(root: pathlib.Path) -> str:
             table(["case", "d_model", "runtime", "vs jit(tracr)", "vs tracr apply"], rows))
 
 
+VERIFY_SIZES = "results/performance/verify_sizes.json"
+
+
+def _probe_text(p: Mapping[str, Any], limit_s: float) -> str:
+    """``"47.1 s, 1,003 MiB"``; a probe stopped at the limit: ``"> 300 s, 2,048 MiB"``."""
+    wall = f"> {limit_s:.0f} s" if p["outcome"] == "timeout" else f"{p['wall_s']:.1f} s"
+    return f"{wall}, {count(p['peak_rss_mib'])} MiB"
+
+
+def _size_search_cells(s: Mapping[str, Any], limit_s: float) -> List[Optional[str]]:
+    """One search's last three cells: largest verified size, its wall and peak RSS, first size not verified."""
+    probes, key = s["probes"], s["size_param"]
+    ok = [p for p in probes if p["outcome"] == "verified"]
+    bad = next((p for p in probes if p["outcome"] != "verified"), None)
+    best = max(ok, key=lambda p: p["size"]) if ok else None
+    if best is None:
+        largest = f"none (smallest probed: {key}={probes[0]['size']})"
+    else:
+        largest = f"{key}={best['size']}" + (f" (d_model {best['d_model']})" if "d_model" in best else "")
+    if bad is not None:
+        why = {"timeout": f"timeout, {_probe_text(bad, limit_s)}"}.get(
+            bad["outcome"], f"{bad['outcome']}: {bad['message']}" if bad["message"] else bad["outcome"])
+        first = f"{key}={bad['size']} ({why})"
+    else:
+        left = [z for z in s["sizes"] if z not in {p["size"] for p in probes}]
+        first = f"not probed: {key}={left[0]}" if left else f"none up to {key}={s['sizes'][-1]} (last size searched)"
+    return [largest, _probe_text(best, limit_s) if best else None, first]
+
+
+def render_verify_sizes(root: pathlib.Path) -> str:
+    """README and docs/performance.md: per construction, the largest size ``depthcraft verify`` passes within 5 minutes."""
+    d = load_json(root, VERIFY_SIZES)
+    limit = d["timeout_s"]
+    rows = []
+    for name in d.get("planned", list(d["searches"])):
+        s = d["searches"].get(name)
+        if s is None or not s["probes"]:
+            rows.append([f"`{name}`", None, None, "not searched", None, None])
+            continue
+        rows.append([f"`{name}`", params_text(s["fixed"]) or "defaults", s["size_param"],
+                     *_size_search_cells(s, limit)])
+    probes = [p for s in d["searches"].values() for p in s["probes"]]
+    loads = [x for p in probes for x in (p["load_1min_before"], p["load_1min_after"])]
+    cores = sorted({tuple(r["cpus_usable"]) for r in d["runs"]})
+    pinned = (f"pinned to core {', '.join(str(c) for c in cores[0])} of {d['runs'][0]['cpus']}"
+              if len(cores) == 1 and len(cores[0]) < d["runs"][0]["cpus"] else f"{d['runs'][0]['cpus']} CPUs")
+    load = f"; 1-minute load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""
+    head = (f"`depthcraft verify NAME -p SIZE=S` with its default checks (random inputs, edge cases, hypothesis "
+            f"examples, layer ablation), one fresh process per size with an empty compilation cache, build included, "
+            f"stopped after {limit:.0f} s; sizes doubled until one is not verified ({pinned}, a shared "
+            f"machine{load}; every probe: {link(VERIFY_SIZES)}):\n\n")
+    return head + table(["construction", "fixed parameters", "size", f"largest verified within {limit / 60:g} min",
+                         "wall, peak RSS there", "first size not verified"], rows)
+
+
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
 #: ``nA-B.json``), matched by this pattern under the root.
 CONNECTIVITY_SWEEPS = "results/graph_connectivity/n*.json"
@@ -948,6 +1003,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "runtime": render_runtime,
     "benchmark": render_benchmark,
     "benchmark_summary": render_benchmark_summary,
+    "verify_sizes": render_verify_sizes,
     "ablation": render_ablation,
     "sparse_scores": render_sparse_scores,
     "train_speed": render_train_speed,
