@@ -39,7 +39,9 @@ from exhaustive_stream import _seconds, _time_field  # noqa: E402
 #: Issue 12: "verifies within 5 minutes".
 LIMIT_S = 300
 
-#: (construction, fixed parameters, size parameter, sizes in search order), in priority order.
+#: (construction, fixed parameters, size parameter, sizes in search order), in priority order. Each
+#: list of sizes ends at the parameter's largest allowed value (``depthcraft list NAME``) or the last
+#: doubling below it; the other parameters are the defaults.
 SEARCHES: Tuple[Tuple[str, Dict[str, Any], str, Tuple[int, ...]], ...] = (
     ("khop_doubling", {"k": 16, "vocab": 4}, "n", (64, 128, 256, 512, 1024)),
     ("khop_constant_width", {"k": 16}, "n", (256, 512, 1024, 2048, 4096)),
@@ -47,7 +49,11 @@ SEARCHES: Tuple[Tuple[str, Dict[str, Any], str, Tuple[int, ...]], ...] = (
     ("retrieval_tripling", {}, "d", (5, 10, 20, 40, 64)),
     ("retrieval_doubling", {}, "d", (4, 8, 16, 32, 64)),
     ("graph_connectivity", {}, "n", (9, 17, 33, 64)),
-    ("khop_rasp", {"k": 16}, "n", (16, 32, 64, 128, 256, 512, 1024)),
+    ("khop_rasp", {"k": 2, "vocab": 3}, "n", (8, 16, 32, 64, 128)),
+    ("icqa_copy_match", {}, "m", (8, 16, 32, 64, 128, 256, 512)),
+    ("ictm_parse_copy_match", {}, "m", (4, 8, 16, 32, 64, 128, 256)),
+    ("tm_parse_map", {}, "templates", (12, 24, 48, 96, 192, 384, 768, 1536, 3072, 6144, 12288)),
+    ("sc_memorize", {}, "sequences", tuple(64 * 2 ** i for i in range(11))),
 )
 
 
