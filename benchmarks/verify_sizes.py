@@ -104,7 +104,9 @@ def probe(command: Sequence[str], name: str, fixed: Dict[str, Any], size_param: 
             passed = bool(doc.get("passed"))
             r = doc["results"][0]
             facts = {"d_model": r["structure"]["d_model"], "attn_layers": r["structure"]["attn_layers"],
-                     "inputs": checked_inputs(r), "report_seconds": r.get("seconds")}
+                     "inputs": checked_inputs(r), "report_seconds": r.get("seconds"),
+                     "not_passed": [k for k, ok in (("bound", r.get("bound_ok")), ("exact", r.get("exact")),
+                                                    ("ablation", r.get("ablation_ok"))) if ok is False]}
     # time -v's own lines start at "Command exited ..." or "\tCommand being timed"; before them: depthcraft's
     cut = re.search(r"^(Command exited with non-zero status|\tCommand being timed)", err, re.M)
     own = (err[:cut.start()] if cut else err).strip().splitlines()
@@ -119,7 +121,9 @@ def probe(command: Sequence[str], name: str, fixed: Dict[str, Any], size_param: 
     else:
         outcome = "error"
     message = ""
-    if outcome in ("fail", "error"):
+    if outcome == "fail" and facts.get("not_passed"):
+        message = "report not passed: " + ", ".join(f"{k} not ok" for k in facts["not_passed"])
+    elif outcome in ("fail", "error"):
         message = next((line.strip() for line in reversed(own) if line.strip()), f"exit status {code}")
     return {"size": size, "argv": " ".join(shlex.quote(a) for a in ["depthcraft", *argv[:-2]]),
             "exit": code, "outcome": outcome, "wall_s": round(wall, 1), "own_wall_s": round(own_wall, 1),

@@ -73,7 +73,8 @@ if name == "crash" and size == 2:
 passed = size < 4
 with open(args[args.index("--json") + 1], "w") as f:
     json.dump({"passed": passed, "results": [{"structure": {"d_model": 10 * size, "attn_layers": 2},
-                                              "checks": {"random": {"inputs": 7}}, "seconds": 0.1}]}, f)
+                                              "checks": {"random": {"inputs": 7}}, "seconds": 0.1,
+                                              "exact": passed, "bound_ok": True}]}, f)
 sys.exit(0 if passed else 1)
 '''
 
@@ -103,6 +104,7 @@ def test_search_stops_at_the_first_failure_and_resumes(tmp_path, monkeypatch):
     assert ok["probes"][1]["d_model"] == 20 and ok["probes"][1]["inputs"] == {"random": 7}
     assert ok["probes"][0]["argv"] == "depthcraft verify ok -p k=3 -p n=1"
     assert (ok["largest_verified"], ok["first_not_verified"], ok["reason"]) == (2, 4, "fail")
+    assert ok["message"] == "report not passed: exact not ok"
     assert [(p["size"], p["outcome"]) for p in crash["probes"]] == [(1, "verified"), (2, "error")]
     assert crash["probes"][1]["message"] == "ValueError: n=2 is too small"
     assert [(p["size"], p["outcome"]) for p in slow["probes"]] == [(1, "timeout")]
