@@ -13,6 +13,7 @@ everything. Every probe is written to ``--json``
 as soon as it finishes; probes already there are skipped (the search resumes).
 
     python benchmarks/verify_sizes.py --json results/performance/verify_sizes.json --only khop_doubling
+    python benchmarks/verify_sizes.py --json results/performance/verify_sizes.json --budget 1180
 """
 
 from __future__ import annotations
@@ -160,6 +161,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--json", required=True, help="results file (read to resume, rewritten after each probe)")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="search only these constructions")
     ap.add_argument("--timeout", type=float, default=LIMIT_S, help="seconds per probe (default 300)")
+    ap.add_argument("--budget", type=float, metavar="S",
+                    help="start no probe that could end more than S seconds after this run began "
+                         "(exit status 3 when a probe was left for a later run)")
     ap.add_argument("--command", default=f"{shlex.quote(sys.executable)} -m depthcraft",
                     help="how to start depthcraft (default: this Python's -m depthcraft)")
     args = ap.parse_args(argv)
@@ -173,6 +177,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if os.path.exists(args.json):
         with open(args.json, encoding="utf-8") as f:
             data = json.load(f)
+    t0 = time.perf_counter()
     data["runs"].append(machine())
     data["planned"] = [s[0] for s in SEARCHES]
     for name, fixed, size_param, sizes in SEARCHES:
@@ -185,6 +190,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 break
             if any(p["size"] == size for p in s["probes"]):
                 continue
+            if args.budget is not None and time.perf_counter() - t0 + args.timeout > args.budget:
+                print(f"budget: {name} {size_param}={size} left for a later run", flush=True)
+                return 3
             row = probe(shlex.split(args.command), name, fixed, size_param, size, args.timeout)
             row["run"] = len(data["runs"]) - 1
             s["probes"].append(row)

@@ -114,3 +114,21 @@ def test_search_stops_at_the_first_failure_and_resumes(tmp_path, monkeypatch):
     assert verify_sizes.main(argv) == 0  # resumed: every search already ended, nothing runs again
     assert (tmp_path / "fake_depthcraft.py.log").read_text().splitlines() == log
     assert len(json.loads(out.read_text())["runs"]) == 2
+
+
+def test_budget_leaves_probes_for_a_later_run(tmp_path, monkeypatch):
+    import pathlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    import verify_sizes
+
+    fake = tmp_path / "fake_depthcraft.py"
+    fake.write_text(FAKE_VERIFY)
+    monkeypatch.setattr(verify_sizes, "SEARCHES", (("ok", {}, "n", (1, 2)),))
+    out = tmp_path / "sizes.json"
+    argv = ["--json", str(out), "--timeout", "2", "--command", f"{sys.executable} {fake}"]
+    assert verify_sizes.main([*argv, "--budget", "1"]) == 3  # a 2 s probe cannot end within 1 s
+    assert not (tmp_path / "fake_depthcraft.py.log").exists()
+    assert verify_sizes.main([*argv, "--budget", "100"]) == 0
+    assert [p["size"] for p in json.loads(out.read_text())["searches"]["ok"]["probes"]] == [1, 2]
