@@ -42,7 +42,8 @@ LIMIT_S = 300
 
 #: (construction, fixed parameters, size parameter, sizes in search order), in priority order. Each
 #: list of sizes ends at the parameter's largest allowed value (``depthcraft list NAME``) or the last
-#: doubling below it; the other parameters are the defaults.
+#: doubling below it; the other parameters are the defaults, except where the defaults admit no
+#: large size (icqa: m questions and answers; ictm and tm: m or K distinct templates of length n).
 SEARCHES: Tuple[Tuple[str, Dict[str, Any], str, Tuple[int, ...]], ...] = (
     ("khop_doubling", {"k": 16, "vocab": 4}, "n", (64, 128, 256, 512, 1024)),
     ("khop_constant_width", {"k": 16}, "n", (256, 512, 1024, 2048, 4096)),
@@ -51,9 +52,9 @@ SEARCHES: Tuple[Tuple[str, Dict[str, Any], str, Tuple[int, ...]], ...] = (
     ("retrieval_doubling", {}, "d", (4, 8, 16, 32, 64)),
     ("graph_connectivity", {}, "n", (9, 17, 33, 64)),
     ("khop_rasp", {"k": 2, "vocab": 3}, "n", (8, 16, 32, 64, 128)),
-    ("icqa_copy_match", {}, "m", (8, 16, 32, 64, 128, 256, 512)),
-    ("ictm_parse_copy_match", {}, "m", (4, 8, 16, 32, 64, 128, 256)),
-    ("tm_parse_map", {}, "templates", (12, 24, 48, 96, 192, 384, 768, 1536, 3072, 6144, 12288)),
+    ("icqa_copy_match", {"questions": 512, "answers": 512}, "m", (8, 16, 32, 64, 128, 256, 512)),
+    ("ictm_parse_copy_match", {"n": 8}, "m", (4, 8, 16, 32, 64, 128, 256)),
+    ("tm_parse_map", {"n": 10}, "templates", (12, 24, 48, 96, 192, 384, 768, 1536, 3072, 6144, 12288)),
     ("sc_memorize", {}, "sequences", tuple(64 * 2 ** i for i in range(11))),
 )
 
@@ -183,8 +184,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name, fixed, size_param, sizes in SEARCHES:
         if args.only and name not in args.only:
             continue
-        s = data["searches"].setdefault(name, {"fixed": fixed, "size_param": size_param, "sizes": list(sizes),
-                                               "probes": []})
+        s = data["searches"].get(name)
+        if s is not None and (s["fixed"] != fixed or s["size_param"] != size_param):
+            # the search changed: its old probes are kept, apart, and it starts again
+            data.setdefault("superseded", []).append({"construction": name, **s})
+            s = None
+        if s is None:
+            s = data["searches"][name] = {"fixed": fixed, "size_param": size_param, "sizes": list(sizes),
+                                          "probes": []}
         for size in sizes:
             if any(p["outcome"] != "verified" for p in s["probes"]):
                 break
