@@ -86,8 +86,10 @@ def probe(command: Sequence[str], name: str, fixed: Dict[str, Any], size_param: 
         load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
         with open(os.path.join(tmp, "stderr.txt"), "w+", encoding="utf-8", errors="replace") as err_f:
-            # its own process group, stopped with this process (e.g. a chunk's `timeout` stopping the search)
-            proc = subprocess.Popen(["/usr/bin/time", "-v", "timeout", str(int(limit_s)), *command, *argv],
+            # its own process group, stopped with this process (e.g. a chunk's `timeout` stopping the search);
+            # --foreground keeps `timeout` and verify in that group (plain `timeout` makes a group of its own)
+            proc = subprocess.Popen(["/usr/bin/time", "-v", "timeout", "--foreground", str(int(limit_s)),
+                                     *command, *argv],
                                     stdout=subprocess.DEVNULL, stderr=err_f, env=env, start_new_session=True)
             try:
                 proc.wait()
