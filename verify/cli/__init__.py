@@ -22,6 +22,7 @@ from typing import List, Optional
 
 import click
 
+from depthcraft.constructions.allocator import keep_freed_memory
 from depthcraft.constructions.devices import use_cpu_devices
 from depthcraft.constructions.errors import DepthcraftError
 from depthcraft.verify.cli import catalogue, claims, dedupe, docs, explore, precision, run, saved, train, verify
@@ -72,6 +73,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     """
     try:
         use_cpu_devices()  # $DEPTHCRAFT_CPU_DEVICES host devices for the checks, before JAX starts
+        keep_freed_memory()  # reuse the runtime's freed buffers: no page faults per call (allocator.py)
         cli.main(args=argv, prog_name="depthcraft", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

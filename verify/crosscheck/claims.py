@@ -972,12 +972,13 @@ def _fig_c5(ax, m) -> bool:
 
 
 def _fig_c6(ax, m) -> bool:
-    series = {k: v["errors"] for k, v in m.items() if k.startswith("d=")}
-    drawn = _by_depth_plot(ax, series)
-    for k, v in m.items():
-        if k.startswith("d="):
-            ax.axvline(v["bound"], ls=":", lw=1.5, color="tab:orange")
-    ax.text(0.02, 0.95, "dotted: Mușat's lower bound ceil(log_3 2D) per D", transform=ax.transAxes, fontsize=7)
+    per_d = [(k, v) for k, v in m.items() if k.startswith("d=")]
+    drawn = _by_depth_plot(ax, {k: v["errors"] for k, v in per_d})
+    for i, (k, v) in enumerate(per_d):  # series i has the i-th colour of the cycle: its bound and control too
+        ax.axvline(v["bound"], ls=":", lw=1.5, color=f"C{i}", label=f"{k}: Mușat's lower bound L={v['bound']}")
+        if v.get("control") and v["control"].get("mean") is not None:
+            ax.errorbar([v["bound"] - 1], [v["control"]["mean"]], yerr=[v["control"]["std"]], marker="s",
+                        mfc="none", capsize=3, ls="none", color=f"C{i}", label=f"{k} control (2x heads, width)")
     return drawn
 
 

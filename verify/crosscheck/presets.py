@@ -273,12 +273,17 @@ _add(Preset(
          "CPU time left; a pilot at width 64, 4 heads, MLP, batch 256 stayed on the plateau (every hop at "
          "chance) for 2000 steps with the curriculum"))
 _add(Preset(
-    task="retrieval_slots", name="c6", params={"d": (2, 5), "distractors": 1, "targets": "every"},
-    mixed=False, depths=(1, 2, 3), heads=4, width=64, steps=3000, batch=256, lr=2e-3, warmup=200, seeds=3,
+    task="retrieval_slots", name="c6", params={"d": (1, 2), "distractors": 1, "targets": "every"},
+    mixed=False, depths=(1, 2, 3), heads=4, width=64, steps=2500, batch=256, lr=2e-3, warmup=200, seeds=3,
     control=True, claim_text="ceil(log_3 2D) (Mușat, lower bound)", claim=lambda p: lower_bound_layers(p["d"]),
-    checkpoint_every=500, alignment_size=0,
-    note="C6 (Mușat) retrieval with the curriculum, D in {2, 5} (lower bounds 2 and 3), depths 1-3, 3 seeds, "
-         "controls at the bound minus one"))
+    checkpoint_every=250, chunk=250, alignment_size=0, eval_every=250, exit_error=0.0,
+    note="C6 (Mușat) retrieval with the curriculum (answer slots), D in {1, 2} (lower bounds 1 and 2), "
+         "1 distractor chain, depths 1-3, 3 seeds, control at the bound minus one (D = 2: depth 1, 8 heads, "
+         "width 128). The recipe is the one CPU recipe that has learned any hop of this task (retrieval_cpu "
+         "curriculum_d2: hop 1 at depths 2 and 3; width 64, 4 heads, MLP, batch 256, 2500 steps). First "
+         "design D in {2, 5}, changed before it ran: hop 2 at D = 2 and every hop at D = 3 stayed at chance "
+         "in every CPU run so far (retrieval_cpu, c5), so D = 5 could not say more than D = 2. A group stops "
+         "early once every seed is exact at two evaluations in a row"))
 
 
 # Graph connectivity (SPEC §4.4): path-heavy graphs (the ``paths`` sampler: a Hamiltonian path cut at its middle
