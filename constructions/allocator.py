@@ -12,9 +12,9 @@ minor page faults; with the settings below, 0.8 s and 0.13 million, and 57 s of 
 :func:`keep_freed_memory` raises the mmap threshold to 256 MiB, the trim threshold to
 512 MiB and the top pad to 64 MiB with ``mallopt``, so such blocks come from the heap and
 are reused call after call. The cost: freed memory stays with the process (the peak RSS of
-that command rose from 570 to 695 MiB). ``depthcraft`` calls it once at start; a Python
-user of the API may call it too. It changes ``malloc`` for the whole process, so the
-library never calls it on import.
+that command rose from 570 to 695 MiB). The ``depthcraft`` command calls it once at start
+(``verify.cli.entry``); a Python user of the API may call it too. It changes ``malloc`` for the
+whole process, so neither the library's import nor ``verify.cli.main`` calls it.
 
 Set ``DEPTHCRAFT_MALLOC=default`` to leave ``malloc`` as it is. Other C libraries
 (macOS, Windows, musl) are left alone.

@@ -47,3 +47,19 @@ def test_freed_buffers_are_reused_without_page_faults():
 def test_default_leaves_malloc_alone():
     applied, _ = _run("on", {"DEPTHCRAFT_MALLOC": "default"})
     assert not applied
+
+
+def test_only_the_command_sets_malloc_not_main():
+    """``verify.cli.main`` run in-process (tests, notebooks) leaves malloc alone; ``entry`` (the
+    console script and ``python -m depthcraft``) sets it."""
+    code = ("import sys\nfrom depthcraft.constructions import allocator\nfrom depthcraft.verify import cli\n"
+            "try:\n    getattr(cli, sys.argv[1])() if sys.argv[1] == 'entry' else cli.main(['list'])\n"
+            "except SystemExit:\n    pass\nprint(allocator._state['applied'])\n")
+    import subprocess
+
+    got = {}
+    for how in ("main", "entry"):
+        out = subprocess.run([sys.executable, "-c", code, how, "list"], capture_output=True, text=True, check=True)
+        got[how] = out.stdout.strip().splitlines()[-1]
+    assert got["main"] == "False"
+    assert got["entry"] == ("True" if sys.platform.startswith("linux") else "False")

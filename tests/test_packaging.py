@@ -50,7 +50,7 @@ def test_the_wheel_has_one_top_level_package(wheel):
 def test_the_console_script_points_into_depthcraft(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     (entry,) = [n for n in names if n.endswith("entry_points.txt")]
-    assert "depthcraft = depthcraft.verify.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "depthcraft = depthcraft.verify.cli:entry" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 @pytest.mark.slow

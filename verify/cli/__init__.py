@@ -73,7 +73,6 @@ def main(argv: Optional[List[str]] = None) -> None:
     """
     try:
         use_cpu_devices()  # $DEPTHCRAFT_CPU_DEVICES host devices for the checks, before JAX starts
-        keep_freed_memory()  # reuse the runtime's freed buffers: no page faults per call (allocator.py)
         cli.main(args=argv, prog_name="depthcraft", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
@@ -92,4 +91,17 @@ def main(argv: Optional[List[str]] = None) -> None:
     sys.exit(0)
 
 
-__all__ = ["COMMANDS", "INTERRUPTED", "cli", "main"]
+def entry() -> None:
+    """The ``depthcraft`` console script and ``python -m depthcraft``: :func:`main` in a process
+    whose ``malloc`` keeps freed buffers for reuse (:func:`constructions.allocator.keep_freed_memory`:
+    no page faults per runtime call). A Python caller of :func:`main` (the tests, a notebook) keeps
+    its own ``malloc`` settings.
+
+    Raises:
+        SystemExit: as :func:`main`.
+    """
+    keep_freed_memory()
+    main()
+
+
+__all__ = ["COMMANDS", "INTERRUPTED", "cli", "entry", "main"]
