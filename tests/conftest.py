@@ -30,3 +30,23 @@ def resolved(request):
     name, params = request.param
     r = lookup.resolve(lookup.get(name), params)
     return r, r.build()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_module_memory():
+    """After each test module: drop compiled programs and cached builds, and return freed heap to the OS."""
+    yield
+    import ctypes
+    import gc
+
+    import jax
+
+    from depthcraft.constructions.catalogue import registry
+
+    jax.clear_caches()
+    registry._build_cached.cache_clear()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
