@@ -51,16 +51,44 @@ def keep_freed_memory() -> bool:
     if _state["done"]:
         return _state["applied"]
     _state["done"] = True
-    if os.environ.get(ENV, "").strip().lower() == "default" or not sys.platform.startswith("linux"):
+    if os.environ.get(ENV, "").strip().lower() == "default":
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and others: no mallopt
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None) if libc is not None else None
+    if mallopt is None:  # musl and others: no mallopt
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     _state["applied"] = all(mallopt(param, value) == 1 for param, value in SETTINGS.values())
     return _state["applied"]
 
 
-__all__ = ["ENV", "SETTINGS", "keep_freed_memory"]
+def _libc():
+    """glibc's ``libc`` through ctypes, or None where there is none (macOS, Windows, musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def return_free_heap() -> bool:
+    """Give the heap's free pages back to the operating system (glibc ``malloc_trim(0)``).
+
+    Freed ``malloc`` memory normally stays mapped in the process, so its resident set
+    size does not fall when Python drops large objects. Call after releasing them (see
+    :func:`depthcraft.release_memory`).
+
+    Returns:
+        True when glibc released at least one page; False when nothing was released or
+        the C library has no ``malloc_trim``. Never raises.
+    """
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is None:
+        return False
+    trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
+    return trim(0) == 1
+
+
+__all__ = ["ENV", "SETTINGS", "keep_freed_memory", "return_free_heap"]

@@ -15,6 +15,7 @@ reference. The public API::
     rs = depthcraft.residual_stream(model, [0, 1, 2, 0])  # the stream after every sublayer
 
     depthcraft.strategies.token_sequences(["a", "b"], max_len=8)  # hypothesis strategies
+    depthcraft.release_memory()  # drop cached models and compiled programs (long sessions)
 
 The package is made of three layers, each importing only from those below it:
 :mod:`depthcraft.constructions` (primitives, heads, compiler, model, runtime, io),
@@ -37,6 +38,7 @@ __version__: str = package_version()
 _EXPORTS: Dict[str, str] = {
     "check_program": "depthcraft.verify.api:check_program",
     "ANY": "depthcraft.verify.api:ANY",
+    "release_memory": "depthcraft.verify.api:release_memory",
     "verify": "depthcraft.verify.verifier:verify",
     "list_constructions": "depthcraft.verify.lookup:all_constructions",
     "get_construction": "depthcraft.verify.lookup:get",

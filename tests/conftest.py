@@ -34,19 +34,11 @@ def resolved(request):
 
 @pytest.fixture(autouse=True, scope="module")
 def _release_module_memory():
-    """After each test module: drop compiled programs and cached builds, and return freed heap to the OS."""
+    """After each test module: drop cached builds and compiled programs, and trim the heap.
+
+    Without it the suite's RSS grows module by module (6.7 GB peak; 1.3 GB with it).
+    """
     yield
-    import ctypes
-    import gc
+    import depthcraft
 
-    import jax
-
-    from depthcraft.constructions.catalogue import registry
-
-    jax.clear_caches()
-    registry._build_cached.cache_clear()
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    depthcraft.release_memory()

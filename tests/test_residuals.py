@@ -181,6 +181,7 @@ def test_public_api_names_are_pinned():
     assert depthcraft.__all__ == sorted([
         "ANY", "CompileError", "CompiledModel", "DepthcraftError", "InputError", "ParameterError",
         "ResidualStream", "__version__", "build", "check_program", "compile_program", "get_construction",
-        "list_constructions", "load", "residual_stream", "resolve", "save", "strategies", "verify"])
+        "list_constructions", "load", "release_memory", "residual_stream", "resolve", "save", "strategies",
+        "verify"])
     for name in depthcraft.__all__:
         assert getattr(depthcraft, name) is not None

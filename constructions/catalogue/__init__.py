@@ -15,12 +15,12 @@ Look a construction up with :func:`get`; resolve its parameters (its own and its
 task's) with :func:`depthcraft.verify.lookup.resolve`.
 """
 
-from depthcraft.constructions.catalogue.registry import (BOUND_KEYS, Bound, Construction, all_constructions, get,
-                                                          register)
+from depthcraft.constructions.catalogue.registry import (BOUND_KEYS, Bound, Construction, all_constructions,
+                                                          clear_build_cache, get, register)
 # The family modules register at import; this order is the order of `depthcraft list` and `verify --all`.
 from depthcraft.constructions.catalogue import khop  # noqa: F401,E402  isort: skip
 from depthcraft.constructions.catalogue import chen_zou  # noqa: F401,E402  isort: skip
 from depthcraft.constructions.catalogue import retrieval  # noqa: F401,E402  isort: skip
 from depthcraft.constructions.catalogue import connectivity  # noqa: F401,E402  isort: skip
 
-__all__ = ["BOUND_KEYS", "Bound", "Construction", "all_constructions", "get", "register"]
+__all__ = ["BOUND_KEYS", "Bound", "Construction", "all_constructions", "clear_build_cache", "get", "register"]

@@ -123,6 +123,13 @@ def get(name: str) -> Construction:
     return _REGISTRY[name]
 
 
+def clear_build_cache() -> int:
+    """Forget every model :meth:`Construction.build` has cached; returns how many there were."""
+    n = _build_cached.cache_info().currsize
+    _build_cached.cache_clear()
+    return n
+
+
 @functools.lru_cache(maxsize=32)
 def _build_cached(name: str, frozen: Tuple[Tuple[str, Any], ...]) -> CompiledModel:
     c = _REGISTRY[name]
