@@ -78,7 +78,7 @@ def test_sc_adds_heads_where_the_generic_count_is_too_ill_conditioned_for_float3
     assert got.tolist() == want.tolist()  # every memorised sequence reads its own label at CLS
 
 
-@pytest.mark.slow  # about 5 minutes on one core: six least-squares solves of 4096 x ~6,300
+@pytest.mark.slow  # 5-11 minutes on one core: six least-squares solves of 4096 x ~6,300
 def test_sc_memorises_4096_sequences_exactly():
     # Before the float32 acceptance check: 410 heads (4101 dimensions for 4096 sequences),
     # cond 2.6e10, 208 of 1,000 random inputs wrong. Now 426 heads.
