@@ -14,7 +14,14 @@ transformers", ICLR 2024, specialised to one-hot token and position inputs):
 
 A softmax head contributes n + V - 1 independent feature dimensions (n positions, V key
 values), the constant being shared, so E examples need H = ceil((E - 1) / (n + V - 2))
-heads for generic scores. ReLU heads are additive over positions: all heads together span
+heads for generic scores: the fewest in exact arithmetic. The model runs in float32,
+though, and at that count the E x H(n + V - 1) feature matrix F can be nearly square
+(only H(n + V - 2) + 1 - E spare dimensions), so badly conditioned that the minimum-norm
+OV weights are huge and float32 rounding swamps the read-out (sc_memorize, M = 4096:
+H = 410 leaves 5 spare dimensions, cond(F) = 2.6e10, |W| up to 1.4e7, float32 read-out
+error 4.1). A head count is therefore
+accepted only when the read-out is also close to the labels evaluated in float32
+(:data:`FLOAT32_TOL`); otherwise more heads are tried (M = 4096: 426 heads). ReLU heads are additive over positions: all heads together span
 at most the (position, value) one-hot encodings of the examples plus a constant, so ReLU
 interpolation needs those to be linearly independent (at most 1 + n (V - 1) examples).
 """
@@ -35,7 +42,13 @@ from depthcraft.constructions.reference import memory_keys, memory_table
 
 #: Largest |F W - Y| accepted for the least-squares solution (float64, before float32 weights).
 RESIDUAL_TOL = 1e-6
-#: Extra heads tried beyond the generic count before giving up.
+#: Largest |F W - Y| accepted when F and W are evaluated in float32 as the model runs them
+#: (float32 QK tables, softmax and read-out, OV weights rounded to float32): a quarter of
+#: the one-hot labels' gap of 1, so the right label reads >= 3/4 (a categorical output
+#: needs > 1/2) and the others <= 1/4. An estimate in one evaluation order, not a bound on
+#: the compiled model's (sc_memorize, M = 4096: accepted at 426 heads, measured gap 0.47).
+FLOAT32_TOL = 0.25
+#: Extra heads tried, one at a time, beyond the generic count when the float64 solve fails.
 EXTRA_HEADS = 8
 
 
@@ -88,8 +101,28 @@ def features(res: np.ndarray, u: np.ndarray, attention: str) -> np.ndarray:
     return np.einsum("eht,etd->ehd", w, res)
 
 
+def readout_error32(res: np.ndarray, u: np.ndarray, w: np.ndarray, targets: np.ndarray, attention: str) -> float:
+    """max |F W - Y| with everything in float32, as the compiled model computes it.
+
+    Args:
+        res: [E, T, D] key residuals; u: [H, D] QK tables; w: [H, D, C] OV matrices
+            (float64, rounded to float32 here as the model stores them); targets: [E, C].
+    """
+    f32 = features(res.astype(np.float32), u.astype(np.float32), attention)
+    out = np.einsum("ehd,hdc->ec", f32, w.astype(np.float32))
+    return float(np.abs(out.astype(np.float64) - targets).max())
+
+
 def solve(spec: MemorySpec, attention: str, res: np.ndarray, targets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Pick the QK tables and solve the OV matrices.
+
+    The least-squares solve is in float64; a head count is accepted when its residual is
+    below :data:`RESIDUAL_TOL` there and below :data:`FLOAT32_TOL` with the features
+    and weights in float32 (:func:`readout_error32`). Default counts: from the generic
+    one, ceil((E - 1) / (r1 - 1)) with r1 the rank of one head's features, one more head
+    after a float64 failure (up to :data:`EXTRA_HEADS` extra) and twice as many extra
+    heads after a float32 failure (1, 2, 4, ..: conditioning improves with the spare
+    dimensions), never more than E heads nor twice the generic count.
 
     Args:
         res: [E, T, D] key residuals of the distinct examples.
@@ -97,34 +130,54 @@ def solve(spec: MemorySpec, attention: str, res: np.ndarray, targets: np.ndarray
     Returns:
         (u [H, D] score tables, W [H, D, C] OV matrices) with sum_h F_h W_h = targets.
     Raises:
-        CompileError: no head count up to the limit interpolates the examples.
+        CompileError: no head count up to the limit interpolates the examples (in float64),
+            or none that does keeps the float32 read-out within :data:`FLOAT32_TOL` (the
+            message gives the counts tried and the float32 error of the last).
     """
     e, _, d = res.shape
     rng = np.random.default_rng(spec.seed)
     draw = lambda h: rng.normal(0.0, spec.scale, size=(h, d))  # noqa: E731
     u = draw(1)
     if spec.heads is not None:
-        counts = [spec.heads]
+        first, top = spec.heads, spec.heads
     else:
         r1 = np.linalg.matrix_rank(features(res, u, attention)[:, 0])
-        first = 1 if r1 <= 1 else max(1, math.ceil((e - 1) / (r1 - 1)))
-        counts = list(range(min(first, e), min(first + EXTRA_HEADS, e) + 1))
-    last_rank = None
-    for h in counts:
+        first = min(e, 1 if r1 <= 1 else max(1, math.ceil((e - 1) / (r1 - 1))))
+        top = min(e, first + max(EXTRA_HEADS, first))
+    counts: List[int] = []
+    last_rank, err32, h = None, None, first
+    while h <= top:
+        counts.append(h)
         if len(u) < h:
             u = np.concatenate([u, draw(h - len(u))])
         f = features(res, u[:h], attention).reshape(e, -1)
         w, *_ = np.linalg.lstsq(f, targets, rcond=None)
         err = np.abs(f @ w - targets).max()
         if err < RESIDUAL_TOL:
-            return u[:h], w.reshape(h, d, -1)
+            w = w.reshape(h, d, -1)
+            err32 = readout_error32(res, u[:h], w, targets, attention)
+            if err32 <= FLOAT32_TOL:
+                return u[:h], w
+            if h == top:
+                break
+            h = min(top, first + max(1, 2 * (h - first)))  # interpolates; too ill-conditioned for float32
+            continue
+        err32 = None
         rank = np.linalg.matrix_rank(f)
         if attention == "relu" and rank == last_rank:
             break  # ReLU features are additive: more heads add nothing
         last_rank = rank
+        if h >= first + EXTRA_HEADS:
+            break
+        h += 1
+    tried = f"{counts[0]} heads" if len(counts) == 1 else f"tried {', '.join(map(str, counts))} heads"
+    if err32 is not None:
+        raise CompileError(f"memorise: {attention} heads interpolate {e} examples in float64 but the float32 "
+                           f"read-out errs by {err32:.3g} > {FLOAT32_TOL} ({tried}; the least-squares system "
+                           "is too ill-conditioned for float32 weights)")
     why = ("one-layer ReLU attention reads an additive function of (position, value) pairs, whose "
            f"features span only {last_rank} of the {e} needed dimensions here; use softmax attention"
-           if attention == "relu" else f"tried {counts[0]}..{counts[-1]} heads")
+           if attention == "relu" else tried)
     raise CompileError(f"memorise: cannot interpolate {e} examples with {attention} heads ({why})")
 
 

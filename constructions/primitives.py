@@ -387,7 +387,10 @@ def memorise(keys: Sequence[rasp.SOp], examples: Sequence[Sequence[Any]], labels
     examples' one-hot (position, value) encodings plus a constant to be linearly
     independent (at most 1 + n(V - 1) examples), and some labelings are out of reach of
     any one-layer ReLU read-out (no additive function separates {aa, bb} from {ab, ba}).
-    ``heads=None`` takes the fewest heads that interpolate the examples.
+    ``heads=None`` takes the fewest heads that interpolate the examples, in float64 and, within
+    1/4 of every label, with the model's float32 weights and arithmetic (where the generic
+    count leaves the least-squares system too ill-conditioned for float32, a few more:
+    :func:`constructions.memory.solve`).
 
     Semantics: at position R of an input of length R, the label of the example whose
     key values at positions 1..R equal the input's; None elsewhere or if none does.

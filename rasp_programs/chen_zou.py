@@ -47,7 +47,9 @@ def sc_memorize(examples: Sequence[Sequence[int]], labels: Sequence[Any], *, att
 
     Cost: L = 1, MLP = 0. Heads (softmax): one head's features span n + V - 1
     dimensions with the constant shared, so H = ceil((M - 1) / (n + V - 2)) for generic
-    scores (<= M). ReLU: the read-out is additive over (position, token) pairs, whatever
+    scores (<= M), or a few more where that count's least-squares system is too
+    ill-conditioned for the float32 model (M = 4096, n = 8, V = 4: 426, not 410;
+    :func:`constructions.memory.solve`). ReLU: the read-out is additive over (position, token) pairs, whatever
     H, so this construction needs the M sequences' one-hot (position, token) encodings
     plus a constant to be linearly independent (M <= 1 + n(V - 1); the build refuses
     otherwise), and no one-layer ReLU read-out fits a dataset labelled like XOR

@@ -52,6 +52,42 @@ def test_head_counts_follow_the_formulas():
     assert [layer["heads"] for layer in ictm["layers"]] == [1, ictm["params"]["n"], 1]
 
 
+def _sc_labels_at_cls(sequences: int, heads: int = 0):
+    """(heads built, label read at CLS, expected label token) for every SC dataset sequence (defaults)."""
+    from depthcraft.rasp_programs.chen_zou_data import label_token, sc_dataset, with_cls
+    from depthcraft.verify.structure import measure
+    r = lookup.resolve("sc_memorize", dict(sequences=sequences, heads=heads))
+    p = r.params
+    model = r.build()
+    x, labels = sc_dataset(p["sequences"], p["n"], p["vocab"], p["classes"], p["seed"])
+    got = model.run(with_cls(x, p["vocab"]))[:, -1]
+    return measure(model)["heads"], got, label_token(p["vocab"], labels)
+
+
+def test_sc_adds_heads_where_the_generic_count_is_too_ill_conditioned_for_float32():
+    # M = 1501, n = 8, V = 4: the generic count ceil(1500 / 10) = 150 heads gives
+    # 150 * 10 + 1 = 1501 feature dimensions for 1501 sequences, a square least-squares
+    # system that interpolates in float64 but whose float32 read-out errs by 0.53 (> 1/4).
+    p = lookup.resolve("sc_memorize", dict(sequences=1501)).params
+    generic = math.ceil((p["sequences"] - 1) / (p["n"] + p["vocab"] - 2))
+    assert generic == 150
+    with pytest.raises(CompileError, match=r"float32 read-out errs by 0\.5\d* > 0\.25 \(150 heads"):
+        _sc_labels_at_cls(1501, heads=generic)
+    heads, got, want = _sc_labels_at_cls(1501)
+    assert heads == generic + 1  # one spare head is enough here (float32 error 0.058)
+    assert got.tolist() == want.tolist()  # every memorised sequence reads its own label at CLS
+
+
+@pytest.mark.slow  # 5-11 minutes on one core: six least-squares solves of 4096 x ~6,300
+def test_sc_memorises_4096_sequences_exactly():
+    # Before the float32 acceptance check: 410 heads (4101 dimensions for 4096 sequences),
+    # cond 2.6e10, 208 of 1,000 random inputs wrong. Now 426 heads.
+    r = verify("sc_memorize", dict(sequences=4096), samples=1000, hypothesis_examples=100)
+    assert r["exact"] and r["passed"], r["counterexample"]
+    assert 410 < r["structure"]["heads"] <= 2 * 410
+    assert r["min_margin"]["output_gap"] > 0.25
+
+
 def test_relu_sc_refuses_more_sequences_than_its_additive_read_out_can_hold():
     with pytest.raises(CompileError, match="additive"):
         verify("sc_memorize", dict(CASES[0][1], sequences=12, attention="relu"), samples=0, hypothesis_examples=0)

@@ -80,9 +80,11 @@ _register_cz(
               dict(sequences=16, n=8, vocab=4, classes=4, seed=0, attention="relu")),
     exhaustive_in_all=True,
     notes="softmax: H = ceil((M-1)/(n+V-2)) for generic QK tables and a dataset that uses every token at "
-          "every position. ReLU: the one-layer read-out is additive over (position, token) pairs, so the "
-          "build needs the sequences' one-hot encodings (plus a constant) independent, M <= 1 + n(V-1), and "
-          "refuses otherwise; the ReLU default uses M = 16 <= 25.",
+          "every position, or a few more where that count is too ill-conditioned for float32 weights (the "
+          "float32 read-out must be within 1/4 of every label; M = 4096: 426 heads, not 410). ReLU: the "
+          "one-layer read-out is additive over (position, token) pairs, so the build needs the sequences' "
+          "one-hot encodings (plus a constant) independent, M <= 1 + n(V-1), and refuses otherwise; "
+          "the ReLU default uses M = 16 <= 25.",
 )
 
 _register_cz(
