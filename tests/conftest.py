@@ -37,8 +37,11 @@ def _release_module_memory():
     """After each test module: drop cached builds and compiled programs, and trim the heap.
 
     Without it the suite's RSS grows module by module (6.7 GB peak; 1.3 GB with it).
+    ``DEPTHCRAFT_TEST_KEEP_CACHES=1`` skips it (``benchmarks/suite_cost.py`` measures both).
     """
     yield
+    if os.environ.get("DEPTHCRAFT_TEST_KEEP_CACHES") == "1":
+        return
     import depthcraft
 
     depthcraft.release_memory()

@@ -812,6 +812,37 @@ def render_verify_sizes(root: pathlib.Path) -> str:
                          "wall, peak RSS there", "first size not verified"], rows)
 
 
+TEST_SUITE = "results/performance/test_suite.json"
+#: benchmarks/suite_cost.py's modes, in the order shown, with what each means.
+_SUITE_MODES = {
+    "workers": "`pytest -q` (2 xdist workers, the default)",
+    "one-process": "`pytest -q -n 0` (one process)",
+    "one-process-keep-caches": "`pytest -q -n 0`, no `release_memory()` between modules (before)",
+}
+
+
+def render_test_suite(root: pathlib.Path) -> str:
+    """docs/performance.md: wall time and peak memory of the default test suite per mode."""
+    d = load_json(root, TEST_SUITE)
+    rows = []
+    for mode in [m for m in _SUITE_MODES if any(r["mode"] == m for r in d["rows"])]:
+        r = next(r for r in d["rows"] if r["mode"] == mode)
+        c = r["counts"]
+        result = ", ".join(f"{c[k]} {k}" for k in ("passed", "failed", "errors", "skipped") if c.get(k))
+        cpus = (f"{len(r['cpus_usable'])} of {r['cpus']}" if len(r["cpus_usable"]) < r["cpus"] else str(r["cpus"]))
+        ok = r["exit"] == 0 and r["wall_s"] < d["target_s"] and r["peak_tree_rss_mib"] < d["target_gib"] * 1024
+        rows.append([_SUITE_MODES[mode], f"{r['wall_s']:.1f} s", f"{count(r['peak_tree_rss_mib'])} MiB",
+                     f"{count(r['peak_process_rss_mib'])} MiB", result, cpus,
+                     f"{r['load_1min_before']:.1f} -> {r['load_1min_after']:.1f}", r.get("commit") or "—",
+                     "met" if ok else "**not met**"])
+    head = (f"The default test suite (`slow` excluded) per way of running it: wall time, peak resident memory of "
+            f"the whole process tree (pytest and its workers, sampled every 0.3 s) and of its largest process, "
+            f"`python benchmarks/suite_cost.py`, [{TEST_SUITE}](@/{TEST_SUITE}) (target: under "
+            f"{d['target_s'] / 60:g} minutes and {d['target_gib']:g} GB):\n\n")
+    return head + table(["run", "wall", "peak RSS, all processes", "largest process", "tests", "CPUs", "load",
+                         "commit", "target"], rows)
+
+
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
 #: ``nA-B.json``), matched by this pattern under the root.
 CONNECTIVITY_SWEEPS = "results/graph_connectivity/n*.json"
@@ -1004,6 +1035,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "benchmark": render_benchmark,
     "benchmark_summary": render_benchmark_summary,
     "verify_sizes": render_verify_sizes,
+    "test_suite": render_test_suite,
     "ablation": render_ablation,
     "sparse_scores": render_sparse_scores,
     "train_speed": render_train_speed,

@@ -1,0 +1,145 @@
+"""Wall time and peak memory of the default test suite (issue 12: < 5 minutes, peak RSS < 3 GB).
+
+Runs ``pytest -q`` (the README's test command; the default suite, ``slow`` excluded) in a child
+process with the extra arguments of each mode, samples the resident memory of the whole process
+tree (pytest and its xdist workers) every 0.3 s, and records per mode: wall seconds, the peak of
+the tree's summed RSS and the peak of its largest process, the pass/fail counts from pytest's
+summary line, the CPUs usable and the 1-minute load average before and after (a shared machine).
+Modes:
+
+* ``workers``: the default, ``pytest -q`` as configured in pyproject.toml (xdist workers);
+* ``one-process``: ``pytest -q -n 0``, every test in one process;
+* ``one-process-keep-caches``: as ``one-process`` with ``DEPTHCRAFT_TEST_KEEP_CACHES=1``, so the
+  suite does not call :func:`depthcraft.release_memory` after each module (the suite before it).
+
+Targets are printed next to each row, not asserted::
+
+    python benchmarks/suite_cost.py --modes workers one-process --json results/performance/test_suite.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from depthcraft.constructions.files import write_json_atomic
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: mode -> (extra pytest arguments, extra environment).
+MODES: Dict[str, tuple] = {
+    "workers": ([], {}),
+    "one-process": (["-n", "0"], {}),
+    "one-process-keep-caches": (["-n", "0"], {"DEPTHCRAFT_TEST_KEEP_CACHES": "1"}),
+}
+TARGET_S, TARGET_GIB = 300.0, 3.0
+
+
+def _children() -> Dict[int, List[int]]:
+    kids: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def tree_rss(root: int) -> List[float]:
+    """RSS in MiB of ``root`` and each of its descendants (Linux ``/proc``)."""
+    kids, out, stack = _children(), [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(_rss_mib(pid))
+        stack.extend(kids.get(pid, []))
+    return out
+
+
+def summary_counts(text: str) -> Dict[str, int]:
+    """``{"passed": 771, "skipped": 4, ...}`` from pytest's last summary line."""
+    lines = [ln for ln in text.splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
+    return {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)", lines[-1])} \
+        if lines else {}
+
+
+def run_mode(mode: str, pytest_args: Sequence[str] = (), sample_s: float = 0.3) -> Dict[str, Any]:
+    """Run the default suite once in ``mode`` (:data:`MODES`) and measure it.
+
+    Returns:
+        {"mode", "argv", "env", "wall_s", "peak_tree_rss_mib", "peak_process_rss_mib", "exit",
+         "counts", "load_1min_before", "load_1min_after", "cpus", "cpus_usable"}.
+    Raises:
+        KeyError: ``mode`` is not in :data:`MODES`.
+    """
+    extra, env_extra = MODES[mode]
+    argv = [sys.executable, "-m", "pytest", "-q", *extra, *pytest_args]
+    env = {**os.environ, **env_extra}
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    log = ROOT / f".test_suite_{mode}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        peak_tree = peak_one = 0.0
+        while proc.poll() is None:
+            rss = tree_rss(proc.pid)
+            peak_tree, peak_one = max(peak_tree, sum(rss)), max(peak_one, max(rss, default=0.0))
+            time.sleep(sample_s)
+    wall = time.perf_counter() - t0
+    text = log.read_text()
+    log.unlink()
+    return {"mode": mode, "argv": ["pytest", "-q", *extra, *pytest_args], "env": env_extra,
+            "wall_s": round(wall, 1), "peak_tree_rss_mib": round(peak_tree), "peak_process_rss_mib": round(peak_one),
+            "exit": proc.returncode, "counts": summary_counts(text),
+            "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2),
+            "cpus": os.cpu_count(), "cpus_usable": sorted(os.sched_getaffinity(0))}
+
+
+def _commit() -> Optional[str]:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--modes", nargs="+", choices=list(MODES), default=["workers", "one-process"])
+    ap.add_argument("--json", help="write (or update, one row per mode) this results file")
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    a = ap.parse_args(argv)
+    path = pathlib.Path(a.json) if a.json else None
+    data = json.loads(path.read_text()) if path and path.exists() else {"rows": []}
+    data.update(target_s=TARGET_S, target_gib=TARGET_GIB)
+    print(f"{'mode':<25}{'wall':>8}{'tree RSS':>11}{'largest':>11}  {'failed':>6}  target")
+    for mode in a.modes:
+        row = dict(run_mode(mode, a.pytest_args), commit=_commit())
+        ok = row["wall_s"] < TARGET_S and row["peak_tree_rss_mib"] < TARGET_GIB * 1024
+        bad = row["counts"].get("failed", 0) + row["counts"].get("errors", 0) + row["counts"].get("error", 0)
+        print(f"{mode:<25}{row['wall_s']:>7.1f}s{row['peak_tree_rss_mib']:>7,} MiB{row['peak_process_rss_mib']:>7,} MiB"
+              f"  {bad:>6}  {'met' if ok else 'not met'}")
+        data["rows"] = [r for r in data["rows"] if r["mode"] != mode] + [row]
+        if path:
+            write_json_atomic(str(path), data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
