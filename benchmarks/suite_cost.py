@@ -54,7 +54,8 @@ def _children() -> Dict[int, List[int]]:
     return kids
 
 
-def _rss_mib(pid: int) -> float:
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` in MiB (``/proc/PID/statm``; 0 when it has exited)."""
     try:
         with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
@@ -67,7 +68,7 @@ def tree_rss(root: int) -> List[float]:
     kids, out, stack = _children(), [], [root]
     while stack:
         pid = stack.pop()
-        out.append(_rss_mib(pid))
+        out.append(rss_mib(pid))
         stack.extend(kids.get(pid, []))
     return out
 

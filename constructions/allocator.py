@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 from typing import Dict
@@ -62,6 +63,7 @@ def keep_freed_memory() -> bool:
     return _state["applied"]
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
     """glibc's ``libc`` through ctypes, or None where there is none (macOS, Windows, musl)."""
     if not sys.platform.startswith("linux"):
