@@ -7,33 +7,46 @@ the tree's summed RSS and the peak of its largest process, the pass/fail counts 
 summary line, the CPUs usable and the 1-minute load average before and after (a shared machine).
 Modes:
 
-* ``workers``: the default, ``pytest -q`` as configured in pyproject.toml (xdist workers);
+* ``workers-cold``: ``workers`` with an empty cache folder (``DEPTHCRAFT_CACHE_DIR`` set to a new
+  temporary folder, removed afterwards), as on a fresh machine such as CI's: every XLA compilation
+  is made, none is read back from JAX's persistent compilation cache;
+* ``workers``: the default, ``pytest -q`` as configured in pyproject.toml (xdist workers), with
+  the user's cache folder as it is (the row records how many compilations it held before);
 * ``one-process``: ``pytest -q -n 0``, every test in one process;
 * ``one-process-keep-caches``: as ``one-process`` with ``DEPTHCRAFT_TEST_KEEP_CACHES=1``, so the
   suite does not call :func:`depthcraft.release_memory` after each module (the suite before it).
 
+Every mode loads ``benchmarks/compile_by_test.py``, so each row also records the XLA compilations
+made in the test processes and their seconds (trace, lowering, backend compile) and the reads from
+the persistent compilation cache.
+
 Targets are printed next to each row, not asserted::
 
-    python benchmarks/suite_cost.py --modes workers one-process --json results/performance/test_suite.json
+    python benchmarks/suite_cost.py --modes workers-cold workers --json results/performance/test_suite.json
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from depthcraft.constructions import cache
 from depthcraft.constructions.files import write_json_atomic
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-#: mode -> (extra pytest arguments, extra environment).
+#: mode -> (extra pytest arguments, extra environment); ``workers-cold`` also gets an empty cache folder.
 MODES: Dict[str, tuple] = {
+    "workers-cold": ([], {}),
     "workers": ([], {}),
     "one-process": (["-n", "0"], {}),
     "one-process-keep-caches": (["-n", "0"], {"DEPTHCRAFT_TEST_KEEP_CACHES": "1"}),
@@ -85,13 +98,23 @@ def run_mode(mode: str, pytest_args: Sequence[str] = (), sample_s: float = 0.3) 
 
     Returns:
         {"mode", "argv", "env", "wall_s", "peak_tree_rss_mib", "peak_process_rss_mib", "exit",
-         "counts", "load_1min_before", "load_1min_after", "cpus", "cpus_usable"}.
+         "counts", "cache" ("cold" or "as found"), "cache_entries_before" (files in the JAX cache folder),
+         "compile" (summed compile_by_test totals), "load_1min_before", "load_1min_after", "cpus", "cpus_usable"}.
     Raises:
         KeyError: ``mode`` is not in :data:`MODES`.
     """
     extra, env_extra = MODES[mode]
-    argv = [sys.executable, "-m", "pytest", "-q", *extra, *pytest_args]
-    env = {**os.environ, **env_extra}
+    argv = [sys.executable, "-m", "pytest", "-q", *extra, "-p", "compile_by_test", *pytest_args]
+    logs = tempfile.mkdtemp(prefix="depthcraft-compile-log-")
+    env = {**os.environ, **env_extra, "COMPILE_LOG_DIR": logs,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")]))}
+    cold = tempfile.mkdtemp(prefix="depthcraft-cold-cache-") if mode == "workers-cold" else None
+    if cold:
+        env[cache.ENV] = cold
+    else:
+        env_cache = cache.cache_dir()
+    jax_dir = pathlib.Path(cold) / "jax" if cold else (env_cache / "jax" if env_cache else None)
+    entries_before = sum(1 for _ in jax_dir.iterdir()) if jax_dir and jax_dir.is_dir() else 0
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     log = ROOT / f".test_suite_{mode}.log"
@@ -105,7 +128,15 @@ def run_mode(mode: str, pytest_args: Sequence[str] = (), sample_s: float = 0.3) 
     wall = time.perf_counter() - t0
     text = log.read_text()
     log.unlink()
+    compiles = collections.Counter()
+    for part in pathlib.Path(logs).glob("*.json"):
+        compiles.update(json.loads(part.read_text()))
+    shutil.rmtree(logs, ignore_errors=True)
+    if cold:
+        shutil.rmtree(cold, ignore_errors=True)
     return {"mode": mode, "argv": ["pytest", "-q", *extra, *pytest_args], "env": env_extra,
+            "cache": "cold" if cold else "as found", "cache_entries_before": entries_before,
+            "compile": {k: round(v, 1) for k, v in sorted(compiles.items())},
             "wall_s": round(wall, 1), "peak_tree_rss_mib": round(peak_tree), "peak_process_rss_mib": round(peak_one),
             "exit": proc.returncode, "counts": summary_counts(text),
             "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2),

@@ -815,6 +815,7 @@ def render_verify_sizes(root: pathlib.Path) -> str:
 TEST_SUITE = "results/performance/test_suite.json"
 #: benchmarks/suite_cost.py's modes, in the order shown, with what each means.
 _SUITE_MODES = {
+    "workers-cold": "`pytest -q`, empty cache folder (a fresh machine, as CI)",
     "workers": "`pytest -q` (2 xdist workers, the default)",
     "one-process": "`pytest -q -n 0` (one process)",
     "one-process-keep-caches": "`pytest -q -n 0`, no `release_memory()` between modules (before)",
@@ -831,16 +832,24 @@ def render_test_suite(root: pathlib.Path) -> str:
         result = ", ".join(f"{c[k]} {k}" for k in ("passed", "failed", "errors", "skipped") if c.get(k))
         cpus = (f"{len(r['cpus_usable'])} of {r['cpus']}" if len(r["cpus_usable"]) < r["cpus"] else str(r["cpus"]))
         ok = r["exit"] == 0 and r["wall_s"] < d["target_s"] and r["peak_tree_rss_mib"] < d["target_gib"] * 1024
+        comp = r.get("compile")
+        compiled = (f"{count(int(comp['compilations']))}, {comp['backend_compile_s'] + comp['trace_s'] + comp['lower_s']:.0f} s"
+                    f" ({count(int(comp['cache_hits']))} cached)" if comp else "not recorded")
+        cache_state = ("empty" if r.get("cache") == "cold" else f"{count(r['cache_entries_before'])} entries"
+                       if r.get("cache") == "as found" else "not recorded")
         rows.append([_SUITE_MODES[mode], f"{r['wall_s']:.1f} s", f"{count(r['peak_tree_rss_mib'])} MiB",
-                     f"{count(r['peak_process_rss_mib'])} MiB", result, cpus,
+                     f"{count(r['peak_process_rss_mib'])} MiB", cache_state, compiled, result, cpus,
                      f"{r['load_1min_before']:.1f} -> {r['load_1min_after']:.1f}", r.get("commit") or "—",
                      "met" if ok else "**not met**"])
     head = (f"The default test suite (`slow` excluded) per way of running it: wall time, peak resident memory of "
             f"the whole process tree (pytest and its workers, sampled every 0.3 s) and of its largest process, "
             f"`python benchmarks/suite_cost.py`, [{TEST_SUITE}](@/{TEST_SUITE}) (target: under "
-            f"{d['target_s'] / 60:g} minutes and {d['target_gib']:g} GB):\n\n")
-    return head + table(["run", "wall", "peak RSS, all processes", "largest process", "tests", "CPUs", "load",
-                         "commit", "target"], rows)
+            f"{d['target_s'] / 60:g} minutes and {d['target_gib']:g} GB). *JAX cache* is the persistent "
+            f"compilation cache the run started with; *XLA compilations* counts those made in the test "
+            f"processes (CLI subprocesses not included), with their trace, lowering and compile seconds summed "
+            f"over both workers, and the number read back from the cache instead:\n\n")
+    return head + table(["run", "wall", "peak RSS, all processes", "largest process", "JAX cache",
+                         "XLA compilations", "tests", "CPUs", "load", "commit", "target"], rows)
 
 
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
