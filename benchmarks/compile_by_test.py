@@ -7,7 +7,9 @@
 Each process that runs tests (each xdist worker, or the single process with ``-n 0``) writes
 ``DIR/<worker>.json``: ``{"compilations", "backend_compile_s", "trace_s", "lower_s", "cache_hits",
 "cache_read_s"}`` from ``jax.monitoring``'s duration events (seconds of wall time in this process;
-``compilations`` counts XLA backend compilations, each eager primitive of a new shape included).
+``compilations`` counts JAX's backend-compile events, each eager primitive of a new shape included;
+JAX emits one also where the persistent compilation cache serves the program (a short one), so the
+programs XLA really compiled are ``compilations - cache_hits``).
 Compilations inside subprocesses that tests start (the CLI tests) are not counted.
 """
 

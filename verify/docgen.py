@@ -833,8 +833,9 @@ def render_test_suite(root: pathlib.Path) -> str:
         cpus = (f"{len(r['cpus_usable'])} of {r['cpus']}" if len(r["cpus_usable"]) < r["cpus"] else str(r["cpus"]))
         ok = r["exit"] == 0 and r["wall_s"] < d["target_s"] and r["peak_tree_rss_mib"] < d["target_gib"] * 1024
         comp = r.get("compile")
-        compiled = (f"{count(int(comp['compilations']))}, {comp['backend_compile_s'] + comp['trace_s'] + comp['lower_s']:.0f} s"
-                    f" ({count(int(comp['cache_hits']))} cached)" if comp else "not recorded")
+        compiled = (f"{count(int(comp['compilations'] - comp['cache_hits']))} compiled, "
+                    f"{count(int(comp['cache_hits']))} read from the cache; backend {comp['backend_compile_s']:.0f} s, "
+                    f"trace and lowering {comp['trace_s'] + comp['lower_s']:.0f} s" if comp else "not recorded")
         cache_state = ("empty" if r.get("cache") == "cold" else f"{count(r['cache_entries_before'])} entries"
                        if r.get("cache") == "as found" else "not recorded")
         rows.append([_SUITE_MODES[mode], f"{r['wall_s']:.1f} s", f"{count(r['peak_tree_rss_mib'])} MiB",
@@ -845,9 +846,9 @@ def render_test_suite(root: pathlib.Path) -> str:
             f"the whole process tree (pytest and its workers, sampled every 0.3 s) and of its largest process, "
             f"`python benchmarks/suite_cost.py`, [{TEST_SUITE}](@/{TEST_SUITE}) (target: under "
             f"{d['target_s'] / 60:g} minutes and {d['target_gib']:g} GB). *JAX cache* is the persistent "
-            f"compilation cache the run started with; *XLA compilations* counts those made in the test "
-            f"processes (CLI subprocesses not included), with their trace, lowering and compile seconds summed "
-            f"over both workers, and the number read back from the cache instead:\n\n")
+            f"compilation cache the run started with; *XLA compilations* are those the test processes asked "
+            f"for (CLI subprocesses not included), split into programs XLA compiled and programs read back from the "
+            f"cache, with their seconds summed over the processes:\n\n")
     return head + table(["run", "wall", "peak RSS, all processes", "largest process", "JAX cache",
                          "XLA compilations", "tests", "CPUs", "load", "commit", "target"], rows)
 
