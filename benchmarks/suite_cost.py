@@ -111,9 +111,8 @@ def run_mode(mode: str, pytest_args: Sequence[str] = (), sample_s: float = 0.3) 
     cold = tempfile.mkdtemp(prefix="depthcraft-cold-cache-") if mode == "workers-cold" else None
     if cold:
         env[cache.ENV] = cold
-    else:
-        env_cache = cache.cache_dir()
-    jax_dir = pathlib.Path(cold) / "jax" if cold else (env_cache / "jax" if env_cache else None)
+    base = pathlib.Path(cold) if cold else cache.cache_dir()
+    jax_dir = base / "jax" if base else None
     entries_before = sum(1 for _ in jax_dir.iterdir()) if jax_dir and jax_dir.is_dir() else 0
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
