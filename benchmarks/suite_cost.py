@@ -44,12 +44,12 @@ from depthcraft.constructions import cache
 from depthcraft.constructions.files import write_json_atomic
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-#: mode -> (extra pytest arguments, extra environment); ``workers-cold`` also gets an empty cache folder.
+#: mode -> (extra pytest arguments, extra environment, whether it starts with an empty cache folder).
 MODES: Dict[str, tuple] = {
-    "workers-cold": ([], {}),
-    "workers": ([], {}),
-    "one-process": (["-n", "0"], {}),
-    "one-process-keep-caches": (["-n", "0"], {"DEPTHCRAFT_TEST_KEEP_CACHES": "1"}),
+    "workers-cold": ([], {}, True),
+    "workers": ([], {}, False),
+    "one-process": (["-n", "0"], {}, False),
+    "one-process-keep-caches": (["-n", "0"], {"DEPTHCRAFT_TEST_KEEP_CACHES": "1"}, False),
 }
 TARGET_S, TARGET_GIB = 300.0, 3.0
 
@@ -103,12 +103,12 @@ def run_mode(mode: str, pytest_args: Sequence[str] = (), sample_s: float = 0.3) 
     Raises:
         KeyError: ``mode`` is not in :data:`MODES`.
     """
-    extra, env_extra = MODES[mode]
+    extra, env_extra, empty_cache = MODES[mode]
     argv = [sys.executable, "-m", "pytest", "-q", *extra, "-p", "compile_by_test", *pytest_args]
     logs = tempfile.mkdtemp(prefix="depthcraft-compile-log-")
     env = {**os.environ, **env_extra, "COMPILE_LOG_DIR": logs,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")]))}
-    cold = tempfile.mkdtemp(prefix="depthcraft-cold-cache-") if mode == "workers-cold" else None
+    cold = tempfile.mkdtemp(prefix="depthcraft-cold-cache-") if empty_cache else None
     if cold:
         env[cache.ENV] = cold
     base = pathlib.Path(cold) if cold else cache.cache_dir()
