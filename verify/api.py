@@ -103,7 +103,7 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
                   samples: int = 1000, hypothesis_examples: int = 100, seed: int = 0,
                   params: Optional[Mapping[str, Any]] = None, causal: bool = False, compiler: str = "depthcraft",
                   mlp_exactness: int = 100, numerical: Optional[bool] = None, atol: float = 1e-3,
-                  name: Optional[str] = None, attention: str = "softmax") -> Dict[str, Any]:
+                  name: Optional[str] = None, attention: str = "softmax", certify: bool = False) -> Dict[str, Any]:
     """Verify a RASP program, a registered construction or a compiled model; return the report.
 
     Args:
@@ -145,6 +145,10 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
             program's output SOp is numerical).
         atol: absolute tolerance for numerical outputs.
         name: name shown in the report (default: the program's label).
+        certify: also prove exactness for every input of length 1..N from the compiled heads'
+            finite tables (:func:`verify.certify.certify`; report key ``certificate``: certified,
+            or the head that cannot be proved with a witness). A certificate that holds at
+            N >= 256 lets the sampled checks run fewer inputs (``sampling`` says so).
     Returns:
         The report dict of :func:`verify.verifier.verify_model` (keys of SPEC §6:
         construction, task, params, structure, bound, bound_ok, checks,
@@ -169,7 +173,8 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
         raise ParameterError(f"reference must be a function (list of tokens -> list of outputs) or None, "
                              f"got {reference!r}")
     user_bound = None if bound is None else check_bound(bound)
-    run = dict(samples=samples, exhaustive=bool(exhaustive), seed=int(seed), hypothesis_examples=hypothesis_examples)
+    run = dict(samples=samples, exhaustive=bool(exhaustive), seed=int(seed), hypothesis_examples=hypothesis_examples,
+               certify=bool(certify))
 
     if isinstance(program, str):
         if vocab is not None or max_seq_len is not None:

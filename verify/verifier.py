@@ -32,6 +32,10 @@ DEFAULT_SAMPLES = 1000
 DEFAULT_HYPOTHESIS = 100
 #: Most random inputs the layer ablation runs (each attention layer once).
 ABLATION_SAMPLES = 500
+#: With a certificate that holds, models of this N and longer run at most these many sampled
+#: inputs (random / hypothesis / ablation): the certificate, not the samples, is the evidence there.
+CERTIFIED_FEWER_FROM = 256
+CERTIFIED_SAMPLES = 32
 
 
 def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],
@@ -123,7 +127,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
                  hypothesis_examples: int = DEFAULT_HYPOTHESIS, started: Optional[float] = None,
                  extra: Optional[Dict[str, Any]] = None, shrink: bool = True,
                  bound_kinds: Optional[Mapping[str, str]] = None,
-                 progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
+                 progress: Optional[Callable[[str, int, int], None]] = None, certify: bool = False,
+                 exhaustive_is_domain: bool = False) -> Dict[str, Any]:
     """Measure, bound-check and exactness-check a compiled model; return the report dict.
 
     Each failing check's counterexample is shrunk by :func:`verify.shrink.shrink`
@@ -146,14 +151,33 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         extra: more report fields (source, attention, ...).
         progress: ``progress(check, inputs_done, inputs_total)`` during the random and exhaustive
             checks (:func:`run_checks`).
+        certify: also prove exactness for every input up to N (:func:`verify.certify.certify`;
+            the report's ``certificate``). When it holds and N >= :data:`CERTIFIED_FEWER_FROM`,
+            the random, hypothesis and ablation checks run at most :data:`CERTIFIED_SAMPLES`
+            inputs each (``sampling`` in the report says so).
+        exhaustive_is_domain: the exhaustive check enumerates the task's whole input set (a
+            memorised dataset, every template instance): when it ran and was exact, it is the
+            certificate (``method: "exhaustive"``) where the tables prove nothing.
     Returns:
-        The JSON-serialisable report (SPEC §6 keys, plus bound_checks, ablation, warnings).
+        The JSON-serialisable report (SPEC §6 keys, plus bound_checks, ablation, warnings,
+        certificate and sampling when certifying).
     Raises:
         ParameterError: the exhaustive input set is too large for the task.
     """
     t0 = time.perf_counter() if started is None else started
     structure = measure(model)
     bounds = bound_check(structure, bound, bound_kinds)
+    certificate, sampling, ablation_samples = None, None, ABLATION_SAMPLES
+    if certify:
+        from depthcraft.verify.certify import certify as certify_model
+
+        certificate = certify_model(model)
+        if certificate["certified"] and model.max_seq_len >= CERTIFIED_FEWER_FROM:
+            sampling = {"reduced_by_certificate": True, "requested": {
+                "samples": samples, "hypothesis_examples": hypothesis_examples, "ablation": ABLATION_SAMPLES}}
+            samples, hypothesis_examples = min(samples, CERTIFIED_SAMPLES), min(hypothesis_examples, CERTIFIED_SAMPLES)
+            ablation_samples = CERTIFIED_SAMPLES
+            sampling.update(samples=samples, hypothesis_examples=hypothesis_examples, ablation=ablation_samples)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
                         hypothesis_examples=hypothesis_examples, progress=progress)
     if shrink:
@@ -163,7 +187,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
-    ablation = ablate(model, task, p, ablation_inputs(task, p, ABLATION_SAMPLES, seed))
+    ablation = ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed))
     redundant = [a["layer"] for a in ablation if a["redundant"]]
     if redundant:
         warnings.append(f"attention layer(s) {redundant} are redundant: removing one leaves the model exact")
@@ -189,6 +213,14 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         "passed": bool(bound_ok and exact and not redundant),
         "seconds": None,
     }
+    if certificate is not None:
+        ex = checks.get("exhaustive")
+        if not certificate["certified"] and exhaustive_is_domain and ex is not None and ex.exact and ex.inputs:
+            certificate.update(certified=True, method="exhaustive", scope=(
+                f"every input of the task's finite input set: {ex.inputs} inputs, each run through the float32 "
+                f"model and compared with the reference (the tables prove nothing here: see uncertified)"))
+        report["certificate"] = certificate
+        report["sampling"] = sampling or {"reduced_by_certificate": False}
     if cx is not None:
         report["counterexample"]["tokens_text"] = task.format_tokens(p, cx.tokens)
         report["counterexample"]["expected_text"] = task.format_tokens(p, cx.expected)
@@ -201,13 +233,14 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
 def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: int = DEFAULT_SAMPLES,
            exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS,
            task: Optional[Task] = None, bound: Optional[Mapping[str, Optional[int]]] = None,
-           progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
+           progress: Optional[Callable[[str, int, int], None]] = None, certify: bool = False) -> Dict[str, Any]:
     """Verify the registered construction ``name`` at ``params`` (strings or values).
 
     ``task`` replaces the construction's task for the checks (e.g. a
     :class:`~verify.tasks.program.ProgramTask` with a user's reference) and
     ``bound`` its bound values (see :mod:`verify.api`). ``progress(check, inputs_done,
-    inputs_total)`` is called while the random and exhaustive checks run.
+    inputs_total)`` is called while the random and exhaustive checks run. ``certify``: see
+    :func:`verify_model`.
 
     Returns:
         The report dict (SPEC §6 keys).
@@ -225,13 +258,14 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     bound = r.bound() if bound is None else bound
     return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
-                        bound_kinds=kinds, progress=progress,
+                        bound_kinds=kinds, progress=progress, certify=certify,
+                        exhaustive_is_domain=c.exhaustive_in_all and exhaustive,
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
 
 
 def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,
-               hypothesis_examples: int = DEFAULT_HYPOTHESIS, progress=None):
+               hypothesis_examples: int = DEFAULT_HYPOTHESIS, progress=None, certify: bool = False):
     """Verify every registered construction at each of its default parameter sets (a generator of reports).
 
     Constructions marked ``exhaustive_in_all`` also run their task's exhaustive check.
@@ -241,7 +275,7 @@ def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed
             if progress is not None:
                 progress(c.name, given)
             yield verify(c.name, given, samples=samples, exhaustive=exhaustive or c.exhaustive_in_all, seed=seed,
-                         hypothesis_examples=hypothesis_examples)
+                         hypothesis_examples=hypothesis_examples, certify=certify)
 
 
 __all__ = ["verify", "verify_all", "verify_model", "run_checks", "bound_check", "margins"]

@@ -38,6 +38,39 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 #: The fixed columns of a report line: (header, width).
 COLUMNS = (("L/bound", 7), ("H/bound", 7), ("d_model", 7), ("checks", 9), ("pass", 4), ("time", 6))
+#: The certificate's column (``--certify``): ``yes`` (tables), ``exh`` (exhaustive), ``no``.
+CERT_COLUMN = ("cert", 4)
+
+
+def certificate_cell(cert: Optional[Dict[str, Any]]) -> Text:
+    """``yes`` (proved from the tables), ``exh`` (the whole input set checked), ``no`` or ``-`` (not run)."""
+    if cert is None:
+        return Text("-")
+    if not cert["certified"]:
+        return Text("no", style="yellow")
+    return Text("exh" if cert.get("method") == "exhaustive" else "yes", style="green")
+
+
+def certificate_lines(cert: Dict[str, Any], columns: int) -> List[str]:
+    """What a certificate that does not hold names: the sublayer, the head, why, and the witness."""
+    out = []
+    for u in cert.get("uncertified", []):
+        where = " ".join(str(x) for x in (u.get("layer"), f"head {u['head']}" if u.get("head") is not None else None)
+                         if x is not None) or "model"
+        label = "not proved by the tables" if cert["certified"] else "not certified"
+        out += wrap(f"{label}: {where}: {u['why']}", columns, indent="  ", hanging="    ")
+        if u.get("witness"):
+            out += wrap(f"witness: {_compact(u['witness'])}", columns, indent="    ", hanging="      ")
+    return out
+
+
+def _compact(obj: Any) -> str:
+    """A witness as one line: ``{a: 1, b: [..]}`` without quotes."""
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ", ".join(_compact(v) for v in obj) + "]"
+    return str(obj)
 _FIXED = sum(w + 1 for _, w in COLUMNS)
 #: Width of the progress bar, and the columns its other parts take (count, elapsed, "eta", time left).
 BAR, _BAR_REST = 16, 16 + 1 + 7 + 1 + 7 + 1 + 3 + 1 + 7 + 1  # bar, 23/23, 0:01:02, eta, 0:00:30
@@ -159,15 +192,16 @@ class ReportLines:
         columns: the line width (default: :func:`width`).
     """
 
-    def __init__(self, labels: Sequence[str], columns: Optional[int] = None):
+    def __init__(self, labels: Sequence[str], columns: Optional[int] = None, certify: bool = False):
         self.columns = columns or width()
+        self.fixed = COLUMNS + ((CERT_COLUMN,) if certify else ())
         want = max([len("construction")] + [2 + cell_len(label) for label in labels])
-        self.first = max(min(want, self.columns - _FIXED), 14)
+        self.first = max(min(want, self.columns - sum(w + 1 for _, w in self.fixed)), 14)
 
     def header(self) -> Text:
         """The column headers."""
         t = Text("construction".ljust(self.first), style="bold")
-        for name, w in COLUMNS:
+        for name, w in self.fixed:
             t.append(" " + name.rjust(w), style="bold")
         return t
 
@@ -183,7 +217,9 @@ class ReportLines:
         cells = [bound_cell(report, "attn_layers"), bound_cell(report, "heads"), bound_cell(report, "d_model"),
                  checks_cell(report), Text("yes", style="green") if passed else Text("NO", style="bold red"),
                  Text(duration(report.get("seconds")))]
-        for (_, w), cell in zip(COLUMNS, cells):
+        if len(self.fixed) > len(COLUMNS):
+            cells.append(certificate_cell(report.get("certificate")))
+        for (_, w), cell in zip(self.fixed, cells):
             t.append(" " * (1 + max(w - cell.cell_len, 0)))
             t.append_text(cell)
         return [t] + [Text(line) for line in first[1:]]
@@ -219,7 +255,9 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     bad_bounds = [(k, b) for k, b in report.get("bound_checks", {}).items() if not b["ok"]]
     cx = report.get("counterexample")
     warnings = report.get("warnings", [])
-    if not (cx or bad_bounds or warnings or not report["passed"]):
+    cert = report.get("certificate")
+    cert_lines = certificate_lines(cert, columns) if cert and cert.get("uncertified") else []
+    if not (cx or bad_bounds or warnings or cert_lines or not report["passed"]):
         return []
     title = f"{report['construction']} {params_text(report['params'])}".strip()
     if report.get("loaded_from"):
@@ -234,6 +272,12 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
         out += [Text(line) for line in counterexample_lines(cx, columns)]
     for w in warnings:
         out += [Text(line, style="yellow") for line in wrap(f"warning: {w}", columns, indent="  ")]
+    out += [Text(line, style="yellow") for line in cert_lines]
+    if (report.get("sampling") or {}).get("reduced_by_certificate"):
+        s = report["sampling"]
+        out += [Text(line) for line in wrap(f"certified: sampled checks reduced to {s['samples']} random, "
+                                            f"{s['hypothesis_examples']} hypothesis, {s['ablation']} ablation inputs "
+                                            f"(asked {s['requested']['samples']})", columns, indent="  ")]
     return out
 
 
@@ -245,7 +289,8 @@ def summary(reports: Sequence[Dict[str, Any]], seconds: float) -> Text:
 
 
 def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
-                   descriptions: Sequence[str], bar: Optional[Progress] = None) -> List[Dict[str, Any]]:
+                   descriptions: Sequence[str], bar: Optional[Progress] = None,
+                   certify: bool = False) -> List[Dict[str, Any]]:
     """Print each report's line as it arrives, under a progress bar with count and time left.
 
     Args:
@@ -254,10 +299,11 @@ def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
         descriptions: what the progress bar says while each report is computed.
         bar: the progress bar to use (default: a new :func:`progress_bar`), e.g. one that
             :func:`inputs_progress` also draws on.
+        certify: add the certificate's column (:data:`CERT_COLUMN`).
     Returns:
         The reports, in order.
     """
-    lines = ReportLines(labels)
+    lines = ReportLines(labels, certify=certify)
     echo(lines.header())
     out: List[Dict[str, Any]] = []
     room = max(width() - _BAR_REST - 1, 10)

@@ -48,9 +48,11 @@ def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Se
                        "(one report per combination).")
 @options.check_options(None, f"Random inputs per check (default {DEFAULT_SAMPLES}; "
                              f"{DEFAULT_SAMPLES_ALL} with --all).")
+@click.option("--certify", is_flag=True, help="Also prove exactness for every input up to N from the heads' "
+              "finite tables (docs/certification.md).")
 @options.json_option()
 @options.markdown_option()
-def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path, md_path) -> None:
+def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, json_path, md_path) -> None:
     """Compile a construction, measure it, check its bound and its exactness.
 
     Prints one line per report (construction, parameters, L and H against their
@@ -77,15 +79,16 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, json_path,
         keys = {c.name: varying_keys([p for n, p in plan if n == c.name]) for c in all_constructions()}
         labels = [params_text(p, keys[n]) for n, p in plan]
         reports = verify_all(samples=DEFAULT_SAMPLES_ALL if samples is None else samples, exhaustive=exhaustive,
-                             seed=seed, hypothesis_examples=hyp)
+                             seed=seed, hypothesis_examples=hyp, certify=certify)
     else:
         varying, sweep = expand_sweeps(given)
         plan = [(name, resolve(name, p).params) for p in sweep]  # a bad value anywhere fails before any compile
         labels = [params_text(p, list(given)) for _, p in plan]
         reports = (verify(name, p, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive,
-                          seed=seed, hypothesis_examples=hyp, progress=inputs_progress(bar)) for p in sweep)
+                          seed=seed, hypothesis_examples=hyp, progress=inputs_progress(bar), certify=certify)
+                   for p in sweep)
     shown = [f"{n} {label}".rstrip() for (n, _), label in zip(plan, labels)]
-    done = stream_reports(reports, labels, shown, bar)
+    done = stream_reports(reports, labels, shown, bar, certify=certify)
     written = write_outputs(done, json_path, md_path, varying)
     finish(done, time.perf_counter() - started, written)
     sys.exit(0 if all(r["passed"] for r in done) else 1)
