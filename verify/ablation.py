@@ -104,8 +104,8 @@ def _ablated_rows(model: CompiledModel, ids: np.ndarray, batch: int) -> np.ndarr
     return np.asarray(ablated_logits(model.jparams, jnp.asarray(ids), model.arch))[:, :rows]
 
 
-def ablation_inputs(task: Task, p: Dict[str, Any], samples: int, seed: int) -> List[np.ndarray]:
-    """Random inputs (the task's distribution, ``seed``) plus the task's edge cases."""
+def ablation_inputs(task: Task, p: Dict[str, Any], samples: int, seed: int, edges: bool = True) -> List[np.ndarray]:
+    """Random inputs (the task's distribution, ``seed``) plus, with ``edges``, the task's edge cases."""
     rng = np.random.default_rng(seed)
     batches: Iterable[np.ndarray] = [task.sample(p, rng, samples)] if samples > 0 else []
-    return list(batches) + list(task.edge_cases(p))
+    return list(batches) + (list(task.edge_cases(p)) if edges else [])

@@ -79,6 +79,13 @@ def _gamma(n: int, u: float) -> float:
     return nu / (1.0 - nu)
 
 
+def _terms(w: np.ndarray) -> int:
+    """Most non-zero entries in a column of ``w`` [rows, cols]: the terms a float32 dot product with a
+    column really adds (a zero weight gives an exact zero product, and adding an exact zero is exact)."""
+    w = np.asarray(w)
+    return int((w != 0).sum(0).max(initial=0)) if w.size else 0
+
+
 def _up(x: float) -> float:
     """Round a float64 bound outward (one ulp up, and a relative 1e-12 for the bound's own arithmetic)."""
     if not np.isfinite(x):
@@ -349,6 +356,9 @@ def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
     scale = float(spec.qk_scale)
     qs = _side(state, blocks, q_rows, wq * scale, n)
     ks = _side(state, blocks, k_rows, wk, n)
+    n_entries = len(qs.contrib) * len(ks.contrib)
+    if n_entries > MAX_TABLE:
+        raise _TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
     vs = _side(state, blocks, v_rows, wvo, n)
     outs = vs.contrib  # [nv, Do] ideal outputs of every value combination
     uniq = _unique_rows(outs)
@@ -366,12 +376,10 @@ def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
     l1k = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist if np.isin(b.rows, k_rows).any()))
     d3 = min(float(rq @ np.abs(a) @ rk), l1q * float(np.abs(a).max(initial=0)) * l1k)
     dk = wq.shape[1]
-    d32 = _gamma(len(q_rows) + len(k_rows) + dk + 2, U32) * float(
-        np.sqrt((qs.absval ** 2).sum(1).max()) * np.sqrt((ks.absval ** 2).sum(1).max()))
-    delta = _up(d1 + d2 + d3 + d32)
-    n_entries = len(qs.contrib) * len(ks.contrib)
-    if n_entries > MAX_TABLE:
-        raise _TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
+    # float32 rounding of the score: (gamma_Dq + gamma_Dk + gamma_dk + 2u) x max over pairs of
+    # sum_e |q_e| |k_e| with |x| + r in place of x (computed with the table, below)
+    g32 = _gamma(_terms(p["w_q"][h]), U32) + _gamma(_terms(p["w_k"][h]), U32) + _gamma(dk, U32) + 2 * U32
+    abs_max = 0.0
     # float64 rounding of the tables themselves (products of float32 weights with exact vectors, then q.k)
     eps = _up(_gamma(len(q_rows) + len(k_rows) + 2 * dk + 4, U64)
               * float(np.abs(qs.contrib).sum(1).max() * np.abs(ks.contrib).max()) + 1e-300)
@@ -384,6 +392,7 @@ def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
     for start in range(0, len(qs.contrib), chunk):
         stop = min(start + chunk, len(qs.contrib))
         s = qs.contrib[start:stop] @ ks.contrib.T  # [r, nk]
+        abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
         masked = np.zeros(s.shape, bool)
         if causal:
             qp = np.where(qs.kind[start:stop] == 0, 0, qs.position[start:stop])
@@ -437,6 +446,7 @@ def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
                        "position (")
                 why += "whose values may differ" if lo_at[r, c] >= 0 else "several positions may match)"
                 return None, {"why": why, "witness": witness}, None, None
+    delta = _up(d1 + d2 + d3 + g32 * abs_max)
     leak = 0.0 if leak_sum == 0 else _up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     if leak == math.inf or leak >= 1.0:
         return ({"min_gap": min_gap, "delta": delta, "leak_bound": leak}, {
@@ -446,7 +456,10 @@ def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
     # [Do] bound on (|x| + r) |W_V| |W_O| over every value: what float32 rounding is relative to
     vabs = np.abs(np.asarray(p["w_v"][h], np.float64)) @ np.abs(np.asarray(p["w_o"][h], np.float64))
     vside = _side(state, blocks, v_rows, vabs, n).absval  # [combinations, Do]
-    f32_rel = _gamma(n + 2, U32) + 2 * (n + 6) * U32 + _gamma(len(v_rows) + wvo.shape[1] + 1, U32)
+    # softmax weights: exp (4 ulp), the normalising sum of n + 1 terms, the division: each weight within
+    # gamma_{n+1} + 6u of its value; the weighted sum of the values: gamma_{n+1}; W_V and W_O: their terms
+    f32_rel = (2 * _gamma(n + 1, U32) + 6 * U32 + _gamma(_terms(p["w_v"][h]), U32)
+               + _gamma(_terms(p["w_o"][h]), U32) + U32)
     f32 = f32_rel * vside.max(0)
     r_out = leak * spread + _lin_err(state, blist, v_rows, wvo) + f32
     # l1 per written block: the leak moves mass between ideal outputs, the input errors pass through W_OV
@@ -537,13 +550,13 @@ def _mlp(state, blocks, spec, p, n):
     r_in = state.radius[in_rows]
     pre = x @ w1 + b1
     hw = _lin_err(state, list(blocks.values()), in_rows, w1)
-    pre_err = _gamma(len(in_rows) + 1, U32) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    pre_err = _gamma(_terms(w1) + 1, U32) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
     y = h @ w2 + b2
     dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-    out_err = dev @ np.abs(w2) + _gamma(w2.shape[0] + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+    out_err = dev @ np.abs(w2) + _gamma(_terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -627,7 +640,7 @@ def _readout(model: CompiledModel, state: _State, blocks: Dict[str, Block]):
     side = _side(state, blocks, rows, u[rows], model.max_seq_len)
     reg = side.kind == 1
     logits = side.contrib[reg]
-    err = _lin_err(state, list(blocks.values()), rows, u[rows])[None, :] + _gamma(len(rows) + 1, U32) * side.absval[reg]
+    err = _lin_err(state, list(blocks.values()), rows, u[rows])[None, :] + _gamma(_terms(u[rows]) + 1, U32) * side.absval[reg]
     err = err.max(1)
     if not model.categorical_output:
         return None, float(err.max()), {"why": "numerical read-out: the certifier proves categorical outputs",

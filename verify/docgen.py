@@ -147,19 +147,86 @@ def params_text(p: Mapping[str, Any], skip: Iterable[str] = ("distribution",)) -
 # ---------------------------------------------------------------------------------------------
 
 
+def certificate_text(cert: Optional[Mapping[str, Any]]) -> str:
+    """A certificate in a table cell: ``certified``, ``exhaustive``, ``no: attn 1 head 0 (why)`` or ``—``."""
+    if not cert:
+        return "—"
+    if cert["certified"]:
+        return "exhaustive" if cert.get("method") == "exhaustive" else "certified"
+    u = cert["uncertified"][0] if cert["uncertified"] else {}
+    where = " ".join(x for x in (u.get("layer") or "", f"head {u['head']}" if u.get("head") is not None else "") if x)
+    why = (u.get("why") or "").split(":")[0]
+    return f"no: {where} ({why})" if where else f"no ({why})"
+
+
 def render_status(root: pathlib.Path) -> str:
-    """README: one row per report of ``verify --all`` (the embedded defaults)."""
+    """README: one row per report of ``verify --all`` (the embedded defaults), with the certificate."""
     rows = []
     for r in reports(root, VERIFY_ALL):
         rows.append([f"`{r['construction']}`", params_text(r["params"]), bound_text(r, "attn_layers"),
                      bound_text(r, "heads"), bound_text(r, "d_model"), inputs_text(r),
-                     "**pass**" if r["passed"] else "**FAIL**"])
+                     certificate_text(r.get("certificate")), "**pass**" if r["passed"] else "**FAIL**"])
     passed = sum(1 for r in reports(root, VERIFY_ALL) if r["passed"])
+    certified = sum(1 for r in reports(root, VERIFY_ALL) if (r.get("certificate") or {}).get("certified"))
     total = len(rows)
-    head = (f"`depthcraft verify --all`: {passed}/{total} reports pass "
-            f"({link(VERIFY_ALL)}). L and H are measured from the weights and shown as "
+    head = (f"`depthcraft verify --all --certify`: {passed}/{total} reports pass, {certified}/{total} certified "
+            f"for every input up to their n ({link(VERIFY_ALL)}; [certification](@/docs/certification.md)). "
+            "L and H are measured from the weights and shown as "
             "measured / bound (≥b: a lower bound, which a correct construction must meet or exceed).\n\n")
-    return head + table(["construction", "parameters", "L", "H", "d_model", "inputs checked", "result"], rows)
+    return head + table(["construction", "parameters", "L", "H", "d_model", "inputs checked", "certificate",
+                         "result"], rows)
+
+
+CERTIFY = "results/certify/certify.json"
+CERTIFY_SPEED = "results/performance/certify_speed.json"
+
+
+def render_certify_worked(root: pathlib.Path) -> str:
+    """docs/certification.md: the worked layer's score table and its certificate entry."""
+    w = load_json(root, CERTIFY)["worked"]
+    levels = w["scores_by_key_position"]
+    header = ["pointer P"] + ["BOS"] + [str(j) for j in range(1, len(levels["0"]))]
+    rows = [[p] + [f"{v:g}" for v in row] for p, row in levels.items()]
+    e = w["certificate_entry"]
+    return (table(header, rows) + f"\n\nCertificate entry ({w['layer']}, head {e['head']}): smallest gap "
+            f"{e['min_gap']:.4g}, delta {e['delta']:.3g}, leak bound {e['leak_bound']:.3g}, radius in "
+            f"{e['radius_in']:.3g}, radius out {e['radius_out']:.3g}; whole model certified: {w['certified']} "
+            f"({link(CERTIFY)}).")
+
+
+def render_certify_scale(root: pathlib.Path) -> str:
+    """docs/certification.md: the certificate at the scale targets, and the theorem's half."""
+    d = load_json(root, CERTIFY)
+    rows = []
+    for t in d["targets"]:
+        stop = t["stops_at"]
+        result = "**certified**" if t["certified"] else \
+            f"not certified: {stop['layer']}{'' if stop['head'] is None else ' head ' + str(stop['head'])}: {stop['why']}"
+        th = t.get("theorem")
+        theorem = "—" if not th else (
+            f"{'exact' if th['exhaustive']['exact'] else '**wrong**'} on {count(th['exhaustive']['inputs'])} inputs "
+            f"n ≤ {th['exhaustive']['n']}; {'exact' if th['random']['exact'] else '**wrong**'} on "
+            f"{count(th['random']['inputs'])} random at n = {th['random']['n']} ({th['seconds']:.0f} s)")
+        rows.append([f"`{t['construction']}`", params_text(t["params"]), count(t["d_model"]),
+                     f"{t['seconds']:.1f} s", f"{count(t['peak_rss_mib'])} MiB", result, theorem])
+    return (f"Certificates at the issue's scale targets, without sampled checks "
+            f"(`{d['command']}`, {link(CERTIFY)}; peak RSS of the whole run so far):\n\n"
+            + table(["construction", "parameters", "d_model", "certify", "peak RSS", "certificate",
+                     "theorem's half (program vs Definition 4.1)"], rows))
+
+
+def render_certify_speed(root: pathlib.Path) -> str:
+    """docs/certification.md: certificate time against the sampled forward, n = 16 .. 1024."""
+    d = load_json(root, CERTIFY_SPEED)
+    rows = [[str(r["n"]), count(r["d_model"]), f"{r['certify_s']:.2f} s", str(r["certified"]),
+             f"{r['forward_s_per_input'] * 1000:.1f} ms", f"{r['sampled_s_extrapolated']:.0f} s",
+             f"{r['ratio_sampled_over_certify']:g}x", f"{r['load_1min']:.1f}"] for r in d["rows"]]
+    r0 = d["rows"][0]
+    return (f"Certificate (every input) against {r0['samples']} sampled forwards, `{r0['construction']}` k = "
+            f"{r0['k']} (`{d['command']}`, {link(CERTIFY_SPEED)}; sampled time extrapolated from timed single "
+            f"inputs after compilation; load = 1-minute load average of the shared 2-core machine):\n\n"
+            + table(["n", "d_model", "certify", "certified", "forward per input", "sampled", "sampled / certify",
+                     "load"], rows))
 
 
 #: Sweeps the README and the claims page summarise: (results file, varied parameter, one-line title).
@@ -1046,6 +1113,9 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "benchmark_summary": render_benchmark_summary,
     "verify_sizes": render_verify_sizes,
     "test_suite": render_test_suite,
+    "certify_worked": render_certify_worked,
+    "certify_scale": render_certify_scale,
+    "certify_speed": render_certify_speed,
     "ablation": render_ablation,
     "sparse_scores": render_sparse_scores,
     "train_speed": render_train_speed,

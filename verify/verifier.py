@@ -35,7 +35,7 @@ ABLATION_SAMPLES = 500
 #: With a certificate that holds, models of this N and longer run at most these many sampled
 #: inputs (random / hypothesis / ablation): the certificate, not the samples, is the evidence there.
 CERTIFIED_FEWER_FROM = 256
-CERTIFIED_SAMPLES = 32
+CERTIFIED_SAMPLES = 8
 
 
 def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],
@@ -154,7 +154,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         certify: also prove exactness for every input up to N (:func:`verify.certify.certify`;
             the report's ``certificate``). When it holds and N >= :data:`CERTIFIED_FEWER_FROM`,
             the random, hypothesis and ablation checks run at most :data:`CERTIFIED_SAMPLES`
-            inputs each (``sampling`` in the report says so).
+            inputs each and the ablation skips the edge cases (``sampling`` in the report says so;
+            the edge-case check still runs every edge case).
         exhaustive_is_domain: the exhaustive check enumerates the task's whole input set (a
             memorised dataset, every template instance): when it ran and was exact, it is the
             certificate (``method: "exhaustive"``) where the tables prove nothing.
@@ -167,7 +168,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     t0 = time.perf_counter() if started is None else started
     structure = measure(model)
     bounds = bound_check(structure, bound, bound_kinds)
-    certificate, sampling, ablation_samples = None, None, ABLATION_SAMPLES
+    certificate, sampling, ablation_samples, ablation_edges = None, None, ABLATION_SAMPLES, True
     if certify:
         from depthcraft.verify.certify import certify as certify_model
 
@@ -176,8 +177,9 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
             sampling = {"reduced_by_certificate": True, "requested": {
                 "samples": samples, "hypothesis_examples": hypothesis_examples, "ablation": ABLATION_SAMPLES}}
             samples, hypothesis_examples = min(samples, CERTIFIED_SAMPLES), min(hypothesis_examples, CERTIFIED_SAMPLES)
-            ablation_samples = CERTIFIED_SAMPLES
-            sampling.update(samples=samples, hypothesis_examples=hypothesis_examples, ablation=ablation_samples)
+            ablation_samples, ablation_edges = CERTIFIED_SAMPLES, False
+            sampling.update(samples=samples, hypothesis_examples=hypothesis_examples, ablation=ablation_samples,
+                            ablation_edge_cases=False)
     checks = run_checks(model, task, p, samples=samples, exhaustive=exhaustive, seed=seed,
                         hypothesis_examples=hypothesis_examples, progress=progress)
     if shrink:
@@ -187,7 +189,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
-    ablation = ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed))
+    ablation = ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
     redundant = [a["layer"] for a in ablation if a["redundant"]]
     if redundant:
         warnings.append(f"attention layer(s) {redundant} are redundant: removing one leaves the model exact")

@@ -277,6 +277,7 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
         s = report["sampling"]
         out += [Text(line) for line in wrap(f"certified: sampled checks reduced to {s['samples']} random, "
                                             f"{s['hypothesis_examples']} hypothesis, {s['ablation']} ablation inputs "
+                                            f"(no edge cases) "
                                             f"(asked {s['requested']['samples']})", columns, indent="  ")]
     return out
 
