@@ -257,12 +257,13 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     warnings = report.get("warnings", [])
     cert = report.get("certificate")
     cert_lines = certificate_lines(cert, columns) if cert and cert.get("uncertified") else []
-    if not (cx or bad_bounds or warnings or cert_lines or not report["passed"]):
+    reduced = (report.get("sampling") or {}).get("reduced_by_certificate")
+    if not (cx or bad_bounds or warnings or cert_lines or reduced or not report["passed"]):
         return []
     title = f"{report['construction']} {params_text(report['params'])}".strip()
     if report.get("loaded_from"):
         title += f" (loaded from {report['loaded_from']})"
-    style = "bold red" if not report["passed"] else "bold yellow"
+    style = "bold red" if not report["passed"] else "bold yellow" if (cx or bad_bounds or warnings) else "bold"
     out = [Text(line, style=style) for line in wrap(title + (": FAILED" if not report["passed"] else ""), columns)]
     for key, b in bad_bounds:
         side = "is below the lower" if b.get("kind") == "lower" else "exceeds the"
@@ -273,7 +274,7 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     for w in warnings:
         out += [Text(line, style="yellow") for line in wrap(f"warning: {w}", columns, indent="  ")]
     out += [Text(line, style="yellow") for line in cert_lines]
-    if (report.get("sampling") or {}).get("reduced_by_certificate"):
+    if reduced:
         s = report["sampling"]
         out += [Text(line) for line in wrap(f"certified: sampled checks reduced to {s['samples']} random, "
                                             f"{s['hypothesis_examples']} hypothesis, {s['ablation']} ablation inputs "
