@@ -175,5 +175,7 @@ def test_cli_certify_column_and_json(tmp_path, capsys):
     assert cert["certified"] is True and set(cert) >= {"certified", "scope", "per_layer", "uncertified", "seconds"}
     assert set(cert["per_layer"][0]) >= {"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}
     assert report["sampling"] == {"reduced_by_certificate": False}
+    theorem = report["theorem"]  # the theorem's half, beside the certificate
+    assert theorem["exhaustive"]["exact"] and theorem["random"] == {"n": 8, "inputs": 10_000, "exact": True}
     text = capsys.readouterr().out
     assert "cert" in text.splitlines()[0] and all(len(line) <= 80 for line in text.splitlines())

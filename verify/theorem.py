@@ -120,6 +120,26 @@ def definition(x: np.ndarray, k: int) -> np.ndarray:
     return _at(_tokens(x), p)[:, 1:]
 
 
+def program_agrees(name: str, k: int, vocab: int, n: int, inputs: int = 50, seed: int = 0) -> bool:
+    """Whether the array semantics of ``name`` equals its RASP program's own semantics.
+
+    Runs the program through :func:`constructions.reference.evaluate` (tracr's evaluator with the
+    hand-built heads' reference semantics; slow, one input at a time) on ``inputs`` random inputs
+    of length ``n`` over ``vocab`` tokens, and compares with :data:`SEMANTICS` ``[name]``.
+
+    Raises:
+        KeyError: ``name`` has no array semantics.
+    """
+    from depthcraft.constructions.reference import evaluate
+    from depthcraft.rasp_programs import khop
+
+    program = {"khop_doubling": khop.khop_doubling, "khop_constant_width": khop.khop_doubling,
+               "khop_floor": khop.khop_floor}[name](k)
+    x = np.random.default_rng(seed).integers(0, vocab, size=(inputs, n))
+    want = np.array([[BOT if v is None else int(v) for v in evaluate(program, list(row))] for row in x])
+    return bool((SEMANTICS[name](x, k, vocab) == want).all())
+
+
 SEMANTICS: Dict[str, Callable[[np.ndarray, int, int], np.ndarray]] = {
     "khop_doubling": doubling_semantics, "khop_constant_width": doubling_semantics, "khop_floor": floor_semantics}
 

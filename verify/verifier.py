@@ -36,6 +36,8 @@ ABLATION_SAMPLES = 500
 #: inputs (random / hypothesis / ablation): the certificate, not the samples, is the evidence there.
 CERTIFIED_FEWER_FROM = 256
 CERTIFIED_SAMPLES = 8
+#: Random inputs of the theorem's half (:func:`verify.theorem.theorem_check`) in a certifying verify.
+THEOREM_SAMPLES = 10_000
 
 
 def bound_check(structure: Mapping[str, Any], bound: Mapping[str, Optional[int]],
@@ -242,7 +244,10 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     :class:`~verify.tasks.program.ProgramTask` with a user's reference) and
     ``bound`` its bound values (see :mod:`verify.api`). ``progress(check, inputs_done,
     inputs_total)`` is called while the random and exhaustive checks run. ``certify``: see
-    :func:`verify_model`.
+    :func:`verify_model`; it also adds ``theorem``, the theorem's half
+    (:func:`verify.theorem.theorem_check`: the program's array semantics against the task on every
+    input of length <= 6 and :data:`THEOREM_SAMPLES` random inputs; None where the construction
+    has no array semantics).
 
     Returns:
         The report dict (SPEC §6 keys).
@@ -258,12 +263,19 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     model = r.build()
     kinds = c.bound_kinds() if bound is None else None  # a user's bound values are upper bounds
     bound = r.bound() if bound is None else bound
-    return verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
+    report = verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
                         bound_kinds=kinds, progress=progress, certify=certify,
                         exhaustive_is_domain=c.exhaustive_in_all and exhaustive,
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})
+    if certify:  # the theorem's half, reported beside the certificate (None: no array semantics)
+        from depthcraft.verify.theorem import theorem_check
+
+        t1 = time.perf_counter()
+        report["theorem"] = theorem_check(c.name, p, random_inputs=THEOREM_SAMPLES, exhaustive_n=6, seed=seed)
+        report["seconds"] = round(report["seconds"] + time.perf_counter() - t1, 3)
+    return report
 
 
 def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed: int = 0,

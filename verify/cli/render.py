@@ -258,6 +258,9 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     cert = report.get("certificate")
     cert_lines = certificate_lines(cert, columns) if cert and cert.get("uncertified") else []
     reduced = (report.get("sampling") or {}).get("reduced_by_certificate")
+    theorem = report.get("theorem")
+    if theorem and not (theorem["exhaustive"]["exact"] and theorem["random"]["exact"]):
+        cert_lines = cert_lines + wrap(f"theorem's half FAILED: {theorem['claim']}", columns, indent="  ")
     if not (cx or bad_bounds or warnings or cert_lines or reduced or not report["passed"]):
         return []
     title = f"{report['construction']} {params_text(report['params'])}".strip()
