@@ -10,7 +10,6 @@ by default) is extrapolated. Prints one line per n and the ratio sampled / certi
 in the same run; ``--json`` writes the rows.
 """
 import argparse
-import json
 import os
 import pathlib
 import time

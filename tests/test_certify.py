@@ -17,7 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from depthcraft import check_program
 from depthcraft.constructions.compiler import compile_program, compile_with_tracr
 from depthcraft.constructions.errors import CompileError
 from depthcraft.rasp_programs import pitfalls

@@ -51,7 +51,6 @@ the model with the reference).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -347,8 +346,13 @@ def _describe(side: _Side, i: int, blocks: Dict[str, Block], state: _State) -> D
 # ------------------------------------------------------------------------------- attention
 
 
-def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
-    """Certify one head; returns (entry, uncertified or None, write [m, Do] ideal outputs, out radius [Do])."""
+def _head(state, blocks, spec, p, h, n, causal):
+    """Certify head ``h`` of one attention sublayer.
+
+    Returns:
+        (entry {min_gap, delta, leak_bound}, uncertified {why, witness} or None,
+        ((BOS ideal outputs [m, Do], guards [m]), (regular ...)), ([Do] row radius, {block: l1}))
+    """
     q_rows, k_rows = spec.rows("q_rows", len(state.radius)), spec.rows("k_rows", len(state.radius))
     v_rows = spec.rows("v_rows", len(state.radius))
     wq, wk = np.asarray(p["w_q"][h], np.float64), np.asarray(p["w_k"][h], np.float64)
@@ -452,7 +456,6 @@ def _head(model, state, blocks, spec, p, h, n, causal, layer, head_no):
         return ({"min_gap": min_gap, "delta": delta, "leak_bound": leak}, {
             "why": f"score gap {min_gap:.4g} is not clear of the perturbation 2 x {delta:.4g}: leak bound "
                    f"{leak:.3g} >= 1", "witness": {"min_gap": min_gap, "delta": delta, "leak_bound": leak, "n": n}}, None, None)
-    rv = state.radius[v_rows]
     # [Do] bound on (|x| + r) |W_V| |W_O| over every value: what float32 rounding is relative to
     vabs = np.abs(np.asarray(p["w_v"][h], np.float64)) @ np.abs(np.asarray(p["w_o"][h], np.float64))
     vside = _side(state, blocks, v_rows, vabs, n).absval  # [combinations, Do]
@@ -536,7 +539,14 @@ def _ideal_side_vectors(state: _State, blocks: Dict[str, Block], rows: np.ndarra
 
 
 def _mlp(state, blocks, spec, p, n):
-    """Certify one MLP: ([m, Dout] ideal outputs per kind, radius [Dout]) or raise _Unclean."""
+    """Certify one MLP sublayer.
+
+    Returns:
+        (ideal outputs [m, Dout] of every input combination, their position kinds [m], their guards
+        [m], ([Dout] row radius, {block: l1})).
+    Raises:
+        _Unclean: the MLP reads a numerical SOp, or a categorical output is not a clean one-hot.
+    """
     d = len(state.radius)
     in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
     w1, b1 = np.asarray(p["w_1"], np.float64), np.asarray(p["b_1"], np.float64)
@@ -720,7 +730,7 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
                 nh = np.asarray(p["w_q"]).shape[0]
                 fail = None
                 for h in range(nh):
-                    entry, bad, outs, r_out = _head(model, state, blocks, spec, p, h, n, model.arch.causal, name, h)
+                    entry, bad, outs, r_out = _head(state, blocks, spec, p, h, n, model.arch.causal)
                     if bad is not None:
                         fail = {"layer": name, "head": h, **bad}
                         break
