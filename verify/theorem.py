@@ -52,7 +52,8 @@ def _at(table: np.ndarray, ptr: np.ndarray) -> np.ndarray:
 
 def _tokens(x: np.ndarray) -> np.ndarray:
     """[b, n + 1]: the token at each model position, BOT at BOS (position 0)."""
-    return np.concatenate([np.full((len(x), 1), BOT, x.dtype), x], 1)
+    return np.concatenate([np.full((len(x), 1), BOT, np.int8 if x.max(initial=0) < 127 else x.dtype),
+                           x.astype(np.int8) if x.max(initial=0) < 127 else x], 1)
 
 
 def doubling_semantics(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
@@ -66,7 +67,7 @@ def doubling_semantics(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
     last = _last_le(x, vocab)
     toks = _tokens(x)
     query = np.concatenate([np.zeros((len(x), 1), np.int64), x], 1)
-    p = np.take_along_axis(last, query[:, None, :], 1)[:, 0].astype(np.int64)
+    p = np.take_along_axis(last, query[:, None, :], 1)[:, 0].astype(np.intp)
     p[:, 0] = 0
     r, t = p, _at(toks, p)
     for m in range(1, doubling_layers(k) - 1):
@@ -89,7 +90,7 @@ def floor_semantics(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
     n = x.shape[1]
     ident = np.broadcast_to(np.arange(n + 1), (len(x), n + 1))
     query = np.concatenate([np.zeros((len(x), 1), np.int64), x], 1)
-    p = np.take_along_axis(last, query[:, None, :], 1)[:, 0].astype(np.int64)
+    p = np.take_along_axis(last, query[:, None, :], 1)[:, 0].astype(np.intp)
     p[:, 0] = 0
     tp = _at(toks, p)
     if odd_doubling_layers(k) == 2:
@@ -97,7 +98,7 @@ def floor_semantics(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
     r, tr = (p, tp) if k & 1 else (ident, toks)
     for step in odd_doubling_steps(k):
         key = np.where(p > 0, tp, 0)
-        a = last[np.arange(len(x))[:, None], key, p].astype(np.int64)  # search at the stored pointer
+        a = last[np.arange(len(x))[:, None], key, p].astype(np.intp)  # search at the stored pointer
         a = np.where(p > 0, a, 0)
         if step.bit:
             r, tr = _at(r, a), _at(tr, a)
