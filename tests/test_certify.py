@@ -161,8 +161,9 @@ def test_certificate_and_exhaustive_check_agree(name, params, weaken):
         assert not exact and not certified
 
 
-def test_cli_certify_column_and_json(tmp_path, capsys):
+def test_cli_certify_column_and_json(tmp_path, capsys, monkeypatch):
     from depthcraft.verify.cli import main
+    monkeypatch.setenv("COLUMNS", "80")
     out = tmp_path / "r.json"
     with pytest.raises(SystemExit) as e:
         main(["verify", "khop_doubling", "-p", "k=2", "-p", "n=8", "--certify", "--samples", "20",
@@ -177,4 +178,5 @@ def test_cli_certify_column_and_json(tmp_path, capsys):
     theorem = report["theorem"]  # the theorem's half, beside the certificate
     assert theorem["exhaustive"]["exact"] and theorem["random"] == {"n": 8, "inputs": 10_000, "exact": True}
     text = capsys.readouterr().out
-    assert "cert" in text.splitlines()[0] and all(len(line) <= 80 for line in text.splitlines())
+    assert text.splitlines()[0].split()[-1] == "cert" and text.splitlines()[2].split()[-1] == "yes"
+    assert all(len(line.rstrip()) <= 80 for line in text.splitlines())
