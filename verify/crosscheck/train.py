@@ -29,7 +29,7 @@ import numpy as np
 import optax
 
 from depthcraft.constructions.errors import DepthcraftError, InputError, ParameterError
-from depthcraft.constructions.runtime import Arch, forward
+from depthcraft.constructions.runtime import Arch, as_jax, forward
 from depthcraft.verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
@@ -313,7 +313,7 @@ def evaluate(params: Dict[str, Any], arch: Arch, data: TaskData, sets: List[Batc
         scored = np.zeros(data.seq_len, np.int64)
         ce_sum, ce_n = 0.0, 0.0
         for i in range(0, len(s.ids), batch):
-            logits = np.asarray(forward(params, jnp.asarray(s.ids[i:i + batch]), arch).logits, np.float64)
+            logits = np.asarray(forward(params, as_jax(s.ids[i:i + batch]), arch).logits, np.float64)
             t = s.targets[i:i + batch]
             pred = logits.argmax(-1)
             em = s.error_mask[i:i + batch]
@@ -582,8 +582,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
         draw, sig, seed_keys = None, ("numpy",), None
     eval_ids = eval_targets = None
     if eval_every:
-        eval_ids = jnp.asarray(np.concatenate([s.ids for s in eval_sets]))
-        eval_targets = jnp.asarray(np.concatenate([s.targets for s in eval_sets]))
+        eval_ids = as_jax(np.concatenate([s.ids for s in eval_sets]))
+        eval_targets = as_jax(np.concatenate([s.targets for s in eval_sets]))
     t0 = time.perf_counter()
 
     def save(step):
