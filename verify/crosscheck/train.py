@@ -356,11 +356,13 @@ def data_key(seed: int, step: int) -> jax.Array:
 
 
 def _stack(trees: List[Any]) -> Any:
-    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
+    # stacked by numpy and put on the device: the same arrays as jnp.stack, without an XLA compilation per shape
+    return jax.tree_util.tree_map(lambda *a: as_jax(np.stack([np.asarray(x) for x in a])), *trees)
 
 
 def _unstack(tree: Any, i: int) -> Any:
-    return jax.tree_util.tree_map(lambda a: a[i], tree)
+    # one seed's arrays, sliced on the host (eager a[i] compiles a slice per shape)
+    return jax.tree_util.tree_map(lambda a: as_jax(np.asarray(a)[i]), tree)
 
 
 _CHUNK_CACHE: Dict[Any, Callable] = {}
