@@ -17,7 +17,8 @@ With ``COMPILE_LOG_TESTS=FILE`` set as well, each process also appends one line 
 compilations made from the test's setup to its teardown (module-scoped fixtures count in the
 first test that uses them)::
 
-    PYTHONPATH=benchmarks COMPILE_LOG_DIR=DIR COMPILE_LOG_TESTS=DIR/tests.tsv pytest -q -n 0 -p compile_by_test tests/test_x.py
+    PYTHONPATH=benchmarks COMPILE_LOG_DIR=DIR COMPILE_LOG_TESTS=DIR/tests.tsv \\
+        pytest -q -n 0 -p compile_by_test tests/test_x.py
 """
 
 import collections

@@ -214,8 +214,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             ok = row["wall_s"] < TARGET_S and row["peak_tree_rss_mib"] < TARGET_GIB * 1024
             bad = row["counts"].get("failed", 0) + row["counts"].get("errors", 0) + row["counts"].get("error", 0)
             was = f" ({_compiled(old)} at {old.get('commit')}, {old['wall_s']:.1f} s)" if old else ""
-            print(f"{mode:<25}{row['wall_s']:>7.1f}s{row['peak_tree_rss_mib']:>7,} MiB{row['peak_process_rss_mib']:>7,} MiB"
-                  f"  {bad:>6}  {'met' if ok else 'not met':<8} {_compiled(row)}{was}")
+            print(f"{mode:<25}{row['wall_s']:>7.1f}s{row['peak_tree_rss_mib']:>7,} MiB"
+                  f"{row['peak_process_rss_mib']:>7,} MiB  {bad:>6}  {'met' if ok else 'not met':<8} {_compiled(row)}{was}")
             data["rows"] = [r for r in data["rows"] if r["mode"] != mode] + [row]
     finally:
         if kept:
