@@ -151,6 +151,13 @@ def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] 
     return step
 
 
+@functools.lru_cache(maxsize=16)
+def _init_state(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+    """The optimiser's ``init`` (zero moments, step counts), jitted: one XLA compilation per parameter
+    structure instead of one per parameter shape run eagerly. Cached like :func:`make_step`."""
+    return jax.jit(optimizer(cfg, frozen).init)
+
+
 def step_rng(seed: int, step: int) -> np.random.Generator:
     """The data generator of training step ``step`` (a pure function of seed and step)."""
     return np.random.default_rng([seed, step])
@@ -231,9 +238,8 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
         InputError: the checkpoint is corrupt.
     """
     arch = model_cfg.arch(data.pad_id)
-    tx = optimizer(train_cfg, model_cfg.frozen)
     params = init_params(model_cfg, jax.random.PRNGKey(train_cfg.seed), data.n_inputs, data.n_classes, data.seq_len)
-    state = {"params": params, "opt_state": tx.init(params)}
+    state = {"params": params, "opt_state": _init_state(_optimiser_key(train_cfg), model_cfg.frozen)(params)}
     desc = _describe(data, model_cfg, train_cfg)
     start, history, seconds = 0, [], 0.0
     if checkpoint_dir is not None:
@@ -553,10 +559,10 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     n_seeds = len(seeds)
     arch = model_cfg.arch(data.pad_id)
     opt_key = _optimiser_key(train_cfg)
-    tx = optimizer(train_cfg, model_cfg.frozen)
+    init_state = _init_state(opt_key, model_cfg.frozen)
     inits = [init_params(model_cfg, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
              for s in seeds]
-    state = {"params": _stack(inits), "opt_state": _stack([tx.init(p) for p in inits])}
+    state = {"params": _stack(inits), "opt_state": _stack([init_state(p) for p in inits])}
     desc = dict(_describe(data, model_cfg, dataclasses.replace(train_cfg, seed=seeds[0])),
                 seeds=seeds, sampler=sampler)
     start, seconds = 0, 0.0
@@ -696,7 +702,7 @@ def load_trained(directory: str, seed: Optional[int] = None) -> TrainedModel:
     except (KeyError, TypeError, DepthcraftError) as e:
         raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
     params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    template = {"params": params, "opt_state": optimizer(train_cfg, model_cfg.frozen).init(params)}
+    template = {"params": params, "opt_state": _init_state(_optimiser_key(train_cfg), model_cfg.frozen)(params)}
     seeds = config.get("seeds")
     if seeds is not None:
         pick = seeds[0] if seed is None else seed
