@@ -11,6 +11,14 @@ Each process that runs tests (each xdist worker, or the single process with ``-n
 JAX emits one also where the persistent compilation cache serves the program (a short one), so the
 programs XLA really compiled are ``compilations - cache_hits``).
 Compilations inside subprocesses that tests start (the CLI tests) are not counted.
+
+With ``COMPILE_LOG_TESTS=FILE`` set as well, each process also appends one line per test to
+``FILE`` (tab-separated: test id, compilations, cache hits, backend-compile seconds), the
+compilations made from the test's setup to its teardown (module-scoped fixtures count in the
+first test that uses them)::
+
+    PYTHONPATH=benchmarks COMPILE_LOG_DIR=DIR COMPILE_LOG_TESTS=DIR/tests.tsv \\
+        pytest -q -n 0 -p compile_by_test tests/test_x.py
 """
 
 import collections
@@ -41,6 +49,25 @@ def _listener(event, duration, **kwargs):
 
 
 jax.monitoring.register_event_duration_secs_listener(_listener)
+
+_at_start = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """Remember the totals as a test starts (its setup included)."""
+    _at_start[nodeid] = dict(_totals)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """Append the test's own compilations to ``$COMPILE_LOG_TESTS`` when it is set."""
+    out = os.environ.get("COMPILE_LOG_TESTS")
+    before = _at_start.pop(nodeid, {})
+    if not out:
+        return
+    delta = {k: _totals[k] - before.get(k, 0) for k in ("compilations", "cache_hits", "backend_compile_s")}
+    with open(out, "a") as f:
+        f.write(f"{nodeid}\t{int(delta['compilations'])}\t{int(delta['cache_hits'])}\t"
+                f"{delta['backend_compile_s']:.2f}\n")
 
 
 def pytest_sessionfinish(session):

@@ -22,12 +22,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.devices import device_count, replicate, split_rows
 from depthcraft.constructions.errors import InputError
-from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, forward, plan
+from depthcraft.constructions.runtime import Arch, ForwardOutput, SublayerSpec, as_jax, forward, plan
 
 BOS = "BOS"
 PAD = "PAD"
@@ -158,18 +159,14 @@ class CompiledModel:
     def jparams(self):
         """The planned weights as JAX arrays (:func:`constructions.runtime.plan`; made once, at first use)."""
         if self._jparams is None:
-            import jax
-
-            self._jparams = jax.tree_util.tree_map(jnp.asarray, plan(self.params, self.arch))
+            self._jparams = as_jax(plan(self.params, self.arch))
         return self._jparams
 
     @property
     def dense_jparams(self):
         """The weights as they are (every projection a matmul), as JAX arrays (converted once)."""
         if self._dense_jparams is None:
-            import jax
-
-            self._dense_jparams = jax.tree_util.tree_map(jnp.asarray, self.params)
+            self._dense_jparams = as_jax(self.params)
         return self._dense_jparams
 
     def forward_ids(self, ids: np.ndarray, collect_attention: bool = False, dtype=jnp.float32,
@@ -193,7 +190,9 @@ class CompiledModel:
             if planned not in self._replicated:
                 self._replicated[planned] = replicate(params)
             params, ids = self._replicated[planned], split_rows(ids)
-        return forward(params, jnp.asarray(ids), self.arch, collect_attention=collect_attention, dtype=dtype,
+        if not isinstance(ids, jax.Array):
+            ids = jax.device_put(np.asarray(ids))  # jnp.asarray would compile once per shape (runtime.as_jax)
+        return forward(params, ids, self.arch, collect_attention=collect_attention, dtype=dtype,
                        mantissa_bits=mantissa_bits, collect_residuals=collect_residuals)
 
     def residual_stream(self, tokens: Sequence[Any]) -> "ResidualStream":

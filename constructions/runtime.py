@@ -341,6 +341,25 @@ def _gather(w: np.ndarray, rows: Optional[Tuple[int, ...]]):
     return {"index": full.astype(np.int32), "scale": scale.astype(w.dtype)}
 
 
+def as_jax(tree: Any) -> Any:
+    """``tree`` with every numpy array put on the default device: ``jax.tree_util.tree_map(jnp.asarray, tree)``,
+    the same arrays (values, dtypes, shapes), without compiling.
+
+    ``jnp.asarray`` of a numpy array runs JAX's ``stage`` operation, one XLA compilation per shape
+    and dtype; ``jax.device_put`` copies the array without one. JAX arrays are returned as they
+    are, other leaves (Python scalars) go through ``jnp.asarray``.
+    """
+    return jax.tree_util.tree_map(_as_jax, tree)
+
+
+def _as_jax(a: Any) -> Any:
+    if isinstance(a, jax.Array):
+        return a
+    if type(a) is np.ndarray:
+        return jax.device_put(a)
+    return jnp.asarray(a)
+
+
 def plan(params: Dict[str, Any], arch: Arch, sparse_min_key: int = SPARSE_MIN_KEY) -> Dict[str, Any]:
     """The weights of a planned forward: one-hot projections become gathers, dense ones stay matmuls.
 

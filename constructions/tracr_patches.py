@@ -34,19 +34,37 @@ Patches (``PATCHES``):
     once per direction of a space, O(D^3) in all. The patched version writes
     the same float64 vector (1.0 at the direction's index, 0.0 elsewhere) in
     O(D). Measured in docs/performance.md (section Build).
+``jit_init``
+    The Haiku ``init`` that tracr's ``assemble_craft_model`` runs (a forward pass on a dummy
+    input, only to create the parameters) runs as one jitted program instead of eagerly, op by
+    op, where every operation at a new shape is its own XLA compilation (dozens per model
+    size). The parameters it returns are the same arrays: the initialisers' constants
+    (embeddings) and, under ``zero_init``, zeros; tracr then overwrites every transformer
+    weight. Models whose parameters have more than :data:`JIT_INIT_MAX_ELEMENTS` elements
+    keep the eager init (the embeddings would be constants of the compiled program).
+``put_params``
+    tracr's ``assemble_craft_model`` ends with ``jax.tree_util.tree_map(jnp.array, params)``;
+    ``jnp.array`` of a numpy array runs JAX's ``stage`` (and of a JAX array, ``copy``) as one
+    XLA compilation per parameter shape. Under the patch the assemble module's ``jnp.array``
+    puts a numpy array on the device with ``jax.device_put`` and returns a JAX array as it is:
+    the same values, dtypes and shapes, without compiling. Every other call keeps ``jnp``'s own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
-from typing import Dict, Iterator
+from typing import Any, Callable, Dict, Iterator
 
 import numpy as np
+from tracr.compiler import assemble as tracr_assemble
 from tracr.craft import bases, vectorspace_fns
 
 #: The patches, by name (see the module docstring).
-PATCHES = ("zero_init", "fast_project", "fast_basis_vector")
+PATCHES = ("zero_init", "fast_project", "fast_basis_vector", "jit_init", "put_params")
+#: ``jit_init``: the most parameter elements (all arrays together) whose Haiku init is jitted.
+JIT_INIT_MAX_ELEMENTS = 1 << 22
 
 _ORIGINAL_PROJECT = vectorspace_fns.project
 _ORIGINAL_BASIS_VECTOR = bases.VectorSpaceWithBasis.vector_from_basis_direction
@@ -98,7 +116,75 @@ def index_basis_vector(space: bases.VectorSpaceWithBasis,
 
 
 def _zeros(self, shape, dtype=np.float32):
-    return np.zeros(shape, dtype)
+    # A read-only broadcast of one zero: under ``jit_init`` it is a broadcast in the compiled
+    # program, not a constant of the weight's size (tracr replaces every such weight by a new array).
+    return np.broadcast_to(np.zeros((), dtype), shape)
+
+
+def jitted_init(init: Callable[..., Any]) -> Callable[..., Any]:
+    """A Haiku ``init`` that runs as one jitted program (the ``jit_init`` patch).
+
+    Args:
+        init: the ``init`` of a Haiku transform.
+    Returns:
+        ``init`` with the same arguments and result; it runs eagerly, as given, when the
+        parameters have more than :data:`JIT_INIT_MAX_ELEMENTS` elements in all.
+    """
+    import jax
+
+    def run(*args, **kwargs):
+        traced = jax.jit(init).trace(*args, **kwargs)
+        if sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(traced.out_info)) > JIT_INIT_MAX_ELEMENTS:
+            return init(*args, **kwargs)
+        return traced.lower().compile()(*args, **kwargs)
+
+    return run
+
+
+class _JitInitHaiku:
+    """Haiku as tracr's ``assemble`` module sees it under ``jit_init``: ``without_apply_rng`` returns a
+    transform whose ``init`` is :func:`jitted_init`; every other name is Haiku's own."""
+
+    def __getattr__(self, name: str) -> Any:
+        import haiku as hk
+
+        return getattr(hk, name)
+
+    @staticmethod
+    def without_apply_rng(f):
+        import haiku as hk
+
+        transformed = hk.without_apply_rng(f)
+        return transformed._replace(init=jitted_init(transformed.init))
+
+
+_JIT_HAIKU = _JitInitHaiku()
+
+
+class _PutParamsNumpy:
+    """``jax.numpy`` as tracr's ``assemble`` module sees it under ``put_params``: ``array(x)`` of one
+    array and no other argument is ``jax.device_put(x)`` (a JAX array: ``x`` itself); every other
+    call and name is ``jax.numpy``'s own."""
+
+    def __getattr__(self, name: str) -> Any:
+        import jax.numpy as jnp
+
+        return getattr(jnp, name)
+
+    @staticmethod
+    def array(obj, *args, **kwargs):
+        import jax
+        import jax.numpy as jnp
+
+        if not args and not kwargs:
+            if isinstance(obj, jax.Array):
+                return obj
+            if type(obj) is np.ndarray:
+                return jax.device_put(obj)
+        return jnp.array(obj, *args, **kwargs)
+
+
+_PUT_NUMPY = _PutParamsNumpy()
 
 
 def is_active(name: str) -> bool:
@@ -112,6 +198,10 @@ def is_active(name: str) -> bool:
         return vectorspace_fns.project is index_project
     if name == "fast_basis_vector":
         return bases.VectorSpaceWithBasis.vector_from_basis_direction is index_basis_vector
+    if name == "jit_init":
+        return tracr_assemble.hk is _JIT_HAIKU
+    if name == "put_params":
+        return tracr_assemble.jnp is _PUT_NUMPY
     import haiku as hk
 
     return hk.initializers.TruncatedNormal.__call__ is _zeros
@@ -136,18 +226,24 @@ def applied() -> Iterator[None]:
         saved_project = vectorspace_fns.project
         saved_init = hk.initializers.TruncatedNormal.__call__
         saved_vector = bases.VectorSpaceWithBasis.vector_from_basis_direction
+        saved_haiku, saved_jnp = tracr_assemble.hk, tracr_assemble.jnp
         if not _off.get("fast_project"):
             vectorspace_fns.project = index_project
         if not _off.get("fast_basis_vector"):
             bases.VectorSpaceWithBasis.vector_from_basis_direction = index_basis_vector
         if not _off.get("zero_init"):
             hk.initializers.TruncatedNormal.__call__ = _zeros
+        if not _off.get("jit_init"):
+            tracr_assemble.hk = _JIT_HAIKU
+        if not _off.get("put_params"):
+            tracr_assemble.jnp = _PUT_NUMPY
         try:
             yield
         finally:
             vectorspace_fns.project = saved_project
             bases.VectorSpaceWithBasis.vector_from_basis_direction = saved_vector
             hk.initializers.TruncatedNormal.__call__ = saved_init
+            tracr_assemble.hk, tracr_assemble.jnp = saved_haiku, saved_jnp
 
 
 @contextlib.contextmanager

@@ -1,6 +1,8 @@
-"""Shared fixtures: hypothesis profile for the default (2-core CI) run; ``resolved`` per module ``CASES``."""
+"""Shared fixtures: hypothesis profile for the default (2-core CI) run; ``resolved`` per module ``CASES``;
+``tiny_training``, the one small training setup of the training tests."""
 
 import os
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -30,6 +32,37 @@ def resolved(request):
     name, params = request.param
     r = lookup.resolve(lookup.get(name), params)
     return r, r.build()
+
+
+class TinyTraining(NamedTuple):
+    """The training tests' shared setup (see :func:`tiny_training`)."""
+
+    data: Any  # TaskData
+    model: Any  # ModelConfig
+    train: Any  # TrainConfig
+    chunk: int  # optimiser steps per jitted call of train_seeds
+
+
+@pytest.fixture(scope="session")
+def tiny_training():
+    """One small training setup for every test that trains only to check plumbing (resume,
+    checkpoints, vmapped seeds, curves): k-hop at k = 1 and 2 (n = 6, 3 tokens), 2 layers of 2 heads,
+    width 16, 12 AdamW steps of 8 sequences, 4 steps per jitted call of the fast trainer.
+
+    One config and one chunk size mean one compiled training program per trainer (and sampler),
+    shared by the tests of a module through JAX's in-memory caches and by later modules and
+    the other xdist worker through the persistent compilation cache: each scanned, vmapped
+    training program takes 7-16 s to compile on one core.
+    """
+    from depthcraft.verify.crosscheck.data import TaskData
+    from depthcraft.verify.crosscheck.model import ModelConfig
+    from depthcraft.verify.crosscheck.train import TrainConfig
+    from depthcraft.verify.tasks import get_task
+
+    khop = get_task("khop")
+    data = TaskData(khop, [khop.resolve({"k": 1, "n": 6, "vocab": 3}), khop.resolve({"k": 2, "n": 6, "vocab": 3})])
+    return TinyTraining(data, ModelConfig(depth=2, heads=2, width=16),
+                        TrainConfig(steps=12, batch=8, lr=1e-2, warmup=2, log_every=1, eval_size=8), chunk=4)
 
 
 @pytest.fixture(autouse=True, scope="module")

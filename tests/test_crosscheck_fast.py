@@ -23,7 +23,6 @@ import pytest
 from depthcraft.constructions.errors import ParameterError
 from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.data import Batch, TaskData
-from depthcraft.verify.crosscheck.model import ModelConfig
 from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
 from depthcraft.verify.crosscheck.train import (TrainConfig, marginal_entropy, plateau_exit_step, train,
                                                 train_seeds)
@@ -34,70 +33,63 @@ KHOP, ICQA = get_task("khop"), get_task("icqa")
 FLOAT_TOL = 1e-5
 
 
-#: Optimiser steps per jitted call in these tests: one chunk size (and the same config, seed counts
-#: and sampler where the test allows) lets the tests share compiled programs within this module.
-#: Each scanned, vmapped training program takes 7-16 s to compile on a cold cache (1 core).
-CHUNK = 4
-
-
-def _small(steps=12):
-    data = TaskData(KHOP, [KHOP.resolve({"k": 1, "n": 6, "vocab": 3}), KHOP.resolve({"k": 2, "n": 6, "vocab": 3})])
-    return data, ModelConfig(depth=2, heads=2, width=16), TrainConfig(steps=steps, batch=8, lr=1e-2, warmup=2,
-                                                                       log_every=1, eval_size=8)
+#: The tests train the session's one small setup (``tiny_training`` in conftest.py: one config, one
+#: chunk size of 4 steps), so they share compiled training programs with each other and with the other
+#: training tests. Each scanned, vmapped training program takes 7-16 s to compile on a cold cache (1 core).
 
 
 def _losses(outcome):
     return np.array([h["loss"] for h in outcome.history])
 
 
-def test_one_seed_with_numpy_batches_matches_the_loop():
-    data, mc, tc = _small()
+def test_one_seed_with_numpy_batches_matches_the_loop(tiny_training):
+    data, mc, tc, chunk = tiny_training
     for seed in (0, 3):
         old = train(data, mc, TrainConfig(**{**tc.to_json(), "seed": seed}))
-        (new,) = train_seeds(data, mc, tc, [seed], chunk=CHUNK, sampler="numpy")
+        (new,) = train_seeds(data, mc, tc, [seed], chunk=chunk, sampler="numpy")
         assert [h["step"] for h in new.history] == [h["step"] for h in old.history] == list(range(1, 13))
         assert np.abs(_losses(new) - _losses(old)).max() <= FLOAT_TOL
         assert new.steps_done == 12 and new.exit_reason == "" and new.sampler == "numpy"
 
 
-def test_a_vmapped_seed_equals_that_seed_alone():
-    data, mc, tc = _small()
-    together = train_seeds(data, mc, tc, [0, 1, 2], chunk=CHUNK, sampler="numpy")
+def test_a_vmapped_seed_equals_that_seed_alone(tiny_training):
+    data, mc, tc, chunk = tiny_training
+    together = train_seeds(data, mc, tc, [0, 1, 2], chunk=chunk, sampler="numpy")
     for i, seed in enumerate((0, 1, 2)):
-        (alone,) = train_seeds(data, mc, tc, [seed], chunk=CHUNK, sampler="numpy")
+        (alone,) = train_seeds(data, mc, tc, [seed], chunk=chunk, sampler="numpy")
         assert np.abs(_losses(together[i]) - _losses(alone)).max() <= FLOAT_TOL
     # and the seeds are different runs
     assert np.abs(_losses(together[0]) - _losses(together[1])).max() > 1e-3
-    with_jax = train_seeds(data, mc, tc, [0, 1], chunk=CHUNK, sampler="jax")
-    (alone,) = train_seeds(data, mc, tc, [1], chunk=CHUNK, sampler="jax")
+    with_jax = train_seeds(data, mc, tc, [0, 1], chunk=chunk, sampler="jax")
+    (alone,) = train_seeds(data, mc, tc, [1], chunk=chunk, sampler="jax")
     assert np.abs(_losses(with_jax[1]) - _losses(alone)).max() <= FLOAT_TOL
 
 
-def test_resume_matches_an_uninterrupted_run(tmp_path):
-    data, mc, tc = _small()
-    full = train_seeds(data, mc, tc, [0, 1], chunk=CHUNK, sampler="jax")
+def test_resume_matches_an_uninterrupted_run(tmp_path, tiny_training):
+    data, mc, tc, chunk = tiny_training
+    full = train_seeds(data, mc, tc, [0, 1], chunk=chunk, sampler="jax")
     ckpt = str(tmp_path / "group")
-    train_seeds(data, mc, tc, [0, 1], chunk=CHUNK, sampler="jax", checkpoint_dir=ckpt, stop_at=6)
+    train_seeds(data, mc, tc, [0, 1], chunk=chunk, sampler="jax", checkpoint_dir=ckpt, stop_at=6)
     assert read_meta(ckpt)["step"] == 6
-    rest = train_seeds(data, mc, tc, [0, 1], chunk=CHUNK, sampler="jax", checkpoint_dir=ckpt)
+    rest = train_seeds(data, mc, tc, [0, 1], chunk=chunk, sampler="jax", checkpoint_dir=ckpt)
     assert rest[0].resumed_from == 6 and rest[0].steps_done == 12
     for a, b in zip(full, rest):
         assert [h["step"] for h in a.history] == [h["step"] for h in b.history]
         assert np.abs(_losses(a) - _losses(b)).max() <= FLOAT_TOL
     with pytest.raises(ParameterError, match="seeds"):
-        train_seeds(data, mc, tc, [0, 2], chunk=CHUNK, sampler="jax", checkpoint_dir=ckpt)
+        train_seeds(data, mc, tc, [0, 2], chunk=chunk, sampler="jax", checkpoint_dir=ckpt)
 
 
-def test_curve_and_early_exit():
-    data, mc, tc = _small()
+def test_curve_and_early_exit(tiny_training):
+    data, mc, tc, chunk = tiny_training
     sets = data.eval_sets(1, 16)
-    out = train_seeds(data, mc, tc, [0, 1], chunk=CHUNK, sampler="jax", eval_sets=sets, eval_every=4)
+    out = train_seeds(data, mc, tc, [0, 1], chunk=chunk, sampler="jax", eval_sets=sets, eval_every=4)
     assert [p["step"] for p in out[0].curve] == [4, 8, 12]
     point = out[0].curve[0]
     assert set(point["error"]) == set(data.names) and set(point["loss"]) == set(data.names)
     assert len(point["error_per_position"][data.names[0]]) == data.seq_len - 1
     # exit_error = 1.0 holds at every evaluation: the run stops at the second one
-    stopped = train_seeds(data, mc, tc, [0, 1], chunk=CHUNK, sampler="jax", eval_sets=sets, eval_every=4,
+    stopped = train_seeds(data, mc, tc, [0, 1], chunk=chunk, sampler="jax", eval_sets=sets, eval_every=4,
                           exit_error=1.0, exit_patience=2)
     assert stopped[0].steps_done == 8 and stopped[1].steps_done == 8
     assert "early exit at step 8" in stopped[0].exit_reason
@@ -105,8 +97,8 @@ def test_curve_and_early_exit():
     assert stopped[0].history[-1]["step"] == 8
 
 
-def test_bad_arguments():
-    data, mc, tc = _small()
+def test_bad_arguments(tiny_training):
+    data, mc, tc, chunk = tiny_training
     with pytest.raises(ParameterError, match="distinct"):
         train_seeds(data, mc, tc, [1, 1])
     with pytest.raises(ParameterError, match="chunk"):

@@ -18,40 +18,34 @@ KHOP = get_task("khop")
 TINY_STEPS = 600
 
 
-def _small():
-    data = TaskData(KHOP, [KHOP.resolve({"k": 1, "n": 6, "vocab": 3}), KHOP.resolve({"k": 2, "n": 6, "vocab": 3})])
-    return data, ModelConfig(depth=2, heads=2, width=16), TrainConfig(steps=6, batch=8, lr=1e-2, warmup=2,
-                                                                       log_every=1, eval_size=8)
-
-
 def _leaves(tree):
     return [np.asarray(a) for a in jax.tree_util.tree_leaves(tree)]
 
 
-def test_resume_gives_the_parameters_of_an_uninterrupted_run(tmp_path):
-    data, mc, tc = _small()
+def test_resume_gives_the_parameters_of_an_uninterrupted_run(tmp_path, tiny_training):
+    data, mc, tc, _ = tiny_training  # 12 steps
     full = train(data, mc, tc)
     ckpt = str(tmp_path / "run")
     half = train(data, mc, tc, checkpoint_dir=ckpt, stop_at=3)
     assert read_meta(ckpt)["step"] == 3
     rest = train(data, mc, tc, checkpoint_dir=ckpt)
     assert rest.resumed_from == 3
-    assert read_meta(ckpt)["step"] == 6
-    assert [n for n in os.listdir(ckpt) if n.endswith(".safetensors")] == ["state-000000006.safetensors"]
+    assert read_meta(ckpt)["step"] == 12
+    assert [n for n in os.listdir(ckpt) if n.endswith(".safetensors")] == ["state-000000012.safetensors"]
     for a, b in zip(_leaves(full.params), _leaves(rest.params)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert rest.history == full.history
-    # the three steps after the checkpoint did change the weights
+    # the nine steps after the checkpoint did change the weights
     assert any(not np.array_equal(a, b) for a, b in zip(_leaves(half.params), _leaves(rest.params)))
     # a finished checkpoint is loaded, not retrained
     again = train(data, mc, tc, checkpoint_dir=ckpt)
-    assert again.resumed_from == 6
+    assert again.resumed_from == 12
     for a, b in zip(_leaves(full.params), _leaves(again.params)):
         assert np.array_equal(a, b)
 
 
-def test_checkpoint_with_other_settings_is_refused(tmp_path):
-    data, mc, tc = _small()
+def test_checkpoint_with_other_settings_is_refused(tmp_path, tiny_training):
+    data, mc, tc, _ = tiny_training
     ckpt = str(tmp_path / "run")
     train(data, mc, tc, checkpoint_dir=ckpt, stop_at=1)
     other = TrainConfig(**{**tc.to_json(), "lr": 5e-3})
@@ -59,8 +53,8 @@ def test_checkpoint_with_other_settings_is_refused(tmp_path):
         train(data, mc, other, checkpoint_dir=ckpt)
 
 
-def test_corrupt_checkpoint_is_an_input_error(tmp_path):
-    data, mc, tc = _small()
+def test_corrupt_checkpoint_is_an_input_error(tmp_path, tiny_training):
+    data, mc, tc, _ = tiny_training
     ckpt = str(tmp_path / "run")
     train(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
     arrays = os.path.join(ckpt, read_meta(ckpt)["arrays"])
@@ -70,16 +64,19 @@ def test_corrupt_checkpoint_is_an_input_error(tmp_path):
         train(data, mc, tc, checkpoint_dir=ckpt)
 
 
-def test_init_shapes():
-    mc = ModelConfig(depth=3, heads=4, width=32, mlp=True)
-    p = init_params(mc, jax.random.PRNGKey(0), n_inputs=7, n_outputs=5, seq_len=9)
-    assert p["embed"]["token"].shape == (7, 32) and p["embed"]["pos"].shape == (9, 32)
-    assert len(p["layers"]) == 6  # attention + MLP per layer
-    assert p["layers"][0]["w_q"].shape == (4, 32, 8) and p["layers"][0]["w_o"].shape == (4, 8, 32)
-    assert p["layers"][1]["w_1"].shape == (32, 128)
-    assert p["unembed"]["w"].shape == (32, 5)
-    arch = mc.arch(pad_id=6)
-    assert [s.kind for s in arch.sublayers] == ["attn", "mlp"] * 3
+def test_init_shapes(tiny_training):
+    # the shared setup's model and data (so the initial weights' shapes are those the training tests draw)
+    data, mc, _, _ = tiny_training
+    assert (mc.depth, mc.heads, mc.width, mc.mlp) == (2, 2, 16, True)
+    assert (data.n_inputs, data.n_classes, data.seq_len) == (6, 4, 7)  # 3 tokens, 2 BOS, PAD; 3 tokens and ⊥
+    p = init_params(mc, jax.random.PRNGKey(0), n_inputs=6, n_outputs=4, seq_len=7)
+    assert p["embed"]["token"].shape == (6, 16) and p["embed"]["pos"].shape == (7, 16)
+    assert len(p["layers"]) == 4  # attention + MLP per layer
+    assert p["layers"][0]["w_q"].shape == (2, 16, 8) and p["layers"][0]["w_o"].shape == (2, 8, 16)
+    assert p["layers"][1]["w_1"].shape == (16, 64)
+    assert p["unembed"]["w"].shape == (16, 4)
+    arch = mc.arch(pad_id=5)
+    assert [s.kind for s in arch.sublayers] == ["attn", "mlp"] * 2
     assert arch.sublayers[0].qk_scale == pytest.approx(1 / np.sqrt(8))
 
 
@@ -104,8 +101,8 @@ def test_tiny_run_learns_one_hop_with_two_layers():
 
 
 
-def test_evaluation_size_does_not_block_resuming(tmp_path):
-    data, mc, tc = _small()
+def test_evaluation_size_does_not_block_resuming(tmp_path, tiny_training):
+    data, mc, tc, _ = tiny_training
     ckpt = str(tmp_path / "run")
     train(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
     out = train(data, mc, TrainConfig(**{**tc.to_json(), "eval_size": 99}), checkpoint_dir=ckpt)

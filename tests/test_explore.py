@@ -155,20 +155,14 @@ def test_bad_input_one_line_exit_2(args, message, capsys, tmp_path, monkeypatch)
     assert not (tmp_path / "x.html").exists()
 
 
-def test_trained_checkpoint(tmp_path, capsys):
-    from depthcraft.verify.crosscheck.data import TaskData
-    from depthcraft.verify.crosscheck.model import ModelConfig
-    from depthcraft.verify.crosscheck.train import TrainConfig, load_trained, train
-    from depthcraft.verify.tasks import get_task
+def test_trained_checkpoint(tmp_path, capsys, tiny_training):
+    from depthcraft.verify.crosscheck.train import load_trained, train
 
-    khop = get_task("khop")
-    data = TaskData(khop, [khop.resolve({"k": 1, "n": 6, "vocab": 3}), khop.resolve({"k": 2, "n": 6, "vocab": 3})])
+    data, mc, tc, _ = tiny_training  # k-hop k = 1, 2 at n = 6; 2 layers of 2 heads, width 16; 12 steps
     ckpt = str(tmp_path / "run")
-    outcome = train(data, ModelConfig(depth=2, heads=2, width=16), TrainConfig(steps=4, batch=8, lr=1e-2, warmup=1,
-                                                                               log_every=1, eval_size=8),
-                    checkpoint_dir=ckpt)
+    outcome = train(data, mc, tc, checkpoint_dir=ckpt)
     back = load_trained(ckpt)
-    assert back.step == 4
+    assert back.step == 12
     for a, b in zip(*(np.asarray(x) for x in (outcome.params["embed"]["token"], back.params["embed"]["token"]))):
         assert np.array_equal(a, b)
     page = views_data.explore_trained(ckpt, {"k": "2"}, "a b a c b a", None)

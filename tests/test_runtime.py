@@ -96,3 +96,34 @@ def test_encode_errors_name_the_bad_value():
         model.encode([[]])
     with pytest.raises(InputError, match="'x'"):
         model.encode([["x"]])
+
+
+_COMPILES = []
+
+
+def _count_compiles(event, duration, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+        _COMPILES.append(event)
+
+
+def test_as_jax_gives_jnp_asarray_s_arrays_without_compiling():
+    import jax
+    import jax.monitoring
+
+    from depthcraft.constructions.runtime import as_jax
+
+    already = jnp.ones((2, 2))
+    tree = {"w": np.linspace(-1, 1, 15).reshape(3, 5), "ids": np.arange(7), "mask": np.array([True, False, True]),
+            "f32": np.full((2, 9), 0.1, np.float32), "scalar": 3.5, "jax": already, "layers": [np.eye(3)]}
+    want = jax.tree_util.tree_map(jnp.asarray, tree)
+    jax.monitoring.register_event_duration_secs_listener(_count_compiles)
+    before = len(_COMPILES)
+    got = as_jax({k: v for k, v in tree.items() if k != "scalar"})  # a Python scalar goes through jnp.asarray
+    assert len(_COMPILES) == before  # device_put: no XLA compilation
+    assert got["jax"] is already
+    for k, g in got.items():
+        for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(want[k])):
+            assert isinstance(a, jax.Array) and a.dtype == b.dtype and a.shape == b.shape
+            assert a.weak_type == b.weak_type and np.array_equal(np.asarray(a), np.asarray(b))
+    assert got["w"].dtype == jnp.float32 and got["ids"].dtype == jnp.int32  # canonicalised as jnp.asarray does
+    assert as_jax(2.0).weak_type and float(as_jax(2.0)) == 2.0

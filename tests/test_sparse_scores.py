@@ -6,6 +6,8 @@ are 0 / +-1 with at most two non-zeros each (and the queries finite), by the den
 otherwise. Compared here with the same weights planned without the mark (the runtime before).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,10 +64,23 @@ def test_gathered_scores_equal_the_dense_forward_bit_for_bit(resolved):
                           _bits(R.ablated_logits(new, ablation_ids, model.arch)))
 
 
+# The runtime's pieces run here as one jitted program per shape, as inside the forward (run eagerly,
+# every primitive of them is its own XLA compilation).
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _qk(x, p, q_rows, k_rows):
+    return R._head_proj(x, p, "w_q", q_rows), R._head_proj(x, p, "w_k", k_rows)
+
+
+_ok = jax.jit(R._sparse_scores_ok)
+_gathered = jax.jit(R._sparse_scores)
+_dense = jax.jit(lambda q, k: jnp.einsum("bhte,bhse->bhts", q, k))
+_scores = jax.jit(R._scores)
+
+
 def _layer_qk(model, weights, ids):
     """Per marked sublayer: (index, queries, keys) on ``ids``, from the full model's residual stream."""
     out = R.forward(weights, ids, model.arch, collect_residuals=True)
-    return [(i, R._head_proj(out.residuals[i], p, "w_q", s.q_rows), R._head_proj(out.residuals[i], p, "w_k", s.k_rows))
+    return [(i, *_qk(out.residuals[i], p, s.q_rows, s.k_rows))
             for i, (s, p) in enumerate(zip(model.arch.sublayers, weights["layers"])) if R.SPARSE_KEYS in p]
 
 
@@ -75,11 +90,11 @@ def test_the_gather_path_is_taken(resolved):
     if r.name not in ("khop_doubling", "ictm_parse_copy_match"):
         pytest.skip("keys of this construction are not 0 / +-1 (constant width: cos, sin)")
     ids = jnp.asarray(_inputs(r, model))
-    taken = [i for i, q, k in _layer_qk(model, _weights(model, 1), ids) if bool(R._sparse_scores_ok(q, k))]
+    taken = [i for i, q, k in _layer_qk(model, _weights(model, 1), ids) if bool(_ok(q, k))]
     assert taken
     for i, q, k in _layer_qk(model, _weights(model, 1), ids):
         if i in taken:  # the gathers themselves, not through lax.cond
-            assert np.array_equal(_bits(R._sparse_scores(q, k)), _bits(jnp.einsum("bhte,bhse->bhts", q, k)))
+            assert np.array_equal(_bits(_gathered(q, k)), _bits(_dense(q, k)))
 
 
 def test_the_plan_marks_by_key_size(resolved):
@@ -103,11 +118,11 @@ def test_sparse_scores_check_and_fallback():
     k[0, 0, 0, [0, 6]] = 1  # two non-zeros (tracr's BOS key)
     k[0, 0, 1, 3] = -1
     k[1, 0, 2, 4] = 1  # key 3, 4 of batch 1 and others: all zero
-    dense = jnp.einsum("bhte,bhse->bhts", q, jnp.asarray(k))
-    assert bool(R._sparse_scores_ok(q, jnp.asarray(k)))
-    assert np.array_equal(_bits(R._sparse_scores(q, jnp.asarray(k))), _bits(dense))
+    dense = _dense(q, jnp.asarray(k))
+    assert bool(_ok(q, jnp.asarray(k)))
+    assert np.array_equal(_bits(_gathered(q, jnp.asarray(k))), _bits(dense))
     marked = {R.SPARSE_KEYS: np.zeros(0, np.int32)}
-    assert np.array_equal(_bits(R._scores(q, jnp.asarray(k), marked)), _bits(dense))
+    assert np.array_equal(_bits(_scores(q, jnp.asarray(k), marked)), _bits(dense))
     for bad_k, bad_q in ((0.5, None), (1.0, None), (None, np.inf)):
         kk, qq = k.copy(), np.asarray(q).copy()
         if bad_k == 0.5:
@@ -117,8 +132,8 @@ def test_sparse_scores_check_and_fallback():
         else:
             qq[0, 0, 2, 1] = bad_q
         kk, qq = jnp.asarray(kk), jnp.asarray(qq)
-        assert not bool(R._sparse_scores_ok(qq, kk))
-        want = jnp.einsum("bhte,bhse->bhts", qq, kk)
-        got = R._scores(qq, kk, marked)
+        assert not bool(_ok(qq, kk))
+        want = _dense(qq, kk)
+        got = _scores(qq, kk, marked)
         assert np.array_equal(np.isnan(want), np.isnan(got))
         assert np.array_equal(np.nan_to_num(want), np.nan_to_num(got))

@@ -46,6 +46,19 @@ def test_assembled_weights_bit_identical_with_and_without_patches(case):
     assert patched.model_config == plain.model_config
 
 
+def test_jit_init_keeps_the_eager_init_for_large_models(monkeypatch):
+    """Above JIT_INIT_MAX_ELEMENTS the Haiku init runs eagerly; the weights are the same either way."""
+    _, make, vocab, n, kw = CASES[0]
+    program = make()
+    jitted, _, _ = compiler.assemble_program(program, vocab, n, **kw)
+    calls = []
+    monkeypatch.setattr(tracr_patches, "JIT_INIT_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda self, *a, **k: calls.append(1))
+    eager, _, _ = compiler.assemble_program(program, vocab, n, **kw)
+    assert calls == []  # nothing compiled as one program: the init ran op by op
+    assert _digests(jitted.params) == _digests(eager.params)
+
+
 def test_tracr_compile_bit_identical_with_and_without_patches():
     program = khop_rasp(2)
     fast = compiler.compile_with_tracr(program, vocab=range(3), max_seq_len=6)
@@ -100,7 +113,8 @@ def test_patches_active_only_inside_applied():
 
 
 def test_unknown_patch_name_is_refused():
-    with pytest.raises(ValueError, match="unknown tracr patch 'nope'; the patches are zero_init, fast_project, fast_basis_vector"):
+    with pytest.raises(ValueError, match="unknown tracr patch 'nope'; the patches are zero_init, fast_project, fast_basis_vector, "
+                                         "jit_init, put_params"):
         with tracr_patches.disabled("nope"):
             pass
     with pytest.raises(ValueError, match="unknown tracr patch"):

@@ -13,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterable, List
 
-import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
-from depthcraft.constructions.runtime import ablated_logits
+from depthcraft.constructions.runtime import ablated_logits, as_jax
 from depthcraft.verify.checks import batch_rows, bucket, check_batches, pack
 from depthcraft.verify.tasks.base import Task
 
@@ -101,7 +100,7 @@ def _ablated_rows(model: CompiledModel, ids: np.ndarray, batch: int) -> np.ndarr
     size = bucket(rows, batch)
     if rows < size:  # pad with copies of the first row (their outputs are dropped)
         ids = np.concatenate([ids, np.repeat(ids[:1], size - rows, axis=0)])
-    return np.asarray(ablated_logits(model.jparams, jnp.asarray(ids), model.arch))[:, :rows]
+    return np.asarray(ablated_logits(model.jparams, as_jax(np.asarray(ids)), model.arch))[:, :rows]
 
 
 def ablation_inputs(task: Task, p: Dict[str, Any], samples: int, seed: int, edges: bool = True) -> List[np.ndarray]:

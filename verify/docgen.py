@@ -883,6 +883,7 @@ TEST_SUITE = "results/performance/test_suite.json"
 #: benchmarks/suite_cost.py's modes, in the order shown, with what each means.
 _SUITE_MODES = {
     "workers-cold": "`pytest -q`, empty cache folder (a fresh machine, as CI)",
+    "workers-warm": "`pytest -q` again, with the cache folder the run above filled",
     "workers": "`pytest -q` (2 xdist workers, the default)",
     "one-process": "`pytest -q -n 0` (one process)",
     "one-process-keep-caches": "`pytest -q -n 0`, no `release_memory()` between modules (before)",
@@ -904,7 +905,7 @@ def render_test_suite(root: pathlib.Path) -> str:
                     f"{count(int(comp['cache_hits']))} read from the cache; backend {comp['backend_compile_s']:.0f} s, "
                     f"trace and lowering {comp['trace_s'] + comp['lower_s']:.0f} s" if comp else "not recorded")
         cache_state = ("empty" if r.get("cache") == "cold" else f"{count(r['cache_entries_before'])} entries"
-                       if r.get("cache") == "as found" else "not recorded")
+                       if r.get("cache") in ("as found", "warm") else "not recorded")
         rows.append([_SUITE_MODES[mode], f"{r['wall_s']:.1f} s", f"{count(r['peak_tree_rss_mib'])} MiB",
                      f"{count(r['peak_process_rss_mib'])} MiB", cache_state, compiled, result, cpus,
                      f"{r['load_1min_before']:.1f} -> {r['load_1min_after']:.1f}", r.get("commit") or "—",

@@ -26,6 +26,7 @@ from safetensors.numpy import load_file, save
 
 from depthcraft.constructions.errors import InputError
 from depthcraft.constructions.files import write_bytes_atomic, write_json_atomic
+from depthcraft.constructions.runtime import as_jax
 
 META_FILE = "checkpoint.json"
 FORMAT = "depthcraft-checkpoint-1"
@@ -117,5 +118,5 @@ def load_checkpoint(directory: str, template: Any) -> Optional[Tuple[int, Any, D
             got = None if a is None else f"{a.dtype}{list(a.shape)}"
             raise InputError(f"checkpoint {directory}: entry {key} is {got}, expected {ref.dtype}{list(ref.shape)}")
         leaves.append(a)
-    state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in leaves])
+    state = jax.tree_util.tree_unflatten(treedef, [as_jax(a) for a in leaves])
     return int(record["step"]), state, record.get("meta", {})

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.errors import ParameterError
-from depthcraft.constructions.runtime import ATTENTION_KINDS, Arch, SublayerSpec
+from depthcraft.constructions.runtime import ATTENTION_KINDS, Arch, SublayerSpec, as_jax
 
 #: Standard deviation of the normal initialisation (GPT-2).
 INIT_STD = 0.02
@@ -110,8 +110,13 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
 
+def _zeros(*shape: int) -> jax.Array:
+    """float32 zeros on the device (made by numpy: ``jnp.zeros`` compiles once per shape)."""
+    return as_jax(np.zeros(shape, np.float32))
+
+
 def _ln(d: int) -> Dict[str, jax.Array]:
-    return {"scale": jnp.ones((d,), jnp.float32), "offset": jnp.zeros((d,), jnp.float32)}
+    return {"scale": as_jax(np.ones((d,), np.float32)), "offset": _zeros(d)}
 
 
 def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int, seq_len: int) -> Dict[str, Any]:
@@ -146,20 +151,19 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
     params: Dict[str, Any] = {
         "embed": {"token": normal((n_inputs, d)), "pos": normal((seq_len, d))},
         "layers": [],
-        "unembed": {"w": normal((d, n_outputs)), "b": jnp.zeros((n_outputs,), jnp.float32)},
+        "unembed": {"w": normal((d, n_outputs)), "b": _zeros(n_outputs)},
     }
     for _ in range(cfg.depth):
         attn = {"w_q": normal((h, d, e)), "w_k": normal((h, d, e)), "w_v": normal((h, d, e)),
                 "w_o": normal((h, e, d), out_std),
-                "b_q": jnp.zeros((h, e), jnp.float32), "b_k": jnp.zeros((h, e), jnp.float32),
-                "b_v": jnp.zeros((h, e), jnp.float32), "b_o": jnp.zeros((d,), jnp.float32)}
+                "b_q": _zeros(h, e), "b_k": _zeros(h, e), "b_v": _zeros(h, e), "b_o": _zeros(d)}
         if cfg.layer_norm:
             attn["ln"] = _ln(d)
         params["layers"].append(attn)
         if cfg.mlp:
             hidden = cfg.mlp_ratio * d
-            mlp = {"w_1": normal((d, hidden)), "b_1": jnp.zeros((hidden,), jnp.float32),
-                   "w_2": normal((hidden, d), out_std), "b_2": jnp.zeros((d,), jnp.float32)}
+            mlp = {"w_1": normal((d, hidden)), "b_1": _zeros(hidden),
+                   "w_2": normal((hidden, d), out_std), "b_2": _zeros(d)}
             if cfg.layer_norm:
                 mlp["ln"] = _ln(d)
             params["layers"].append(mlp)
@@ -171,7 +175,7 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
         if d < n_inputs:
             raise ParameterError(f"embedding='onehot' needs width >= the input vocabulary ({n_inputs}), "
                                  f"got width={d}")
-        params["embed"]["token"] = jnp.eye(n_inputs, d, dtype=jnp.float32)
+        params["embed"]["token"] = as_jax(np.eye(n_inputs, d, dtype=np.float32))
     elif cfg.embedding == "random":
         sub = jax.random.fold_in(key, 0x7E)  # its own stream: the other weights stay those of "learned"
         params["embed"]["token"] = jax.random.normal(sub, (n_inputs, d), jnp.float32) / math.sqrt(d)

@@ -17,12 +17,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from depthcraft.constructions.errors import DepthcraftError, ParameterError
 from depthcraft.constructions.params import MAX_DEPTH, parse_values
-from depthcraft.constructions.runtime import forward
+from depthcraft.constructions.runtime import as_jax, forward
 from depthcraft.verify.crosscheck.alignment import best_heads, head_alignments
 from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.data import TaskData, condition_names
@@ -372,7 +371,8 @@ def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, inf
                              cfg.alignment_size)
         batch = data.condition_batch(local, tokens)
         ids = batch.ids
-        trained = [np.asarray(a) for a in forward(params, jnp.asarray(ids), arch, collect_attention=True).attention]
+        trained = [np.asarray(a) for a in forward(params, as_jax(np.asarray(ids)), arch,
+                                                  collect_attention=True).attention]
         key = (c, ids.shape[1])
         if key not in cache:
             c_ids = info.model.encode(tokens, length=ids.shape[1])

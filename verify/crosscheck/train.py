@@ -29,7 +29,7 @@ import numpy as np
 import optax
 
 from depthcraft.constructions.errors import DepthcraftError, InputError, ParameterError
-from depthcraft.constructions.runtime import Arch, forward
+from depthcraft.constructions.runtime import Arch, as_jax, forward
 from depthcraft.verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
@@ -151,6 +151,13 @@ def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] 
     return step
 
 
+@functools.lru_cache(maxsize=16)
+def _init_state(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+    """The optimiser's ``init`` (zero moments, step counts), jitted: one XLA compilation per parameter
+    structure instead of one per parameter shape run eagerly. Cached like :func:`make_step`."""
+    return jax.jit(optimizer(cfg, frozen).init)
+
+
 def step_rng(seed: int, step: int) -> np.random.Generator:
     """The data generator of training step ``step`` (a pure function of seed and step)."""
     return np.random.default_rng([seed, step])
@@ -231,9 +238,8 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
         InputError: the checkpoint is corrupt.
     """
     arch = model_cfg.arch(data.pad_id)
-    tx = optimizer(train_cfg, model_cfg.frozen)
     params = init_params(model_cfg, jax.random.PRNGKey(train_cfg.seed), data.n_inputs, data.n_classes, data.seq_len)
-    state = {"params": params, "opt_state": tx.init(params)}
+    state = {"params": params, "opt_state": _init_state(_optimiser_key(train_cfg), model_cfg.frozen)(params)}
     desc = _describe(data, model_cfg, train_cfg)
     start, history, seconds = 0, [], 0.0
     if checkpoint_dir is not None:
@@ -313,7 +319,7 @@ def evaluate(params: Dict[str, Any], arch: Arch, data: TaskData, sets: List[Batc
         scored = np.zeros(data.seq_len, np.int64)
         ce_sum, ce_n = 0.0, 0.0
         for i in range(0, len(s.ids), batch):
-            logits = np.asarray(forward(params, jnp.asarray(s.ids[i:i + batch]), arch).logits, np.float64)
+            logits = np.asarray(forward(params, as_jax(s.ids[i:i + batch]), arch).logits, np.float64)
             t = s.targets[i:i + batch]
             pred = logits.argmax(-1)
             em = s.error_mask[i:i + batch]
@@ -356,11 +362,13 @@ def data_key(seed: int, step: int) -> jax.Array:
 
 
 def _stack(trees: List[Any]) -> Any:
-    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
+    # stacked by numpy and put on the device: the same arrays as jnp.stack, without an XLA compilation per shape
+    return jax.tree_util.tree_map(lambda *a: as_jax(np.stack([np.asarray(x) for x in a])), *trees)
 
 
 def _unstack(tree: Any, i: int) -> Any:
-    return jax.tree_util.tree_map(lambda a: a[i], tree)
+    # one seed's arrays, sliced on the host (eager a[i] compiles a slice per shape)
+    return jax.tree_util.tree_map(lambda a: as_jax(np.asarray(a)[i]), tree)
 
 
 _CHUNK_CACHE: Dict[Any, Callable] = {}
@@ -551,10 +559,10 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     n_seeds = len(seeds)
     arch = model_cfg.arch(data.pad_id)
     opt_key = _optimiser_key(train_cfg)
-    tx = optimizer(train_cfg, model_cfg.frozen)
+    init_state = _init_state(opt_key, model_cfg.frozen)
     inits = [init_params(model_cfg, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
              for s in seeds]
-    state = {"params": _stack(inits), "opt_state": _stack([tx.init(p) for p in inits])}
+    state = {"params": _stack(inits), "opt_state": _stack([init_state(p) for p in inits])}
     desc = dict(_describe(data, model_cfg, dataclasses.replace(train_cfg, seed=seeds[0])),
                 seeds=seeds, sampler=sampler)
     start, seconds = 0, 0.0
@@ -582,8 +590,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
         draw, sig, seed_keys = None, ("numpy",), None
     eval_ids = eval_targets = None
     if eval_every:
-        eval_ids = jnp.asarray(np.concatenate([s.ids for s in eval_sets]))
-        eval_targets = jnp.asarray(np.concatenate([s.targets for s in eval_sets]))
+        eval_ids = as_jax(np.concatenate([s.ids for s in eval_sets]))
+        eval_targets = as_jax(np.concatenate([s.targets for s in eval_sets]))
     t0 = time.perf_counter()
 
     def save(step):
@@ -694,7 +702,7 @@ def load_trained(directory: str, seed: Optional[int] = None) -> TrainedModel:
     except (KeyError, TypeError, DepthcraftError) as e:
         raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
     params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    template = {"params": params, "opt_state": optimizer(train_cfg, model_cfg.frozen).init(params)}
+    template = {"params": params, "opt_state": _init_state(_optimiser_key(train_cfg), model_cfg.frozen)(params)}
     seeds = config.get("seeds")
     if seeds is not None:
         pick = seeds[0] if seed is None else seed

@@ -489,11 +489,9 @@ def explore_trained(directory: str, params: Dict[str, Any], text: str,
         InputError: no or a bad checkpoint, bad input text; ParameterError: ``params`` match
             no condition or several.
     """
-    import jax.numpy as jnp
-
     from depthcraft.constructions.errors import ParameterError
     from depthcraft.constructions.model import ResidualStream, sublayer_names
-    from depthcraft.constructions.runtime import forward
+    from depthcraft.constructions.runtime import as_jax, forward
     from depthcraft.verify.crosscheck.alignment import alignment
     from depthcraft.verify.crosscheck.train import load_trained
 
@@ -513,7 +511,7 @@ def explore_trained(directory: str, params: Dict[str, Any], text: str,
     from depthcraft.verify.tasks.program import token_array
 
     ids = data.encode(cond, token_array([tokens]))[:, :len(tokens) + 1]
-    out = forward(tm.params, jnp.asarray(ids), tm.arch, collect_attention=True, collect_residuals=True)
+    out = forward(tm.params, as_jax(np.asarray(ids)), tm.arch, collect_attention=True, collect_residuals=True)
     fmt = _formatter(task, p)
     logits = np.asarray(out.logits[0])
     got = [data.classes[i] for i in logits.argmax(-1)[1:]]
