@@ -30,6 +30,7 @@ import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from depthcraft.constructions.errors import ParameterError
+from depthcraft.rasp_programs.connectivity import connectivity_layers
 from depthcraft.rasp_programs.retrieval import lower_bound_layers
 
 #: ``cpu`` and ``paper`` per task, and one preset per training claim C1-C6 (issue 11).
@@ -327,6 +328,49 @@ _add(Preset(
     note="C5 (Mușat) with a curriculum over D: as c5_mixed, but each seed trains on D = 1 alone until its "
          "accuracy on D = 1 (256 fixed sequences, every 250 steps) reaches 99%, then on D = 1, 2 until D = 2 "
          "does, then on D = 1, 2, 3; the C5 rule reads the D = 3 condition"))
+_C3_MIXED = dict(
+    task="ictm_dense", params={"n": 3, "m": (1, 2, 3, 4), "vocab": 8, "labels": 4, "queries": 4,
+                               "label_draw": "distinct"},
+    mixed=True, mix_over=("m",), depths=(1, 2, 3, 4), heads=2, width=32, mlp=False, steps=2000, batch=256,
+    lr=3e-3, warmup=200, seeds=3, control=True, claim_text="3 (parse, copy, match)", claim=lambda p: 3,
+    checkpoint_every=250, chunk=250, eval_every=250, alignment_size=0)
+_add(Preset(
+    name="c3_mixed", **_C3_MIXED,
+    note="C3 (Chen & Zou) ICTM with mixed m: one model per (depth, seed) on m = 1, 2, 3, 4 in-context "
+         "examples mixed (a quarter of each batch each, named by the BOS token); the C3 rule reads m = 4 "
+         "(the hard-only c3 sweep's instance). Otherwise the c3 recipe (dense supervision, 4 scored "
+         "queries, distinct labels, attention-only, width 32, 2 heads, batch 256, lr 3e-3, depths 1-4, 3 seeds, "
+         "control at depth 2 with 4 heads and width 64) with 2000 steps instead of 3000: the hard-only c3 "
+         "sweep took about 45 minutes of one core at 3000 steps and this claim had about 35. Rule change "
+         "for mixed training, written before the run: the learning step of the speed part is read from the "
+         "m = 4 condition's evaluation loss (the run's curve, every 250 steps), not from the training loss, "
+         "which averages the easy m in"))
+_add(Preset(
+    name="c3_curriculum", **{**_C3_MIXED, "curriculum": 0.99},
+    note="C3 (Chen & Zou) ICTM with a curriculum over m: as c3_mixed, but each seed trains on m = 1 until its "
+         "accuracy there reaches 99% (256 fixed sequences, every 250 steps), then on m = 1, 2, and so on"))
+_C7_MIXED = dict(
+    task="connectivity_span", params={"n": 8, "max_edges": 16, "span": (4, 6, 8)}, mixed=True,
+    mix_over=("span",), depths=(2, 3, 4), heads=4, width=64, steps=600, batch=64, lr=2e-3, warmup=60, seeds=3,
+    control=True, claim_text="max(2, ceil(log2(n-1)) + 1) (graph_connectivity)",
+    claim=lambda p: connectivity_layers(p["n"]), checkpoint_every=60, chunk=60, eval_size=512,
+    alignment_size=0)
+_add(Preset(
+    name="c7_mixed", **_C7_MIXED,
+    note="C7 connectivity with mixed path length: one model per (n, depth, seed) on the paths graphs over "
+         "span = 4, 6, 8 of n = 8 vertices (run with -p n=16 -p span=4,8,12,16 --depths 3-5 for n = 16), the "
+         "other vertices isolated, so the token meanings are those of n and the spans can share a model; "
+         "span = n is the hard-only sweep's distribution (the paths sampler). The C7 rule reads span = n. "
+         "The recipe of the hard-only sweep (connectivity cpu preset: width 64, 4 heads, MLP, batch 64, "
+         "600 steps, 3 seeds, control at the construction's depth - 1), so that only the data differ; "
+         "depths 2-4 at n = 8 and 3-5 at n = 16 instead of 2-5 for both, to fit about 35 minutes of one core "
+         "(the rule needs the smallest learning depth per n and the depths up to the construction's, 4 and 5). "
+         "No construction is compiled (its depth is connectivity_layers(n)); the claim's bound stands in"))
+_add(Preset(
+    name="c7_curriculum", **{**_C7_MIXED, "curriculum": 0.99, "eval_every": 60},
+    note="C7 connectivity with a curriculum over the path length: as c7_mixed, but each seed trains on the "
+         "smallest span until its accuracy there reaches 99% (256 fixed sequences, every 60 steps), then "
+         "adds the next"))
 
 # Graph connectivity (SPEC §4.4): path-heavy graphs (the ``paths`` sampler: a Hamiltonian path cut at its middle
 # edge, i.e. two paths of n/2 vertices; the query is the two ends of one path or one end of each, half and half),
