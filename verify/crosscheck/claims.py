@@ -465,7 +465,11 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     (:func:`depth_threshold`). TM, evaluated on held-out tokens (every test input uses a token
     never seen in training): the same rule, with the one-hot (fixed) token embedding as the
     primary reading, since a learned embedding of an unseen token is never trained; the
-    learned and random embeddings are reported beside it. A TM depth 2 that fails on held-out
+    learned and random embeddings are reported beside it, and (issue 25) fixed random Gaussian
+    rows with 48 content tokens (8 held out) at width 32, so that the 40 trained tokens span the
+    embedding space and an unseen token's row is a combination of trained ones (one-hot and learned
+    ran with 16 tokens, 4 held out; the Gaussian run has no capacity control: at twice the width
+    the vocabulary would no longer exceed it). A TM depth 2 that fails on held-out
     tokens while learning the training distribution (mean < 0.05 there, the same runs) is
     not reproduced: the failure is the unseen tokens', not the budget's. reproduced: both parts
     are; not reproduced: either part is not; else inconclusive."""
@@ -475,7 +479,8 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     parts.append(v)
     texts.append(f"ICQA ({v}): {t} [{recipe(doc)}]")
     measured["icqa"] = m
-    for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned")):
+    for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned"),
+                        ("tm_gaussian", "fixed random Gaussian, vocabulary larger than the width")):
         if label not in res.docs:
             continue
         doc = res[label]
@@ -863,7 +868,9 @@ CLAIMS: Tuple[Claim, ...] = (
     Claim("C2", "Chen & Zou (ICML 2024)",
           "one attention layer fails ICQA and TM; two layers learn them (TM on tokens never seen in training)",
           (Sweep("icqa", "icqa", "c2"), Sweep("tm_onehot", "tm", "c2", ("--embedding", "onehot")),
-           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned", "--no-control"))),
+           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned", "--no-control")),
+           Sweep("tm_gaussian", "tm", "c2", ("-p", "vocab=48", "-p", "held_out=8", "--embedding", "random",
+                                             "--no-control"), optional=True)),
           judge_c2.__doc__ or "", judge_c2),
     Claim("C3", "Chen & Zou (ICML 2024)",
           "ICTM is learned by 3 layers while 1 and 2 stay near chance; 4 layers learn faster",
@@ -927,7 +934,31 @@ def evaluate_claim(root: pathlib.Path, claim: Claim) -> Dict[str, Any]:
         entry.update(verdict=NOT_RUN, evidence="not run: " + "; ".join(absent), measured={})
         return entry
     entry.update(claim.judge(res))
+    entry["recipes"] = recipe_verdicts(claim, res, entry)
     return entry
+
+
+def sweep_recipe(sweep: Sweep, doc: Dict[str, Any]) -> str:
+    """A sweep's training recipe: its declared one, else read from its settings (a curriculum, one
+    model on several conditions = mixed, else hard-only)."""
+    if sweep.recipe:
+        return sweep.recipe
+    settings = doc.get("settings", {})
+    if settings.get("curriculum") is not None:
+        return CURRICULUM
+    return MIXED if is_mixed(doc) else HARD_ONLY
+
+
+def recipe_verdicts(claim: Claim, res: "Results", entry: Dict[str, Any]) -> Dict[str, str]:
+    """``{recipe: verdict}`` for every recipe of a judged claim whose sweeps are present: from the
+    claim's ``by_recipe`` where it judges recipes apart, else the claim's verdict for the one recipe
+    its sweeps used."""
+    by = (entry.get("measured") or {}).get("by_recipe")
+    if by:
+        return {rec: v["verdict"] for rec, v in by.items()}
+    recipes = sorted({sweep_recipe(s, res[s.label]) for s in claim.sweeps if s.label in res.docs},
+                     key=RECIPES.index)
+    return {rec: entry["verdict"] for rec in recipes}
 
 
 def build_claims(root: pathlib.Path) -> Dict[str, Any]:
