@@ -169,3 +169,12 @@ def test_c7_reads_the_span_n_condition_of_each_mixed_sweep():
     assert v["measured"]["n=8"]["smallest_depth"] == 3 and v["measured"]["n=16"]["smallest_depth"] == 4
     with pytest.raises(InputError, match="no recipe has all its sweeps"):  # the mixed recipe needs both
         C.judge_c7(Res({"connectivity_mixed_n8": n8}))
+
+
+def test_hard_curves_average_the_seeds_curves_of_the_claims_instance():
+    from test_crosscheck_claims import _c5_doc
+
+    d = _c5_doc([0.5, 0.6, 0.5], [0.0, 0.01, 0.0], [250, 500, 750])
+    # every seed's curve: the last hop (the final answer) is right from step 750; the final-only runs
+    # of this hand-made sweep keep no curve, so they draw nothing
+    assert C.hard_curves("C5", d) == {"L=2 d=3 targets=every (final answer)": [(250, 0.5), (500, 0.5), (750, 0.0)]}

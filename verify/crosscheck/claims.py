@@ -1020,6 +1020,92 @@ def write_figures(root: pathlib.Path, claims_doc: Dict[str, Any]) -> List[str]:
         finally:
             plt.close(fig)
         written.append(str(path))
+    written += write_recipe_figures(pathlib.Path(root))
+    return written
+
+
+#: Claims judged per recipe, their recipes' sweeps and how to find the hard instance's curve.
+_RECIPE_CLAIMS = {"C3": C3_RECIPES, "C5": C5_RECIPES, "C7": C7_RECIPES}
+
+
+def hard_curves(claim_id: str, doc: Dict[str, Any]) -> Dict[str, List[Tuple[int, float]]]:
+    """The training curves of a sweep's hard instance, averaged over seeds, one per (non-control)
+    depth and readout: ``{"L=3 d=3 targets=final (final answer)": [(step, mean error), ...]}``
+    (C7: ``"L=3 n=8"``, whatever the condition's name, so that the recipes share labels).
+
+    C3: the m = 4 error; C5: the final-answer error (last position) of D = 3 with each targets
+    value; C7: the span = n error (n from the sweep's conditions). Only steps every seed has.
+    """
+    if claim_id == "C3":
+        cond = hard_condition(doc, "m")
+        reads = [(cond, None, cond)]
+    elif claim_id == "C5":
+        reads = [(c, -1, f"{c} (final answer)") for c in (hard_condition(doc, "d", f"targets={t}")
+                                                          for t in ("every", "final"))]
+    else:
+        reads = [(c, None, f"n={n}") for n, _, c in _c7_items([doc])]
+    out: Dict[str, List[Tuple[int, float]]] = {}
+    for depth in depths(doc):
+        for cond, pos, label in reads:
+            per_step: Dict[int, List[float]] = {}
+            runs = select(doc, depth=depth, condition=cond)
+            for r in runs:
+                for point in r.get("curve") or []:
+                    if pos is None:
+                        e = (point.get("error") or {}).get(cond)
+                    else:
+                        per = (point.get("error_per_position") or {}).get(cond) or []
+                        e = per[pos] if per else None
+                    if e is not None:
+                        per_step.setdefault(int(point["step"]), []).append(float(e))
+            pts = [(st, float(np.mean(v))) for st, v in sorted(per_step.items()) if len(v) == len(runs)]
+            if pts:
+                out[f"L={depth} {label}"] = pts
+    return out
+
+
+def write_recipe_figures(root: pathlib.Path) -> List[str]:
+    """``results/crosscheck/<claim>/recipes.png`` for C3, C5 and C7 when more than one recipe has a
+    complete sweep: the hard instance's error over training (mean over seeds; one colour per depth
+    and readout, one line style per recipe: hard-only solid, mixed dashed, curriculum dotted).
+    Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from depthcraft.constructions.files import save_figure_atomic
+
+    styles = {HARD_ONLY: "-", MIXED: "--", CURRICULUM: ":"}
+    written = []
+    for claim in CLAIMS:
+        recipes = _RECIPE_CLAIMS.get(claim.id)
+        if recipes is None:
+            continue
+        res = Results(root, claim.id, claim.sweeps)
+        present = {rec: labels for rec, labels in recipes.items() if all(lab in res.docs for lab in labels)}
+        if len(present) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(7.0, 4.4))
+        colours: Dict[str, str] = {}
+        for rec, labels in present.items():
+            for lab in labels:
+                for name, pts in hard_curves(claim.id, res[lab]).items():
+                    colour = colours.setdefault(name, f"C{len(colours) % 10}")
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[rec], color=colour,
+                            label=f"{rec}: {name}", lw=1.3)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("error on the claim's instance (mean over seeds)")
+        ax.set_ylim(-0.02, 1.0)
+        ax.set_title(f"{claim.id}: hard-only (solid), mixed (dashed), curriculum (dotted)", fontsize=9)
+        ax.legend(fontsize=5.5, ncol=2)
+        fig.tight_layout()
+        path = root / ROOT / claim.id.lower() / "recipes.png"
+        try:
+            save_figure_atomic(fig, str(path), dpi=100)
+        finally:
+            plt.close(fig)
+        written.append(str(path))
     return written
 
 
