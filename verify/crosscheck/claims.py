@@ -681,8 +681,10 @@ def _judge_c5_one(docs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     else:
         v = combine([REPRODUCED if all_runs_high else INCONCLUSIVE, REPRODUCED if learned else INCONCLUSIVE,
                      order_v])
-    evidence = ("final-answer error without curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in no_cur.items())
-                + "; with curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in cur.items())
+    evidence = (f"final-answer error ({final}) without per-hop targets: "
+                + "; ".join(f"L={d} {s.text()}" for d, s in no_cur.items())
+                + f"; with per-hop targets (the implicit curriculum, {every}): "
+                + "; ".join(f"L={d} {s.text()}" for d, s in cur.items())
                 + f"; {order_t} [{recipe(doc)}]")
     return _verdict(v, evidence, without={str(d): s.to_json() for d, s in no_cur.items()},
                     with_curriculum={str(d): s.to_json() for d, s in cur.items()}, order=order_m, recipe=recipe(doc))
