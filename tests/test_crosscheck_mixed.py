@@ -177,4 +177,6 @@ def test_hard_curves_average_the_seeds_curves_of_the_claims_instance():
     d = _c5_doc([0.5, 0.6, 0.5], [0.0, 0.01, 0.0], [250, 500, 750])
     # every seed's curve: the last hop (the final answer) is right from step 750; the final-only runs
     # of this hand-made sweep keep no curve, so they draw nothing
-    assert C.hard_curves("C5", d) == {"L=2 d=3 targets=every (final answer)": [(250, 0.5), (500, 0.5), (750, 0.0)]}
+    assert C.hard_curves("C5", d) == {"L=2 targets=every hop 1": [(250, 0.0), (500, 0.0), (750, 0.0)],
+                                      "L=2 targets=every hop 2": [(250, 0.5), (500, 0.0), (750, 0.0)],
+                                      "L=2 targets=every hop 3 (final answer)": [(250, 0.5), (500, 0.5), (750, 0.0)]}

@@ -297,6 +297,20 @@ def hard_condition(doc: Dict[str, Any], key: str, contains: str = "") -> str:
     return max(names, key=lambda c: _param_of(c, key))
 
 
+def condition_param(doc: Dict[str, Any], condition: str, key: str) -> int:
+    """The integer parameter ``key`` of a sweep's condition: from its settings' conditions (a name
+    need not show every parameter), else from the name.
+
+    Raises:
+        InputError: neither has it.
+    """
+    params = doc.get("settings", {}).get("conditions") or []
+    names = conditions(doc)
+    if condition in names and names.index(condition) < len(params) and key in params[names.index(condition)]:
+        return int(params[names.index(condition)][key])
+    return _param_of(condition, key)
+
+
 def depths(doc: Dict[str, Any]) -> List[int]:
     return sorted({int(r["depth"]) for r in doc.get("runs", []) if not r.get("control")})
 
@@ -1032,18 +1046,20 @@ _RECIPE_CLAIMS = {"C3": C3_RECIPES, "C5": C5_RECIPES, "C7": C7_RECIPES}
 
 def hard_curves(claim_id: str, doc: Dict[str, Any]) -> Dict[str, List[Tuple[int, float]]]:
     """The training curves of a sweep's hard instance, averaged over seeds, one per (non-control)
-    depth and readout: ``{"L=3 d=3 targets=final (final answer)": [(step, mean error), ...]}``
-    (C7: ``"L=3 n=8"``, whatever the condition's name, so that the recipes share labels).
+    depth and readout: ``{"L=3 targets=final (final answer)": [(step, mean error), ...]}`` (C5: each
+    hop of the per-hop targets too; C7: ``"L=3 n=8"``), labelled alike in every recipe.
 
-    C3: the m = 4 error; C5: the final-answer error (last position) of D = 3 with each targets
-    value; C7: the span = n error (n from the sweep's conditions). Only steps every seed has.
+    C3: the m = 4 error; C5: the error of each hop of D = 3 with per-hop targets and the final-answer
+    error (last position) without; C7: the span = n error (n from the sweep's conditions). Only steps every seed has.
     """
     if claim_id == "C3":
         cond = hard_condition(doc, "m")
         reads = [(cond, None, cond)]
     elif claim_id == "C5":
-        reads = [(c, -1, f"{c} (final answer)") for c in (hard_condition(doc, "d", f"targets={t}")
-                                                          for t in ("every", "final"))]
+        every, final = (hard_condition(doc, "d", f"targets={t}") for t in ("every", "final"))
+        hops = condition_param(doc, every, "d")
+        reads = [(every, h - hops - 1, f"targets=every hop {h}" + (" (final answer)" if h == hops else ""))
+                 for h in range(1, hops + 1)] + [(final, -1, "targets=final (final answer)")]
     else:
         reads = [(c, None, f"n={n}") for n, _, c in _c7_items([doc])]
     out: Dict[str, List[Tuple[int, float]]] = {}
