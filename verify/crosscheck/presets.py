@@ -325,10 +325,12 @@ _add(Preset(
          "669 s): the clean test of the curriculum claim is per-hop targets against final-only targets with "
          "the same D mixture"))
 _add(Preset(
-    name="c5_curriculum", **{**_C5_MIXED, "curriculum": 0.99},
+    name="c5_curriculum", **{**_C5_MIXED, "curriculum": 0.99, "steps": 2000},
     note="C5 (Mușat) with a curriculum over D: as c5_mixed, but each seed trains on D = 1 alone until its "
          "accuracy on D = 1 (256 fixed sequences, every 250 steps) reaches 99%, then on D = 1, 2 until D = 2 "
-         "does, then on D = 1, 2, 3; the C5 rule reads the D = 3 condition"))
+         "does, then on D = 1, 2, 3; the C5 rule reads the D = 3 condition. 2000 steps (the hard-only c5 "
+         "sweep's), not c5_mixed's 3000: set before the run, when C3 and C7 had taken more of the session's "
+         "one core than planned and about 15 minutes were left for this sweep"))
 _C3_MIXED = dict(
     task="ictm_dense", params={"n": 3, "m": (1, 2, 3, 4), "vocab": 8, "labels": 4, "queries": 4,
                                "label_draw": "distinct"},
