@@ -369,7 +369,8 @@ _add(Preset(
          "600 steps, 3 seeds, control at the construction's depth - 1), so that only the data differ; "
          "depths 2-4 at n = 8 and 3-5 at n = 16 instead of 2-5 for both, to fit about 35 minutes of one core "
          "(the rule needs the smallest learning depth per n and the depths up to the construction's, 4 and 5). "
-         "No construction is compiled (its depth is connectivity_layers(n)); the claim's bound stands in"))
+         "No construction is compiled (its depth is connectivity_layers(n)); the claim's bound stands in. "
+         "Measured at n = 8: 1187 s of training on one pinned core (185, 211, 276 s, control 514 s)"))
 _add(Preset(
     name="c7_curriculum", **{**_C7_MIXED, "curriculum": 0.99, "eval_every": 60},
     note="C7 connectivity with a curriculum over the path length: as c7_mixed, but each seed trains on the "
