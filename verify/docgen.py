@@ -316,6 +316,20 @@ def _mean_std_cells(row: Dict[str, Any], ks) -> List[Optional[str]]:
     return [f"{row[f'k={k}']['mean']:.3f} ± {row[f'k={k}']['std']:.3f}" if f"k={k}" in row else None for k in ks]
 
 
+def render_claim_recipes(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: which training recipe (hard-only, mixed, curriculum; issue 25) gave which
+    verdict, per claim (``claims.json``'s ``recipes``; "—" = that recipe was not run for the claim)."""
+    from depthcraft.verify.crosscheck.claims import RECIPES
+
+    if not (root / CLAIMS).is_file():
+        return f"No `{CLAIMS}` yet."
+    rows = []
+    for c in load_json(root, CLAIMS).get("claims", []):
+        rec = c.get("recipes") or {}
+        rows.append([c["id"], c["statement"], *[rec.get(r, "—") for r in RECIPES], f"**{c['verdict']}**"])
+    return table(["claim", "statement", *RECIPES, "verdict"], rows)
+
+
 def render_c1_table(root: pathlib.Path) -> str:
     """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) beside SPEC §7a's."""
     from depthcraft.verify.crosscheck.claims import PAPER_KHOP
@@ -1097,6 +1111,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "sweeps": render_sweeps,
     "claims": render_claims,
     "claim_rules": render_claim_rules,
+    "claim_recipes": render_claim_recipes,
     "c1_table": render_c1_table,
     "precision": render_precision,
     "dedupe": render_dedupe,

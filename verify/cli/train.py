@@ -107,6 +107,12 @@ def print_summary(results: Dict[str, Any]) -> None:
               help="Token embedding: learned, or fixed onehot / random rows (never updated).")
 @click.option("--mixed/--separate", default=None,
               help="One model on all swept conditions (named by the BOS token), or one model per condition.")
+@click.option("--mix-over", default=None, metavar="NAMES",
+              help="With --mixed: the swept parameters mixed in one model, comma-separated (e.g. d); one model "
+                   "per value of the other swept parameters.")
+@click.option("--curriculum", type=click.FloatRange(0, 1, min_open=True), default=None, metavar="ACC",
+              help="With --mixed: move on to the next condition (easiest first) once the accuracy on the "
+                   "current one reaches ACC (e.g. 0.99); recorded per run in results.json.")
 @click.option("--control/--no-control", default=None,
               help="Also train at bound-1 with twice the heads and width.")
 @click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
@@ -135,7 +141,7 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Join the Ray cluster at ADDR (e.g. ray://head:10001 or auto); OUT must be shared by its nodes.")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
-              attention, embedding, mixed, control, threshold, construction, eval_size, alignment_size,
+              attention, embedding, mixed, mix_over, curriculum, control, threshold, construction, eval_size, alignment_size,
               checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh, use_ray,
               ray_address) -> None:
     """Train transformers of several depths on TASK and compare with the construction's bound.
@@ -158,7 +164,8 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         p, parse_assignments(params),
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
-        attention=attention, embedding=embedding, mixed=mixed, control=control, threshold=threshold,
+        attention=attention, embedding=embedding, mixed=mixed, control=control, curriculum=curriculum,
+        mix_over=None if mix_over is None else tuple(x.strip() for x in mix_over.split(",") if x.strip()), threshold=threshold,
         construction=construction, eval_size=eval_size, alignment_size=alignment_size,
         checkpoint_every=checkpoint_every, trainer=trainer, sampler=sampler, chunk=chunk, exit_error=exit_error,
         dense=dense)

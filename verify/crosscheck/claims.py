@@ -57,6 +57,10 @@ CLEAR_SPEEDUP = 0.67
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = "reproduced", "not reproduced", "inconclusive", "not run"
 
+#: Training recipes of a claim's sweeps (issue 25), in the order they are reported.
+HARD_ONLY, MIXED, CURRICULUM = "hard-only", "mixed", "curriculum"
+RECIPES = (HARD_ONLY, MIXED, CURRICULUM)
+
 #: Where the claims' sweeps and claims.json live (relative to the project root).
 ROOT = "results/crosscheck"
 CLAIMS_FILE = f"{ROOT}/claims.json"
@@ -71,12 +75,18 @@ class Sweep:
         task: task name.
         preset: preset name (:mod:`verify.crosscheck.presets`).
         args: extra command-line arguments (e.g. ``("--embedding", "onehot")``).
+        recipe: the training recipe (:data:`RECIPES`): ``hard-only`` (the claim's instance alone),
+            ``mixed`` (easy and hard instances mixed, named by the BOS token) or ``curriculum``
+            (easiest first, moving on at 99% accuracy); "" = the claim has one recipe.
+        optional: the claim is judged without this sweep when it is missing.
     """
 
     label: str
     task: str
     preset: str
     args: Tuple[str, ...] = ()
+    recipe: str = ""
+    optional: bool = False
 
     def out_dir(self, claim_id: str) -> str:
         return f"{ROOT}/{claim_id.lower()}/{self.label}"
@@ -236,9 +246,20 @@ def _r(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(float(x), 4)
 
 
+def curve_learning_step(run: Dict[str, Any], condition: str, level: float = LEARNED_LOSS) -> Optional[int]:
+    """First curve step whose evaluation loss on ``condition`` is <= ``level`` nats (None when it never
+    is): the learning step of one condition of a mixed run, whose training loss averages all of them."""
+    for point in run.get("curve") or []:
+        loss = (point.get("loss") or {}).get(condition)
+        if loss is not None and loss <= level:
+            return int(point["step"])
+    return None
+
+
 def stat(doc: Dict[str, Any], condition: str, *, depth: Optional[int] = None, control: bool = False,
-         heads: Optional[int] = None, position: Optional[int] = None) -> Stat:
-    """Errors over seeds of one configuration (see :func:`select`), with learning steps."""
+         heads: Optional[int] = None, position: Optional[int] = None, curve_loss: bool = False) -> Stat:
+    """Errors over seeds of one configuration (see :func:`select`), with learning steps (from the
+    training loss, or with ``curve_loss`` from the condition's evaluation loss on the run's curve)."""
     runs = select(doc, depth=depth, control=control, heads=heads, condition=condition)
     errs, steps = [], []
     last = 0
@@ -247,13 +268,47 @@ def stat(doc: Dict[str, Any], condition: str, *, depth: Optional[int] = None, co
         if e is None:
             continue
         errs.append(float(e))
-        steps.append(learning_step(r))
+        steps.append(curve_learning_step(r, condition) if curve_loss else learning_step(r))
         last = max(last, int(r.get("steps") or 0))
     return Stat(errs, steps, last)
 
 
 def conditions(doc: Dict[str, Any]) -> List[str]:
     return list(doc.get("settings", {}).get("condition_names") or [s["condition"] for s in doc.get("summary", [])])
+
+
+def is_mixed(doc: Dict[str, Any]) -> bool:
+    """Whether a sweep trained one model on several conditions (mixed or curriculum)."""
+    return bool(doc.get("settings", {}).get("mixed")) and len(conditions(doc)) > 1
+
+
+def hard_condition(doc: Dict[str, Any], key: str, contains: str = "") -> str:
+    """The claim's instance in a sweep: among the conditions whose name contains ``contains``, the one
+    with the largest integer ``key`` (a sweep of one such condition: that one).
+
+    Raises:
+        InputError: no condition matches, or one does not name ``key``.
+    """
+    names = [c for c in conditions(doc) if contains in c]
+    if not names:
+        raise InputError(f"no condition with {contains!r} among {conditions(doc)}")
+    if len(names) == 1:
+        return names[0]
+    return max(names, key=lambda c: _param_of(c, key))
+
+
+def condition_param(doc: Dict[str, Any], condition: str, key: str) -> int:
+    """The integer parameter ``key`` of a sweep's condition: from its settings' conditions (a name
+    need not show every parameter), else from the name.
+
+    Raises:
+        InputError: neither has it.
+    """
+    params = doc.get("settings", {}).get("conditions") or []
+    names = conditions(doc)
+    if condition in names and names.index(condition) < len(params) and key in params[names.index(condition)]:
+        return int(params[names.index(condition)][key])
+    return _param_of(condition, key)
 
 
 def depths(doc: Dict[str, Any]) -> List[int]:
@@ -424,7 +479,11 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     (:func:`depth_threshold`). TM, evaluated on held-out tokens (every test input uses a token
     never seen in training): the same rule, with the one-hot (fixed) token embedding as the
     primary reading, since a learned embedding of an unseen token is never trained; the
-    learned and random embeddings are reported beside it. A TM depth 2 that fails on held-out
+    learned and random embeddings are reported beside it, and (issue 25) fixed random Gaussian
+    rows with 48 content tokens (8 held out) at width 32, so that the 40 trained tokens span the
+    embedding space and an unseen token's row is a combination of trained ones (one-hot and learned
+    ran with 16 tokens, 4 held out; the Gaussian run has no capacity control: at twice the width
+    the vocabulary would no longer exceed it). A TM depth 2 that fails on held-out
     tokens while learning the training distribution (mean < 0.05 there, the same runs) is
     not reproduced: the failure is the unseen tokens', not the budget's. reproduced: both parts
     are; not reproduced: either part is not; else inconclusive."""
@@ -434,7 +493,8 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     parts.append(v)
     texts.append(f"ICQA ({v}): {t} [{recipe(doc)}]")
     measured["icqa"] = m
-    for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned")):
+    for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned"),
+                        ("tm_gaussian", "fixed random Gaussian, vocabulary larger than the width")):
         if label not in res.docs:
             continue
         doc = res[label]
@@ -463,21 +523,68 @@ def judge_c3(res: Results) -> Dict[str, Any]:
     fails (:func:`depth_threshold`; "near chance" is read as failing: mean error >= 0.25).
     Speed part: depth 4 learns and its median learning step is at most 0.67 x depth 3's
     (reproduced); at least depth 3's (not reproduced); in between, inconclusive.
-    The claim is reproduced when both parts are."""
-    doc = res["ictm"]
-    cond = conditions(doc)[0]
+    The claim is reproduced when both parts are.
+    Recipes (issue 25; the change for mixed training written before those sweeps ran): hard-only
+    (m = 4 alone), mixed (m = 1..4 in one model) and curriculum (m = 1 first, the next m added at
+    99% accuracy); a mixed or curriculum sweep is judged on m = 4 by the same rule, its learning
+    step read from the m = 4 evaluation loss (<= 0.1 nats on the run's curve) since its training
+    loss averages the easier m in. The claim's verdict is the mixed sweep's when it is complete,
+    else the hard-only sweep's; every recipe's verdict is reported."""
+    return by_recipe(res, C3_RECIPES, _judge_c3_one)
+
+
+#: The sweeps of each of C3's recipes (labels).
+C3_RECIPES = {HARD_ONLY: ("ictm",), MIXED: ("ictm_mixed",), CURRICULUM: ("ictm_curriculum",)}
+
+
+def _judge_c3_one(docs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    doc = docs[0]
+    cond = hard_condition(doc, "m")
+    curve = is_mixed(doc)
     v1, t1, m = depth_threshold(doc, cond, [1, 2], 3)
-    s3, s4 = stat(doc, cond, depth=3), stat(doc, cond, depth=4)
+    s3, s4 = stat(doc, cond, depth=3, curve_loss=curve), stat(doc, cond, depth=4, curve_loss=curve)
     if not (s3.learns and s4.learns):
         v2 = INCONCLUSIVE
         t2 = f"L=3 {s3.state}, L=4 {s4.state}: speed not compared"
     else:
         a, b = s3.median_step, s4.median_step
         v2 = REPRODUCED if b <= CLEAR_SPEEDUP * a else NOT_REPRODUCED if b >= a else INCONCLUSIVE
-        t2 = f"median learning step (loss <= {LEARNED_LOSS}) L=3 {a:.0f}, L=4 {b:.0f}"
-    m["L4"] = s4.to_json()
+        what = f"{cond} evaluation loss" if curve else "loss"
+        t2 = f"median learning step ({what} <= {LEARNED_LOSS}) L=3 {a:.0f}, L=4 {b:.0f}"
+    m["L3"], m["L4"] = s3.to_json(), s4.to_json()  # learning steps as the speed part read them
     m["recipe"] = recipe(doc)
-    return _verdict(combine([v1, v2]), f"depth ({v1}): {t1}; speed ({v2}): {t2} [{recipe(doc)}]", **m)
+    return _verdict(combine([v1, v2]), f"{cond}: depth ({v1}): {t1}; speed ({v2}): {t2} [{recipe(doc)}]", **m)
+
+
+def by_recipe(res: "Results", recipes: Dict[str, Tuple[str, ...]],
+              judge_one: Callable[[Sequence[Dict[str, Any]]], Dict[str, Any]]) -> Dict[str, Any]:
+    """A claim judged per training recipe (issue 25): ``judge_one`` on the sweeps of every recipe
+    whose sweeps are all present; the verdict is the mixed recipe's when present, else the
+    hard-only one's (else the first present). With more than the hard-only recipe the evidence
+    lists every recipe's verdict and ``measured["by_recipe"]`` holds ``{recipe: {"verdict",
+    "evidence", "sweeps"}}``.
+
+    Args:
+        res: the claim's results.
+        recipes: recipe -> the labels of its sweeps (in :data:`RECIPES` order).
+        judge_one: the rule on one recipe's documents (in the order of its labels).
+    Raises:
+        InputError: no recipe has all its sweeps (the caller reports the claim as not run first).
+    """
+    per = {rec: judge_one([res[lab] for lab in labels]) for rec, labels in recipes.items()
+           if all(lab in res.docs for lab in labels)}
+    if not per:
+        raise InputError(f"no recipe has all its sweeps: {dict(recipes)}")
+    head = MIXED if MIXED in per else HARD_ONLY if HARD_ONLY in per else next(iter(per))
+    out = per[head]
+    if list(per) == [HARD_ONLY]:
+        return out
+    evidence = f"verdict from the {head} recipe. " + " | ".join(
+        f"{rec.upper()} ({', '.join(recipes[rec])}): {v['verdict']}: {v['evidence']}" for rec, v in per.items())
+    measured = dict(out["measured"])
+    measured["by_recipe"] = {rec: {"verdict": v["verdict"], "evidence": v["evidence"], "sweeps": list(recipes[rec])}
+                             for rec, v in per.items()}
+    return _verdict(out["verdict"], evidence, **measured)
 
 
 def heads_speed(doc: Dict[str, Any], heads: Sequence[int]) -> Tuple[Dict[int, Stat], Optional[str]]:
@@ -535,11 +642,24 @@ def judge_c5(res: Results) -> Dict[str, Any]:
     is < 0.05, from the run's ``curve``) does not decrease with h in the median over seeds.
     reproduced: all three; not reproduced: a no-curriculum run learns (< 0.05 mean at a
     depth), or the hops are learned out of order; inconclusive otherwise (the curriculum
-    not learning at any depth included: then the budget may be why nothing learns)."""
-    doc = res["retrieval"]
-    names = conditions(doc)
-    every = next(c for c in names if "targets=every" in c)
-    final = next(c for c in names if "targets=final" in c)
+    not learning at any depth included: then the budget may be why nothing learns).
+    Recipes (issue 25; the change for mixed training written before those sweeps ran): hard-only
+    (D = 3 alone), mixed (D = 1, 2, 3 in one model per targets value) and curriculum (D = 1 first,
+    the next D added at 99% accuracy); a mixed or curriculum sweep is judged by the same rule on
+    its D = 3 conditions (the largest D with each targets value), the per-hop order read from the
+    D = 3 condition's curve. The claim's verdict is the mixed sweep's when it is complete, else the
+    hard-only sweep's; every recipe's verdict is reported."""
+    return by_recipe(res, C5_RECIPES, _judge_c5_one)
+
+
+#: The sweeps of each of C5's recipes (labels).
+C5_RECIPES = {HARD_ONLY: ("retrieval",), MIXED: ("retrieval_mixed",), CURRICULUM: ("retrieval_curriculum",)}
+
+
+def _judge_c5_one(docs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    doc = docs[0]
+    every = hard_condition(doc, "d", "targets=every")
+    final = hard_condition(doc, "d", "targets=final")
     ds = depths(doc)
     no_cur = {d: stat(doc, final, depth=d, position=-1) for d in ds}
     cur = {d: stat(doc, every, depth=d, position=-1) for d in ds}
@@ -575,8 +695,10 @@ def judge_c5(res: Results) -> Dict[str, Any]:
     else:
         v = combine([REPRODUCED if all_runs_high else INCONCLUSIVE, REPRODUCED if learned else INCONCLUSIVE,
                      order_v])
-    evidence = ("final-answer error without curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in no_cur.items())
-                + "; with curriculum: " + "; ".join(f"L={d} {s.text()}" for d, s in cur.items())
+    evidence = (f"final-answer error ({final}) without per-hop targets: "
+                + "; ".join(f"L={d} {s.text()}" for d, s in no_cur.items())
+                + f"; with per-hop targets (the implicit curriculum, {every}): "
+                + "; ".join(f"L={d} {s.text()}" for d, s in cur.items())
                 + f"; {order_t} [{recipe(doc)}]")
     return _verdict(v, evidence, without={str(d): s.to_json() for d, s in no_cur.items()},
                     with_curriculum={str(d): s.to_json() for d, s in cur.items()}, order=order_m, recipe=recipe(doc))
@@ -671,17 +793,46 @@ def judge_c7(res: Results) -> Dict[str, Any]:
     control below L*(n) learns (the threshold is then one of width, not depth), or some n is
     learned only above B(n) while every configuration is decided; inconclusive otherwise
     (undecided configurations, an n learned at no depth: a budget artefact is not excluded, or
-    equal L* at every n)."""
+    equal L* at every n).
+    Recipes (issue 25; the change for mixed training written before those sweeps ran): hard-only
+    (the paths graphs on n vertices alone), mixed (one model per n on the paths graphs over span =
+    4..n of the n vertices, the others isolated: shorter paths are easier; n = 8: spans 4, 6, 8;
+    n = 16: 4, 8, 12, 16) and curriculum (the smallest span first, the next added at 99% accuracy).
+    A mixed or curriculum recipe is judged by the same rule on its span = n conditions (the
+    hard-only distribution) and on the depths it trained (2-4 at n = 8, 3-5 at n = 16). The
+    claim's verdict is the mixed recipe's when both its sweeps are complete, else the hard-only
+    sweep's; every recipe's verdict is reported."""
+    return by_recipe(res, C7_RECIPES, _judge_c7_one)
+
+
+#: The sweeps of each of C7's recipes (labels).
+C7_RECIPES = {HARD_ONLY: ("connectivity",), MIXED: ("connectivity_mixed_n8", "connectivity_mixed_n16"),
+              CURRICULUM: ("connectivity_curriculum_n8", "connectivity_curriculum_n16")}
+
+
+def _c7_items(docs: Sequence[Dict[str, Any]]) -> List[Tuple[int, Dict[str, Any], str]]:
+    """``(n, doc, condition)`` of every hard instance in C7's sweeps: every condition of a hard-only
+    sweep; of a span sweep, the condition whose span is n (or 0 = n)."""
+    items = []
+    for doc in docs:
+        params = doc.get("settings", {}).get("conditions") or []
+        for i, name in enumerate(conditions(doc)):
+            p = params[i] if i < len(params) else {}
+            if "span" in p and p["span"] not in (0, p["n"]):
+                continue
+            items.append((int(p["n"]) if "n" in p else _param_of(name, "n"), doc, name))
+    return sorted(items, key=lambda x: x[0])
+
+
+def _judge_c7_one(docs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     from depthcraft.rasp_programs.connectivity import connectivity_layers
 
-    doc = res["connectivity"]
-    ds = depths(doc)
-    ctrl_depths = sorted({int(r["depth"]) for r in select(doc, control=True)})
     rows, measured = [], {}
     lstar: Dict[int, Optional[int]] = {}
     undecided, width_limited, above = False, [], []
-    for c in conditions(doc):
-        n = _param_of(c, "n")
+    for n, doc, c in _c7_items(docs):
+        ds = depths(doc)
+        ctrl_depths = sorted({int(r["depth"]) for r in select(doc, control=True)})
         bound = connectivity_layers(n)
         st = {L: stat(doc, c, depth=L) for L in ds}
         ctrl = {L: stat(doc, c, depth=L, control=True) for L in ctrl_depths}
@@ -693,7 +844,8 @@ def judge_c7(res: Results) -> Dict[str, Any]:
             width_limited += [f"n={n}: control L={L} learns" for L, s in ctrl.items() if L < lstar[n] and s.learns]
             if lstar[n] > bound:
                 above.append(n)
-        rows.append(f"n={n} (construction depth {bound}): " + ", ".join(f"L={L} {s.text()}" for L, s in st.items())
+        label = f"n={n}" if c == f"n={n}" else f"n={n} ({c})"
+        rows.append(f"{label} (construction depth {bound}): " + ", ".join(f"L={L} {s.text()}" for L, s in st.items())
                     + "".join(f", control L={L} (2x heads, 2x width) {s.text()}" for L, s in ctrl.items())
                     + f" -> smallest learning depth {lstar[n] if lstar[n] is not None else 'none'}")
         measured[f"n={n}"] = {"construction_depth": bound, "smallest_depth": lstar[n],
@@ -701,8 +853,9 @@ def judge_c7(res: Results) -> Dict[str, Any]:
                               "control": {str(L): s.to_json() for L, s in ctrl.items()}}
     ns = sorted(lstar)
     learned = [lstar[n] for n in ns if lstar[n] is not None]
-    evidence = "; ".join(rows) + f" [{recipe(doc)}]"
-    measured["recipe"] = recipe(doc)
+    recipes = list(dict.fromkeys(recipe(d) for d in docs))
+    evidence = "; ".join(rows) + f" [{'; '.join(recipes)}]"
+    measured["recipe"] = recipes[0] if len(recipes) == 1 else {f"sweep {i + 1}": r for i, r in enumerate(recipes)}
     decreasing = any(a > b for a, b in zip(learned, learned[1:]))
     if width_limited:
         evidence += "; " + "; ".join(width_limited)
@@ -731,11 +884,16 @@ CLAIMS: Tuple[Claim, ...] = (
     Claim("C2", "Chen & Zou (ICML 2024)",
           "one attention layer fails ICQA and TM; two layers learn them (TM on tokens never seen in training)",
           (Sweep("icqa", "icqa", "c2"), Sweep("tm_onehot", "tm", "c2", ("--embedding", "onehot")),
-           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned", "--no-control"))),
+           Sweep("tm_learned", "tm", "c2", ("--embedding", "learned", "--no-control")),
+           Sweep("tm_gaussian", "tm", "c2", ("-p", "vocab=48", "-p", "held_out=8", "--embedding", "random",
+                                             "--no-control"), optional=True)),
           judge_c2.__doc__ or "", judge_c2),
     Claim("C3", "Chen & Zou (ICML 2024)",
           "ICTM is learned by 3 layers while 1 and 2 stay near chance; 4 layers learn faster",
-          (Sweep("ictm", "ictm_dense", "c3"),), judge_c3.__doc__ or "", judge_c3),
+          (Sweep("ictm", "ictm_dense", "c3", recipe=HARD_ONLY),
+           Sweep("ictm_mixed", "ictm_dense", "c3_mixed", recipe=MIXED, optional=True),
+           Sweep("ictm_curriculum", "ictm_dense", "c3_curriculum", recipe=CURRICULUM, optional=True)),
+          judge_c3.__doc__ or "", judge_c3),
     Claim("C4", "Chen & Zou (ICML 2024)",
           "more heads make SC memorisation learn faster; for ICQA and TM more heads do not clearly help",
           tuple(Sweep(f"{t}_h{h}", t, "c4", ("--heads", str(h))) for t in ("sc", "icqa", "tm") for h in HEADS),
@@ -743,13 +901,20 @@ CLAIMS: Tuple[Claim, ...] = (
     Claim("C5", "Mușat (ICLR 2025)",
           "without the implicit curriculum D = 3 retrieval is not learned; with it, it is, and the per-hop "
           "targets are learned one after the other",
-          (Sweep("retrieval", "retrieval_slots", "c5"),), judge_c5.__doc__ or "", judge_c5),
+          (Sweep("retrieval", "retrieval_slots", "c5", recipe=HARD_ONLY),
+           Sweep("retrieval_mixed", "retrieval_slots", "c5_mixed", recipe=MIXED, optional=True),
+           Sweep("retrieval_curriculum", "retrieval_slots", "c5_curriculum", recipe=CURRICULUM, optional=True)),
+          judge_c5.__doc__ or "", judge_c5),
     Claim("C6", "Mușat (ICLR 2025)", "the depth at which training succeeds, against ceil(log_3 2D)",
           (Sweep("retrieval", "retrieval_slots", "c6"),), judge_c6.__doc__ or "", judge_c6),
     Claim("C7", "Sanford, Hsu & Telgarsky (2024); Merrill & Sabharwal (2025)",
           "graph connectivity needs depth that grows like log n, and log depth suffices: on path-heavy graphs "
           "the smallest depth that learns grows from n = 8 to n = 16 and is at most the construction's",
-          (Sweep("connectivity", "connectivity", "cpu"),), judge_c7.__doc__ or "", judge_c7),
+          (Sweep("connectivity", "connectivity", "cpu", recipe=HARD_ONLY),
+           *(Sweep(f"connectivity_{rec}_n{n}", "connectivity_span", f"c7_{rec}", args, recipe=rec, optional=True)
+             for rec in (MIXED, CURRICULUM)
+             for n, args in ((8, ()), (16, ("-p", "n=16", "-p", "span=4,8,12,16", "--depths", "3-5"))))),
+          judge_c7.__doc__ or "", judge_c7),
 )
 
 
@@ -778,13 +943,38 @@ def evaluate_claim(root: pathlib.Path, claim: Claim) -> Dict[str, Any]:
                          "results": f"{s.out_dir(claim.id)}/results.json",
                          "present": s.label in res.docs} for s in claim.sweeps],
              "rule": _rule_text(claim.rule)}
-    needed = [s.label for s in claim.sweeps if not (claim.id == "C2" and s.label in ("tm_random", "tm_learned"))]
+    needed = [s.label for s in claim.sweeps
+              if not s.optional and not (claim.id == "C2" and s.label in ("tm_random", "tm_learned"))]
     absent = [m for m in res.missing if m.split(" ")[0] in needed]
     if absent:
         entry.update(verdict=NOT_RUN, evidence="not run: " + "; ".join(absent), measured={})
         return entry
     entry.update(claim.judge(res))
+    entry["recipes"] = recipe_verdicts(claim, res, entry)
     return entry
+
+
+def sweep_recipe(sweep: Sweep, doc: Dict[str, Any]) -> str:
+    """A sweep's training recipe: its declared one, else read from its settings (a curriculum, one
+    model on several conditions = mixed, else hard-only)."""
+    if sweep.recipe:
+        return sweep.recipe
+    settings = doc.get("settings", {})
+    if settings.get("curriculum") is not None:
+        return CURRICULUM
+    return MIXED if is_mixed(doc) else HARD_ONLY
+
+
+def recipe_verdicts(claim: Claim, res: "Results", entry: Dict[str, Any]) -> Dict[str, str]:
+    """``{recipe: verdict}`` for every recipe of a judged claim whose sweeps are present: from the
+    claim's ``by_recipe`` where it judges recipes apart, else the claim's verdict for the one recipe
+    its sweeps used."""
+    by = (entry.get("measured") or {}).get("by_recipe")
+    if by:
+        return {rec: v["verdict"] for rec, v in by.items()}
+    recipes = sorted({sweep_recipe(s, res[s.label]) for s in claim.sweeps if s.label in res.docs},
+                     key=RECIPES.index)
+    return {rec: entry["verdict"] for rec in recipes}
 
 
 def build_claims(root: pathlib.Path) -> Dict[str, Any]:
@@ -843,6 +1033,94 @@ def write_figures(root: pathlib.Path, claims_doc: Dict[str, Any]) -> List[str]:
         os.makedirs(path.parent, exist_ok=True)
         try:
             save_figure_atomic(fig, str(path), dpi=110)
+        finally:
+            plt.close(fig)
+        written.append(str(path))
+    written += write_recipe_figures(pathlib.Path(root))
+    return written
+
+
+#: Claims judged per recipe, their recipes' sweeps and how to find the hard instance's curve.
+_RECIPE_CLAIMS = {"C3": C3_RECIPES, "C5": C5_RECIPES, "C7": C7_RECIPES}
+
+
+def hard_curves(claim_id: str, doc: Dict[str, Any]) -> Dict[str, List[Tuple[int, float]]]:
+    """The training curves of a sweep's hard instance, averaged over seeds, one per (non-control)
+    depth and readout: ``{"L=3 targets=final (final answer)": [(step, mean error), ...]}`` (C5: each
+    hop of the per-hop targets too; C7: ``"L=3 n=8"``), labelled alike in every recipe.
+
+    C3: the m = 4 error; C5: the error of each hop of D = 3 with per-hop targets and the final-answer
+    error (last position) without; C7: the span = n error (n from the sweep's conditions). Only steps every seed has.
+    """
+    if claim_id == "C3":
+        cond = hard_condition(doc, "m")
+        reads = [(cond, None, cond)]
+    elif claim_id == "C5":
+        every, final = (hard_condition(doc, "d", f"targets={t}") for t in ("every", "final"))
+        hops = condition_param(doc, every, "d")
+        reads = [(every, h - hops - 1, f"targets=every hop {h}" + (" (final answer)" if h == hops else ""))
+                 for h in range(1, hops + 1)] + [(final, -1, "targets=final (final answer)")]
+    else:
+        reads = [(c, None, f"n={n}") for n, _, c in _c7_items([doc])]
+    out: Dict[str, List[Tuple[int, float]]] = {}
+    for depth in depths(doc):
+        for cond, pos, label in reads:
+            per_step: Dict[int, List[float]] = {}
+            runs = select(doc, depth=depth, condition=cond)
+            for r in runs:
+                for point in r.get("curve") or []:
+                    if pos is None:
+                        e = (point.get("error") or {}).get(cond)
+                    else:
+                        per = (point.get("error_per_position") or {}).get(cond) or []
+                        e = per[pos] if per else None
+                    if e is not None:
+                        per_step.setdefault(int(point["step"]), []).append(float(e))
+            pts = [(st, float(np.mean(v))) for st, v in sorted(per_step.items()) if len(v) == len(runs)]
+            if pts:
+                out[f"L={depth} {label}"] = pts
+    return out
+
+
+def write_recipe_figures(root: pathlib.Path) -> List[str]:
+    """``results/crosscheck/<claim>/recipes.png`` for C3, C5 and C7 when more than one recipe has a
+    complete sweep: the hard instance's error over training (mean over seeds; one colour per depth
+    and readout, one line style per recipe: hard-only solid, mixed dashed, curriculum dotted).
+    Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from depthcraft.constructions.files import save_figure_atomic
+
+    styles = {HARD_ONLY: "-", MIXED: "--", CURRICULUM: ":"}
+    written = []
+    for claim in CLAIMS:
+        recipes = _RECIPE_CLAIMS.get(claim.id)
+        if recipes is None:
+            continue
+        res = Results(root, claim.id, claim.sweeps)
+        present = {rec: labels for rec, labels in recipes.items() if all(lab in res.docs for lab in labels)}
+        if len(present) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(7.0, 4.4))
+        colours: Dict[str, str] = {}
+        for rec, labels in present.items():
+            for lab in labels:
+                for name, pts in hard_curves(claim.id, res[lab]).items():
+                    colour = colours.setdefault(name, f"C{len(colours) % 10}")
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[rec], color=colour,
+                            label=f"{rec}: {name}", lw=1.3)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("error on the claim's instance (mean over seeds)")
+        ax.set_ylim(-0.02, 1.0)
+        ax.set_title(f"{claim.id}: hard-only (solid), mixed (dashed), curriculum (dotted)", fontsize=9)
+        ax.legend(fontsize=5.5, ncol=2)
+        fig.tight_layout()
+        path = root / ROOT / claim.id.lower() / "recipes.png"
+        try:
+            save_figure_atomic(fig, str(path), dpi=100)
         finally:
             plt.close(fig)
         written.append(str(path))

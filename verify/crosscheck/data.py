@@ -124,13 +124,28 @@ class TaskData:
         err[:, 1:n + 1] = not_none
         return Batch(self.encode(cond, tokens), targets, loss, err, np.full((b,), cond, np.int32))
 
-    def sample(self, rng: np.random.Generator, batch: int) -> Batch:
+    def sample(self, rng: np.random.Generator, batch: int, conditions: Optional[Sequence[int]] = None) -> Batch:
         """A fresh batch: ``batch`` sequences split evenly over the conditions (the first
-        ``batch % C`` conditions get one more), each drawn by the task's sampler."""
+        ``batch % C`` conditions get one more), each drawn by the task's sampler.
+
+        Args:
+            rng: the step's generator.
+            batch: sequences in the batch.
+            conditions: indices of the conditions to draw from (a curriculum stage: the
+                easier conditions only); None = all. The layout (T, ids of BOS_c) is the
+                same either way, so the batch shape does not depend on it.
+        Returns:
+            :class:`Batch` with [batch, T] arrays.
+        Raises:
+            ParameterError: an empty or out-of-range ``conditions``.
+        """
+        picked = list(range(len(self.conditions))) if conditions is None else [int(c) for c in conditions]
+        if not picked or any(not 0 <= c < len(self.conditions) for c in picked):
+            raise ParameterError(f"conditions {conditions!r}: expected indices in 0..{len(self.conditions) - 1}")
         parts = []
-        c_count = len(self.conditions)
-        for c in range(c_count):
-            size = batch // c_count + (1 if c < batch % c_count else 0)
+        c_count = len(picked)
+        for i, c in enumerate(picked):
+            size = batch // c_count + (1 if i < batch % c_count else 0)
             if size:
                 parts.append(self.condition_batch(c, self.task.sample(self.conditions[c], rng, size)))
         return concat(parts)

@@ -62,6 +62,11 @@ class SweepConfig:
         trainer, sampler, chunk, exit_error, plateau_margin, dense: the training protocol
             (:class:`~verify.crosscheck.presets.Preset`); ``task`` is the dense variant of the
             preset's task when ``dense`` selected one.
+        mix_over: with ``mixed``, the swept parameters mixed inside one model (one model per value
+            of the other swept parameters, e.g. mixed D, one model per ``targets``); () = mix all.
+        curriculum: with ``mixed``, the accuracy at which a model's curriculum moves to the next
+            condition of its group (:func:`~verify.crosscheck.train.train_seeds`); None = no
+            curriculum (every batch mixes all of the group's conditions).
     """
 
     task: str
@@ -90,6 +95,8 @@ class SweepConfig:
     plateau_margin: float = PLATEAU_MARGIN
     dense: bool = False
     control_depths: Optional[tuple] = None
+    mix_over: tuple = ()
+    curriculum: Optional[float] = None
 
     @property
     def names(self) -> List[str]:
@@ -184,6 +191,17 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     eval_conditions = tuple(task.resolve({**c, **p.eval_params}) for c in conditions) if p.eval_params else None
     if p.dense:
         _check_dense(task, conditions)
+    if p.mix_over and not p.mixed:
+        raise ParameterError(f"mix_over={p.mix_over!r} needs mixed training (--mixed)")
+    bad_mix = [k for k in p.mix_over if k not in swept]
+    if bad_mix:
+        raise ParameterError(f"mix_over names {bad_mix}, which are not swept parameters ({list(swept)})")
+    if p.curriculum is not None and not p.mixed:
+        raise ParameterError("a curriculum needs mixed training (--mixed): it orders a model's conditions")
+    if p.curriculum is not None and (isinstance(p.curriculum, bool) or not 0 < p.curriculum <= 1):
+        raise ParameterError(f"curriculum accuracy must be in (0, 1], got {p.curriculum!r}")
+    if p.curriculum is not None and p.trainer != "fast":
+        raise ParameterError("a curriculum needs trainer='fast'")
     if p.control_depths is not None and not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                                                 for d in p.control_depths):
         raise ParameterError(f"control_depths must be depths >= 1, got {p.control_depths!r}")
@@ -194,7 +212,8 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
                        eval_conditions=eval_conditions, claim_text=p.claim_text, claim=p.claim, swept=swept,
                        eval_every=p.eval_every, trainer=p.trainer, sampler=p.sampler, chunk=p.chunk,
                        exit_error=p.exit_error, plateau_margin=p.plateau_margin, dense=p.dense,
-                       control_depths=None if p.control_depths is None else tuple(p.control_depths))
+                       control_depths=None if p.control_depths is None else tuple(p.control_depths),
+                       mix_over=tuple(p.mix_over), curriculum=p.curriculum)
 
 
 #: Trainers of a sweep: ``fast`` (:func:`train_seeds`, seeds vmapped) or ``loop`` (:func:`train`).
@@ -314,14 +333,20 @@ def plan(cfg: SweepConfig, bounds: Sequence[Optional[int]]) -> List[RunSpec]:
         cfg: the sweep.
         bounds: the depth bound of each condition (None = unknown), for the control runs.
     """
-    groups = [tuple(range(len(cfg.conditions)))] if cfg.mixed else [(i,) for i in range(len(cfg.conditions))]
+    groups = mixed_groups(cfg)
     names = cfg.names
     runs = []
+    kept = [k for k in cfg.swept if k not in cfg.mix_over]
 
     def add(group, depth, heads, width, seed, control):
         m = dataclasses.replace(cfg.model, depth=depth, heads=heads, width=width)
         t = dataclasses.replace(cfg.train, seed=seed)
-        tag = "" if cfg.mixed else "_" + _slug(names[group[0]])
+        if not cfg.mixed:
+            tag = "_" + _slug(names[group[0]])
+        elif cfg.mix_over and kept:
+            tag = "_" + _slug(" ".join(f"{k}={cfg.conditions[group[0]][k]}" for k in kept))
+        else:
+            tag = ""
         rid = f"L{depth}_H{heads}_d{width}{tag}_seed{seed}" + ("_control" if control else "")
         runs.append(RunSpec(rid, group, m, t, control))
 
@@ -338,6 +363,29 @@ def plan(cfg: SweepConfig, bounds: Sequence[Optional[int]]) -> List[RunSpec]:
                 for seed in range(cfg.seeds):
                     add(group, depth, 2 * cfg.model.heads, 2 * cfg.model.width, seed, True)
     return runs
+
+
+def mixed_groups(cfg: SweepConfig) -> List[tuple]:
+    """The condition indices each model trains on, in plan order.
+
+    Not mixed: one condition per model. Mixed without ``mix_over``: every condition in one model.
+    Mixed with ``mix_over``: one model per value of the swept parameters not in ``mix_over``, on
+    the conditions that share it, in the order of ``cfg.conditions`` (the curriculum's order:
+    the swept values as given, easiest first).
+
+    Returns:
+        List of tuples of indices into ``cfg.conditions``.
+    """
+    n = len(cfg.conditions)
+    if not cfg.mixed:
+        return [(i,) for i in range(n)]
+    if not cfg.mix_over:
+        return [tuple(range(n))]
+    kept = [k for k in cfg.swept if k not in cfg.mix_over]
+    groups: Dict[tuple, List[int]] = {}
+    for i, c in enumerate(cfg.conditions):
+        groups.setdefault(tuple(repr(c.get(k)) for k in kept), []).append(i)
+    return [tuple(g) for g in groups.values()]
 
 
 class Progress:
@@ -486,6 +534,8 @@ def _record(cfg: SweepConfig, data: TaskData, run: RunSpec, outcome, eval_conds,
         if not cfg.eval_every:  # a default-cadence curve: error and loss only (keeps results.json small)
             curve = [{k: v for k, v in p.items() if k != "error_per_position"} for p in curve]
         record["curve"] = curve
+    if outcome.curriculum is not None:
+        record["curriculum"] = outcome.curriculum
     if plateau is not None and outcome.curve:
         record["plateau"] = {name: {"plateau_loss": round(loss, 5), "margin": cfg.plateau_margin,
                                     "exit_step": plateau_exit_step(outcome.curve, name, loss, cfg.plateau_margin)}
@@ -536,7 +586,8 @@ def train_group(cfg: SweepConfig, out_dir: str, group: List[RunSpec], *, fresh: 
         outcomes = train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=cfg.chunk,
                                sampler=cfg.sampler, eval_sets=curve_sets, eval_every=every,
                                exit_error=cfg.exit_error, checkpoint_dir=ckpt,
-                               checkpoint_every=cfg.checkpoint_every, on_chunk=on_chunk)
+                               checkpoint_every=cfg.checkpoint_every, on_chunk=on_chunk,
+                               curriculum=cfg.curriculum)
         return outcomes, {name: marginal_entropy(s) for name, s in zip(data.names, curve_sets)}
     curve = _train_curve(cfg, data, run0, ckpt, eval_conds, progress) if cfg.eval_every else None
     outcome = train(data, run0.model, run0.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,

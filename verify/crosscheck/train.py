@@ -180,6 +180,10 @@ class RunOutcome:
         exit_reason: why training stopped before ``steps`` ("" = it did not).
         seeds_together: seeds trained in the same vmapped call (``seconds`` is their shared time).
         sampler: ``numpy`` or ``jax`` (:data:`SAMPLERS`).
+        curriculum: with a curriculum (:func:`train_seeds`), ``{"accuracy", "stages", "stage",
+            "advances"}``: the accuracy that advances a stage, the condition names in stage order, the
+            stage reached (0-based) and one ``{"step", "stage", "condition", "passed", "error"}`` per
+            advance; None without one.
     """
 
     params: Dict[str, Any]
@@ -193,6 +197,7 @@ class RunOutcome:
     exit_reason: str = ""
     seeds_together: int = 1
     sampler: str = "numpy"
+    curriculum: Optional[Dict[str, Any]] = None
 
 
 def _describe(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig) -> Dict[str, Any]:
@@ -508,7 +513,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
                 chunk: int = 100, sampler: str = "numpy", eval_sets: Optional[List[Batch]] = None,
                 eval_every: int = 0, exit_error: Optional[float] = None, exit_patience: int = 2,
                 checkpoint_dir: Optional[str] = None, checkpoint_every: int = 0, stop_at: Optional[int] = None,
-                on_chunk: Optional[Callable[[int, np.ndarray], None]] = None) -> List[RunOutcome]:
+                on_chunk: Optional[Callable[[int, np.ndarray], None]] = None,
+                curriculum: Optional[float] = None) -> List[RunOutcome]:
     """Train one model per seed, all seeds at once: ``vmap`` over seeds of ``lax.scan`` over steps.
 
     Each seed's maths is that of :func:`train` with ``train_cfg.seed = seed``: the same initial
@@ -535,12 +541,21 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
         checkpoint_every: save every this many steps (0 = only at the end).
         stop_at: stop after this step (the schedule still runs to ``train_cfg.steps``).
         on_chunk: called as ``on_chunk(step, losses[S])`` after every chunk (step = steps done).
+        curriculum: accuracy in (0, 1] that advances a curriculum (None = none: every batch mixes
+            all conditions). The conditions of ``data`` are the stages, easiest first; at stage s
+            a seed's batches mix conditions 0..s (split evenly, :meth:`TaskData.sample`), and at
+            every evaluation (``eval_every``, needed) a seed whose curve accuracy (1 - error on
+            the ``eval_sets`` of condition s, sequences of the training distribution that are
+            never trained on) is >= ``curriculum`` moves to stage s + 1 (one stage per
+            evaluation). Each seed advances on its own; stages and advances are checkpointed.
+            Needs the numpy sampler (``sampler`` numpy or auto).
     Returns:
-        One :class:`RunOutcome` per seed, in the order of ``seeds``; ``curve``, ``steps_done``
-        and ``exit_reason`` are filled in.
+        One :class:`RunOutcome` per seed, in the order of ``seeds``; ``curve``, ``steps_done``,
+        ``exit_reason`` and (with a curriculum) ``curriculum`` are filled in.
     Raises:
-        ParameterError: bad ``seeds``/``chunk``/``sampler``/``eval_every``, a task without a JAX
-            sampler with ``sampler="jax"``, or a checkpoint made with other settings.
+        ParameterError: bad ``seeds``/``chunk``/``sampler``/``eval_every``/``curriculum``, a task
+            without a JAX sampler with ``sampler="jax"``, a curriculum with the JAX sampler or
+            without ``eval_every``, or a checkpoint made with other settings.
         InputError: the checkpoint is corrupt.
     """
     seeds = [int(s) for s in seeds]
@@ -550,6 +565,15 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
         raise ParameterError(f"chunk must be an integer >= 1, got {chunk!r}")
     if sampler not in SAMPLERS:
         raise ParameterError(f"sampler={sampler!r}; expected one of {', '.join(SAMPLERS)}")
+    if curriculum is not None:
+        if isinstance(curriculum, bool) or not 0 < curriculum <= 1:
+            raise ParameterError(f"curriculum accuracy must be in (0, 1], got {curriculum!r}")
+        if sampler == "jax":
+            raise ParameterError("a curriculum draws each seed's batches from its stage's conditions: it needs "
+                                 "sampler='numpy' (or 'auto')")
+        if not eval_every:
+            raise ParameterError("a curriculum advances at evaluations: it needs eval_every > 0")
+        sampler = "numpy"
     if sampler == "auto":
         sampler = "jax" if has_jax_sampler(data) else "numpy"
     if sampler == "jax" and not has_jax_sampler(data):
@@ -565,6 +589,10 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     state = {"params": _stack(inits), "opt_state": _stack([init_state(p) for p in inits])}
     desc = dict(_describe(data, model_cfg, dataclasses.replace(train_cfg, seed=seeds[0])),
                 seeds=seeds, sampler=sampler)
+    if curriculum is not None:  # only then: checkpoints made before the option keep resuming
+        desc["curriculum"] = curriculum
+    stages = [0] * n_seeds
+    advances: List[List[Dict[str, Any]]] = [[] for _ in seeds]
     start, seconds = 0, 0.0
     history: List[List[Dict[str, float]]] = [[] for _ in seeds]
     curves: List[List[Dict[str, Any]]] = [[] for _ in seeds]
@@ -577,6 +605,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
             curves = [list(c) for c in meta.get("curves", curves)]
             seconds = float(meta.get("seconds", 0.0))
             exit_reason, calm = meta.get("exit_reason", ""), int(meta.get("calm", 0))
+            stages = [int(x) for x in meta.get("stages", stages)]
+            advances = [list(a) for a in meta.get("advances", advances)]
     resumed_from = start
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
     if exit_reason:
@@ -597,7 +627,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     def save(step):
         save_checkpoint(checkpoint_dir, step, {"params": params, "opt_state": opt_state},
                         {"config": desc, "history": history, "curves": curves, "exit_reason": exit_reason,
-                         "calm": calm, "seconds": seconds + time.perf_counter() - t0})
+                         "calm": calm, "stages": stages, "advances": advances,
+                         "seconds": seconds + time.perf_counter() - t0})
 
     def next_stop(s):
         cands = [end, (s // chunk + 1) * chunk]
@@ -612,7 +643,9 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
         n = nxt - s
         fn = _chunk_fn(arch, opt_key, model_cfg.frozen, n, draw, sig)
         if draw is None:
-            batches = [[data.sample(step_rng(seed, t), train_cfg.batch) for t in range(s, nxt)] for seed in seeds]
+            batches = [[data.sample(step_rng(seed, t), train_cfg.batch,
+                                    None if curriculum is None else range(stage + 1)) for t in range(s, nxt)]
+                       for seed, stage in zip(seeds, stages)]
             arrays = [np.stack([np.stack([getattr(b, f) for b in per_seed]) for per_seed in batches])
                       for f in ("ids", "targets", "loss_mask")]
             params, opt_state, losses = fn(params, opt_state, *arrays)
@@ -630,6 +663,9 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
             ok = True
             for i in range(n_seeds):
                 point = {"step": s, **score_predictions(pred[i], ce[i], eval_sets, data.names)}
+                if curriculum is not None:
+                    point["stage"] = stages[i]
+                    stages[i] = _advance(stages[i], point, data.names, curriculum, advances[i], s)
                 curves[i].append(point)
                 ok &= exit_error is not None and all(e is not None and e <= exit_error
                                                      for e in point["error"].values())
@@ -649,8 +685,36 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     n_params = count_params(_unstack(params, 0))
     return [RunOutcome(params=_unstack(params, i), arch=arch, history=history[i], seconds=seconds,
                        resumed_from=resumed_from, n_params=n_params, curve=curves[i], steps_done=s,
-                       exit_reason=exit_reason, seeds_together=n_seeds, sampler=sampler)
+                       exit_reason=exit_reason, seeds_together=n_seeds, sampler=sampler,
+                       curriculum=None if curriculum is None else
+                       {"accuracy": curriculum, "stages": list(data.names), "stage": stages[i],
+                        "advances": advances[i]})
             for i in range(n_seeds)]
+
+
+def _advance(stage: int, point: Dict[str, Any], names: List[str], accuracy: float,
+             advances: List[Dict[str, Any]], step: int) -> int:
+    """The curriculum stage after an evaluation point: ``stage + 1`` when the stage's condition
+    (``names[stage]``) has error <= 1 - ``accuracy`` at ``point`` and a later stage exists, else
+    ``stage``; an advance is appended to ``advances`` as ``{"step", "stage", "condition", "passed",
+    "error"}``.
+
+    Args:
+        stage: current stage (0-based index into ``names``).
+        point: a curve point (:func:`score_predictions`: ``{"error": {name: float|None}, ...}``).
+        names: condition names in stage order.
+        accuracy: the accuracy that passes a stage, in (0, 1].
+        advances: the seed's advances so far (appended to).
+        step: the step of the evaluation.
+    """
+    if stage >= len(names) - 1:
+        return stage
+    err = point["error"].get(names[stage])
+    if err is None or err > 1 - accuracy + 1e-12:
+        return stage
+    advances.append({"step": int(step), "stage": stage + 1, "condition": names[stage + 1],
+                     "passed": names[stage], "error": err})
+    return stage + 1
 
 
 @dataclasses.dataclass

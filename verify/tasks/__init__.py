@@ -11,12 +11,12 @@ from typing import Dict
 from depthcraft.constructions.errors import ParameterError
 from depthcraft.verify.tasks.base import Task
 from depthcraft.verify.tasks.chen_zou import CHEN_ZOU_TASKS
-from depthcraft.verify.tasks.connectivity import ConnectivityTask
+from depthcraft.verify.tasks.connectivity import ConnectivitySpanTask, ConnectivityTask
 from depthcraft.verify.tasks.khop import KHopTask
 from depthcraft.verify.tasks.retrieval import RetrievalSlotsTask, RetrievalTask
 
 TASKS: Dict[str, Task] = {t.name: t for t in (KHopTask(), *CHEN_ZOU_TASKS, RetrievalTask(), RetrievalSlotsTask(),
-                                                 ConnectivityTask())}
+                                                 ConnectivityTask(), ConnectivitySpanTask())}
 
 
 def get_task(name: str) -> Task:

@@ -50,6 +50,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs.connectivity import (NONE, PARAMS, SAMPLERS, check_params, edge_list, edge_token,
                                                    filler_token, marker_token, max_edges, num_pairs, seq_len,
                                                    vocab_size)
@@ -58,7 +59,7 @@ from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 #: The graph families ``mix`` draws from.
 FAMILIES = ("path", "cycle", "two_components", "tree", "er")
 
-__all__ = ["ConnectivityTask", "encode", "decode_edges", "bfs_distances", "FAMILIES"]
+__all__ = ["ConnectivityTask", "ConnectivitySpanTask", "encode", "decode_edges", "bfs_distances", "FAMILIES"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -465,3 +466,65 @@ class ConnectivityTask(Task):
             return list(order) + list(slots) + [marker_token(n), s, t]
 
         return inputs()
+
+
+class ConnectivitySpanTask(ConnectivityTask):
+    """Connectivity on path-heavy graphs that use only ``span`` of the n vertices (training variant, issue 25).
+
+    The ``paths`` sampler's graphs (two paths of floor(span/2) and ceil(span/2) vertices, the
+    query two ends of one path or one end of each, half and half) on a random ``span``-subset
+    of the n vertices; the other n - span vertices are isolated (they still sit in the vertex
+    block). The token layout, the vocabulary and the reference are :class:`ConnectivityTask`'s
+    at n, so conditions with the same n and different ``span`` share every token's meaning and
+    can be mixed in one model: a small span is an easy instance (short paths), span = n is the
+    ``paths`` sampler itself (the same distribution, drawn by the same code path).
+
+    Parameters: ``n``, ``max_edges`` (as :class:`ConnectivityTask`) and ``span`` (4..n; 0 = n).
+    """
+
+    name = "connectivity_span"
+    title = "graph connectivity on two paths over span of the n vertices (training variant, issue 25)"
+    params = tuple(s for s in PARAMS if s.name != "sampler") + (
+        ParamSpec("span", int, 0, "vertices on the two paths (4..n; 0 = n); the others are isolated",
+                  minimum=0, maximum=64),
+    )
+
+    def check(self, p: Dict[str, Any]) -> None:
+        check_params({**p, "sampler": "paths"})
+        span = self.span(p)
+        if not 4 <= span <= p["n"]:
+            raise ParameterError(f"span={p['span']} must be 0 (= n) or in 4..n = 4..{p['n']}")
+        if max_edges(p) < span - 2:
+            raise ParameterError(f"span={span} needs max_edges >= span - 2 = {span - 2}, got {max_edges(p)}")
+
+    @staticmethod
+    def span(p: Dict[str, Any]) -> int:
+        """Vertices on the two paths: ``p["span"]``, or n when it is 0."""
+        return p["span"] or p["n"]
+
+    def sample(self, p, rng, batch):
+        """[batch, n + M + 3] int64 inputs: :meth:`ConnectivityTask._sample_paths` at n = span, each
+        input's vertices relabelled by a random injection of 0..span-1 into 0..n-1 and the vertex
+        block extended by the n - span unused vertices, shuffled (span = n: the ``paths`` sampler)."""
+        n, span, m = p["n"], self.span(p), max_edges(p)
+        full = {**p, "sampler": "paths"}
+        if span == n:
+            return self._sample_paths(full, rng, batch)
+        small = self._sample_paths({**full, "n": span}, rng, batch)  # layout at span: vertices, M slots, ? s t
+        out = np.empty((batch, n + m + 3), np.int64)
+        filler_small = filler_token(span)
+        for r in range(batch):
+            label = rng.permutation(n)  # vertex v of the small graph is label[v]; label[span:] are isolated
+            row = small[r]
+            edges = []
+            for tok in row[span:span + m]:
+                if tok != filler_small:
+                    a, b = edge_list(span)[int(tok) - span]
+                    edges.append((int(label[a]), int(label[b])))
+            order = rng.permutation(n).tolist()
+            s, t = int(label[row[-2]]), int(label[row[-1]])
+            out[r] = encode(n, order, edges, s, t, slots=m, rng=rng)
+        return out
+
+    def edge_cases(self, p) -> List[np.ndarray]:
+        return ConnectivityTask.edge_cases(self, {**p, "sampler": "paths"})
