@@ -141,7 +141,8 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Join the Ray cluster at ADDR (e.g. ray://head:10001 or auto); OUT must be shared by its nodes.")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
-              attention, embedding, mixed, mix_over, curriculum, control, threshold, construction, eval_size, alignment_size,
+              attention, embedding, mixed, mix_over, curriculum, control, threshold, construction, eval_size,
+              alignment_size,
               checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh, use_ray,
               ray_address) -> None:
     """Train transformers of several depths on TASK and compare with the construction's bound.
@@ -165,7 +166,8 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
         attention=attention, embedding=embedding, mixed=mixed, control=control, curriculum=curriculum,
-        mix_over=None if mix_over is None else tuple(x.strip() for x in mix_over.split(",") if x.strip()), threshold=threshold,
+        mix_over=None if mix_over is None else tuple(x.strip() for x in mix_over.split(",") if x.strip()),
+        threshold=threshold,
         construction=construction, eval_size=eval_size, alignment_size=alignment_size,
         checkpoint_every=checkpoint_every, trainer=trainer, sampler=sampler, chunk=chunk, exit_error=exit_error,
         dense=dense)

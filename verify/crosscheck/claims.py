@@ -494,7 +494,7 @@ def judge_c2(res: Results) -> Dict[str, Any]:
     texts.append(f"ICQA ({v}): {t} [{recipe(doc)}]")
     measured["icqa"] = m
     for label, what in (("tm_onehot", "one-hot"), ("tm_random", "random fixed"), ("tm_learned", "learned"),
-                        ("tm_gaussian", "fixed random Gaussian, vocabulary larger than the width")):
+                        ("tm_gaussian", "fixed random Gaussian (48 tokens, more than the width 32)")):
         if label not in res.docs:
             continue
         doc = res[label]
