@@ -11,7 +11,7 @@ from depthcraft.verify.crosscheck import sweep as S
 from depthcraft.verify.crosscheck.data import TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig
 from depthcraft.verify.crosscheck.presets import Preset, get_preset
-from depthcraft.verify.crosscheck.train import TrainConfig, _advance, train_seeds
+from depthcraft.verify.crosscheck.train import TrainConfig, curriculum_advance, train_seeds
 from depthcraft.verify.tasks import get_task
 from depthcraft.verify.tasks.connectivity import decode_edges
 
@@ -41,12 +41,12 @@ def test_sample_draws_only_the_given_conditions_split_evenly():
 def test_advance_moves_one_stage_when_the_current_condition_reaches_the_accuracy():
     names = ["d=1", "d=2", "d=3"]
     log = []
-    assert _advance(0, {"error": {"d=1": 0.011, "d=2": 0.0}}, names, 0.99, log, 250) == 0
+    assert curriculum_advance(0, {"error": {"d=1": 0.011, "d=2": 0.0}}, names, 0.99, log, 250) == 0
     assert log == []
-    assert _advance(0, {"error": {"d=1": 0.01, "d=2": 0.9}}, names, 0.99, log, 500) == 1
+    assert curriculum_advance(0, {"error": {"d=1": 0.01, "d=2": 0.9}}, names, 0.99, log, 500) == 1
     assert log == [{"step": 500, "stage": 1, "condition": "d=2", "passed": "d=1", "error": 0.01}]
-    assert _advance(1, {"error": {"d=1": 0.0, "d=2": None}}, names, 0.99, log, 750) == 1  # nothing scored
-    assert _advance(2, {"error": {"d=3": 0.0}}, names, 0.99, log, 1000) == 2  # the last stage stays
+    assert curriculum_advance(1, {"error": {"d=1": 0.0, "d=2": None}}, names, 0.99, log, 750) == 1  # nothing scored
+    assert curriculum_advance(2, {"error": {"d=3": 0.0}}, names, 0.99, log, 1000) == 2  # the last stage stays
     assert len(log) == 1
 
 

@@ -665,7 +665,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
                 point = {"step": s, **score_predictions(pred[i], ce[i], eval_sets, data.names)}
                 if curriculum is not None:
                     point["stage"] = stages[i]
-                    stages[i] = _advance(stages[i], point, data.names, curriculum, advances[i], s)
+                    stages[i] = curriculum_advance(stages[i], point, data.names, curriculum, advances[i], s)
                 curves[i].append(point)
                 ok &= exit_error is not None and all(e is not None and e <= exit_error
                                                      for e in point["error"].values())
@@ -692,8 +692,8 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
             for i in range(n_seeds)]
 
 
-def _advance(stage: int, point: Dict[str, Any], names: List[str], accuracy: float,
-             advances: List[Dict[str, Any]], step: int) -> int:
+def curriculum_advance(stage: int, point: Dict[str, Any], names: List[str], accuracy: float,
+                       advances: List[Dict[str, Any]], step: int) -> int:
     """The curriculum stage after an evaluation point: ``stage + 1`` when the stage's condition
     (``names[stage]``) has error <= 1 - ``accuracy`` at ``point`` and a later stage exists, else
     ``stage``; an advance is appended to ``advances`` as ``{"step", "stage", "condition", "passed",
