@@ -34,8 +34,8 @@ from depthcraft.rasp_programs.connectivity import connectivity_layers
 from depthcraft.rasp_programs.retrieval import lower_bound_layers
 
 #: ``cpu`` and ``paper`` per task, and one preset per training claim C1-C6 (issue 11).
-PRESET_NAMES = ("cpu", "paper", "c1", "c2", "c3", "c4", "c5", "c6", "c3_mixed", "c3_curriculum", "c5_mixed",
-                "c5_curriculum", "c7_mixed", "c7_curriculum")
+PRESET_NAMES = ("cpu", "paper", "c1", "c2", "c3", "c4", "c5", "c6", "c1_long", "c3_mixed", "c3_curriculum",
+                "c5_mixed", "c5_curriculum", "c7_mixed", "c7_curriculum")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,11 +209,13 @@ _add(Preset(
 # sized for 2 CPU cores (<= 20 minutes, aimed at 10-15) and runs >= 3 seeds; the capacity control
 # (bound-1 with twice the heads and width) wherever a claim says a depth fails.
 # ---------------------------------------------------------------------------------------------
+_C1 = dict(
+    task="khop", params={"k": (1, 2, 3, 4, 6, 8), "n": 32, "vocab": 4, "distribution": "paper"},
+    mixed=True, depths=(2, 3, 4, 5), heads=4, width=64, batch=32, lr=2e-3, warmup=200,
+    construction="khop_doubling", seeds=3, control=True, checkpoint_every=125, chunk=125, eval_size=512,
+    alignment_size=0)
 _add(Preset(
-    task="khop", name="c1", params={"k": (1, 2, 3, 4, 6, 8), "n": 32, "vocab": 4, "distribution": "paper"},
-    mixed=True, depths=(2, 3, 4, 5), heads=4, width=64, steps=2500, batch=32, lr=2e-3, warmup=200,
-    construction="khop_doubling", seeds=3, control=True, control_depths=(1, 2, 3), checkpoint_every=125,
-    chunk=125, eval_size=512, alignment_size=0,
+    name="c1", steps=2500, control_depths=(1, 2, 3), **_C1,
     note="C1 (Sanford et al.): a reduced SPEC §7a experiment: N=32, |Σ|=4, mixed k in {1,2,3,4,6,8} named "
          "by the BOS token, depths 2-5, 4 heads, width 64, GPT-2 block, batch 32, 2500 steps, 3 seeds, "
          "capacity controls (8 heads, width 128) at depths 1-3 of the construction's bound - 1 = 1-4: the "
@@ -227,6 +229,13 @@ _add(Preset(
          "compiled shape per group, one curve point) so that a 20-minute timeout loses little. Measured in "
          "the run (3 seeds together): 288, 340, 448 and 587 s of training at depths 2-5, 289, 564 and about "
          "800 s for the controls at depths 1-3"))
+_add(Preset(
+    name="c1_long", steps=5000, control_depths=(4,), **_C1,
+    note="C1 (Sanford et al.) trained twice as long (issue 25): the c1 recipe with 5000 steps instead of 2500 "
+         "(so a new run: the step count sets the cosine schedule) and the capacity control only at depth 4, "
+         "the control of k = 6 and 8 that the c1 sweep did not fit (the controls at depths 1-3 are the c1 "
+         "sweep's). Planned from the c1 probe: about 45 minutes of one core for depths 2-5 and 30 for the "
+         "depth-4 control (8 heads, width 128)"))
 _C2 = dict(mlp=False, depths=(1, 2), heads=2, width=32, lr=3e-3, warmup=200, seeds=3, control=True,
            checkpoint_every=500, alignment_size=0)
 _add(Preset(
