@@ -101,6 +101,33 @@ def test_c1_doubling_reproduced_and_flat_not():
     assert one_step["verdict"] == C.INCONCLUSIVE  # the step from 4 reaches max k: nothing measured past it
 
 
+def test_c1_verdict_is_the_longest_sweeps_and_both_step_counts_are_reported(tmp_path):
+    from depthcraft.verify import docgen
+
+    short = _khop_doc({2: 1, 3: 2, 4: 2, 5: 4})  # 2 -> 2: not reproduced at 2500 steps
+    long = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})  # doubling at 5000 steps
+    out = C.judge_c1(Res({"khop": short, "khop_long": long}))
+    assert out["verdict"] == C.REPRODUCED and out["measured"]["train_steps"] == 5000
+    assert out["measured"]["k_star"] == {"2": 1, "3": 2, "4": 4, "5": 8}
+    assert {s: v["verdict"] for s, v in out["measured"]["by_steps"].items()} == {
+        "2500": C.NOT_REPRODUCED, "5000": C.REPRODUCED}
+    assert out["evidence"].startswith("verdict from the 5000-step sweep. 2500 STEPS (khop): not reproduced")
+    # the 2500-step sweep alone gives its own verdict; a long sweep that does not double gives "not reproduced"
+    assert C.judge_c1(Res({"khop": long}))["measured"]["train_steps"] == 2500
+    assert C.judge_c1(Res({"khop": long, "khop_long": short}))["verdict"] == C.NOT_REPRODUCED
+    with pytest.raises(C.InputError, match="no C1 sweep"):
+        C.judge_c1(Res({}))
+    path = tmp_path / docgen.CLAIMS
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"claims": [dict(out, id="C1")]}), encoding="utf-8")
+    lines = docgen.render_c1_table(tmp_path).splitlines()
+    assert lines[0].startswith("| L | steps | k=1 (ours)")
+    rows4 = [line for line in lines if line.startswith("| 4 |")]
+    assert [r.split(" | ")[1] for r in rows4] == ["2500", "5000"]
+    assert "0.015" in rows4[0] and "0.015" not in rows4[1]  # the paper's L=4, k=4 cell once per depth
+    assert rows4[0].count("0.400 ± 0.000") == 4 and rows4[1].count("0.400 ± 0.000") == 2  # k=3, 4 learned at 5000
+
+
 def test_c1_reports_every_control_and_a_control_that_learns_more_is_inconclusive():
     d = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})
     names = d["settings"]["condition_names"]

@@ -331,30 +331,36 @@ def render_claim_recipes(root: pathlib.Path) -> str:
 
 
 def render_c1_table(root: pathlib.Path) -> str:
-    """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) beside SPEC §7a's."""
+    """docs/crosscheck.md: C1's k-hop error table (mean ± spread over seeds) per number of training
+    steps (the c1 and c1_long sweeps, ``measured.by_steps``) beside SPEC §7a's (on each depth's
+    first row)."""
     from depthcraft.verify.crosscheck.claims import PAPER_KHOP
 
     if not (root / CLAIMS).is_file():
         return f"No `{CLAIMS}` yet."
     c1 = next((c for c in load_json(root, CLAIMS).get("claims", []) if c.get("id") == "C1"), None)
-    errors = (c1 or {}).get("measured", {}).get("errors")
-    if not errors:
+    measured = (c1 or {}).get("measured", {})
+    if not measured.get("errors"):
         state = (c1 or {}).get("verdict", "not run")
         return f"C1 {'has no measured errors' if c1 else 'is missing'} in `{CLAIMS}` ({state})."
-    ks = sorted({int(k.split('=')[1]) for row in errors.values() for k in row})
+    by_steps = measured.get("by_steps") or {str(measured.get("train_steps", "")): measured}
+    ks = sorted({int(k.split('=')[1]) for m in by_steps.values() for row in m["errors"].values() for k in row})
     paper_ks = sorted({k for row in PAPER_KHOP.values() for k in row})
+    depths_all = sorted({int(L) for m in by_steps.values() for L in m["errors"]} | set(PAPER_KHOP))
     rows = []
-    for L in sorted({*map(int, errors), *PAPER_KHOP}):
-        row = errors.get(str(L), {})
-        ours = _mean_std_cells(row, ks)
+    for L in depths_all:
         theirs = [PAPER_KHOP.get(L, {}).get(k) for k in paper_ks]
-        rows.append([L, *ours, *[None if x is None else f"{x:.3f}" for x in theirs]])
-    control = (c1 or {}).get("measured", {}).get("control") or {}
-    for L in sorted(control, key=int):  # the capacity controls: 2x heads and width, same recipe
-        row = control[L]
-        ours = _mean_std_cells(row, ks)
-        rows.append([f"{L} (control: 2x heads, 2x width)", *ours, *[None] * len(paper_ks)])
-    return table(["L", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
+        paper = [None if x is None else f"{x:.3f}" for x in theirs]
+        trained = [s for s in sorted(by_steps, key=int) if str(L) in by_steps[s]["errors"]] or [None]
+        for i, steps in enumerate(trained):
+            ours = _mean_std_cells(by_steps[steps]["errors"][str(L)] if steps else {}, ks)
+            rows.append([L, steps, *ours, *(paper if i == 0 else [None] * len(paper_ks))])
+    for steps in sorted(by_steps, key=int):  # the capacity controls: 2x heads and width, same recipe
+        control = by_steps[steps].get("control") or {}
+        for L in sorted(control, key=int):
+            rows.append([f"{L} (control: 2x heads, 2x width)", steps, *_mean_std_cells(control[L], ks),
+                         *[None] * len(paper_ks)])
+    return table(["L", "steps", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
 
 
 def render_claim_rules(root: pathlib.Path) -> str:

@@ -1210,7 +1210,10 @@ def _fig_c1(ax, m) -> bool:
     ds = sorted(int(d) for d in m.get("k_star", {}))
     if not ds:
         return False
-    ax.plot(ds, [m["k_star"][str(d)] for d in ds], "o-", label="trained here (N=32): largest k with error < 0.05")
+    for steps, sm in sorted((m.get("by_steps") or {str(m.get("train_steps", "")): m}).items()):
+        sd = sorted(int(d) for d in sm["k_star"])
+        ax.plot(sd, [sm["k_star"][str(d)] for d in sd], "o-",
+                label=f"trained here (N=32, {steps} steps): largest k with error < 0.05")
     pd = sorted(int(d) for d in m.get("paper_k_star", {}))
     ax.plot(pd, [m["paper_k_star"][str(d)] for d in pd], "s--", label="paper, SPEC §7a (N=100)")
     ax.plot(ds, [2 ** (d - 2) for d in ds], ":", color="grey", label="doubling per layer: 2^(L-2)")
