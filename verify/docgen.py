@@ -343,7 +343,7 @@ def render_c1_table(root: pathlib.Path) -> str:
     if not measured.get("errors"):
         state = (c1 or {}).get("verdict", "not run")
         return f"C1 {'has no measured errors' if c1 else 'is missing'} in `{CLAIMS}` ({state})."
-    by_steps = measured.get("by_steps") or {str(measured.get("train_steps", "")): measured}
+    by_steps = measured["by_steps"]  # judge_c1 always writes it, one entry per sweep
     ks = sorted({int(k.split('=')[1]) for m in by_steps.values() for row in m["errors"].values() for k in row})
     paper_ks = sorted({k for row in PAPER_KHOP.values() for k in row})
     depths_all = sorted({int(L) for m in by_steps.values() for L in m["errors"]} | set(PAPER_KHOP))

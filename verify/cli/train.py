@@ -90,8 +90,9 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.command("train")
 @click.argument("task")
 @options.params_option("Task parameter; a comma list is swept, e.g. -p k=1,2,4 -p n=32.")
-@click.option("--preset", type=click.Choice(PRESET_NAMES), default="cpu", show_default=True,
-              help="cpu: minutes on 2 cores; paper: the paper's setting (GPU).")
+@click.option("--preset", type=click.Choice(PRESET_NAMES), default="cpu", show_default=True, metavar="NAME",
+              help="cpu: minutes on 2 cores; paper: the paper's setting (GPU); c1..c7_curriculum: the "
+                   f"training claims' sweeps. One of {', '.join(PRESET_NAMES)}.")
 @click.option("--depths", default=None, metavar="RANGE", help="Attention depths, e.g. 1-6 or 1,2,4.")
 @click.option("--heads", type=click.IntRange(1, MAX_HEADS), default=None, help="Heads per attention layer.")
 @click.option("--width", type=click.IntRange(1, MAX_WIDTH), default=None, help="Residual width d_model.")

@@ -1210,7 +1210,7 @@ def _fig_c1(ax, m) -> bool:
     ds = sorted(int(d) for d in m.get("k_star", {}))
     if not ds:
         return False
-    for steps, sm in sorted((m.get("by_steps") or {str(m.get("train_steps", "")): m}).items()):
+    for steps, sm in sorted(m["by_steps"].items()):
         sd = sorted(int(d) for d in sm["k_star"])
         ax.plot(sd, [sm["k_star"][str(d)] for d in sd], "o-",
                 label=f"trained here (N=32, {steps} steps): largest k with error < 0.05")
