@@ -111,7 +111,7 @@ def run_case(case: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
         args: the parsed command line (``samples``, ``hypothesis_examples``,
             ``max_exhaustive``, ``compiler``, ``seed``, ``cap_s``).
     Returns:
-        ``{"name", "vocab_size", "max_seq_len", "input_space", "passed", "checks",
+        ``{"name", "vocab", "vocab_size", "max_seq_len", "input_space", "passed", "checks",
         "exhaustive": {"inputs", "exact"} | {"skipped": why}, "certified",
         "scope", "certificate_seconds", "uncertified": [{"layer", "head", "why",
         "witness"}], "counterexample", "error", "timed_out", "seconds"}``;
@@ -125,7 +125,7 @@ def run_case(case: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
     n = int(case["max_seq_len"])
     space = input_space(len(vocab), n)
     exhaustive = space <= args.max_exhaustive
-    row: Dict[str, Any] = {"name": case["testcase_name"], "vocab_size": len(vocab), "max_seq_len": n,
+    row: Dict[str, Any] = {"name": case["testcase_name"], "vocab": vocab, "vocab_size": len(vocab), "max_seq_len": n,
                            "input_space": space, "passed": None, "checks": None,
                            "exhaustive": None if exhaustive else
                            {"skipped": f"{space} inputs > --max-exhaustive {args.max_exhaustive}"},
@@ -170,7 +170,8 @@ def summarise(rows: Sequence[Dict[str, Any]], unsupported: Sequence[Dict[str, An
     Returns:
         ``{"programs", "certified", "not_certified", "errors", "timed_out",
         "passed", "exhaustive_run", "certified_but_exhaustive_fails",
-        "certified_but_failed", "unsupported", "unsupported_certified", "seconds"}``
+        "certified_but_failed", "unsupported", "unsupported_certified",
+        "unsupported_refused", "seconds"}``
         (ints; seconds a float). The two ``certified_but_*`` counts and
         ``unsupported_certified`` must be 0: a certificate never holds where a
         check finds an error, and tracr's unsupported programs are never certified.
@@ -191,6 +192,7 @@ def summarise(rows: Sequence[Dict[str, Any]], unsupported: Sequence[Dict[str, An
         "certified_but_failed": sum(r["certified"] is True and r["passed"] is False for r in rows),
         "unsupported": len(unsupported),
         "unsupported_certified": sum(r["certified"] is True for r in unsupported),
+        "unsupported_refused": sum(r["certified"] is None and not r["timed_out"] for r in unsupported),
         "seconds": round(sum(r["seconds"] for r in rows) + sum(r["seconds"] for r in unsupported), 1),
     }
 
@@ -213,7 +215,8 @@ def _why(row: Dict[str, Any]) -> str:
 
 
 def table_row(row: Dict[str, Any]) -> List[str]:
-    """One table row: name, |V|, N, passed, exhaustive (inputs or '-'), certified, seconds, why not."""
+    """One table row: name, |V|, N, passed, exhaustive inputs ('-' not run, a trailing '!' = not exact),
+    certified, seconds, the first uncertified head and why (or the error)."""
     ex = row.get("exhaustive") or {}
     exh = "-" if "exact" not in ex else f"{ex['inputs']}{'' if ex['exact'] else '!'}"
     return [row["name"], str(row["vocab_size"]), str(row["max_seq_len"]), _cell(row["passed"]), exh,
@@ -260,6 +263,28 @@ def _previous(path: str, settings: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
             if not r.get("timed_out"):
                 keep[f"{section}/{r['name']}"] = r
     return keep
+
+
+def _versions() -> Dict[str, Optional[str]]:
+    """depthcraft's and tracr's installed versions and the checkout's git commit (None where unknown)."""
+    import subprocess
+    from importlib import metadata
+
+    import depthcraft
+
+    out: Dict[str, Optional[str]] = {"depthcraft": depthcraft.__version__, "tracr": None, "git_commit": None}
+    for dist in ("tracr-pypi", "tracr"):
+        try:
+            out["tracr"] = f"{dist} {metadata.version(dist)}"
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        out["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                           timeout=10, check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -313,6 +338,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "command": command_line(argv), "settings": settings,
         "corpus": "tracr.compiler.test_cases (TEST_CASES, UNSUPPORTED_TEST_CASES) of the installed tracr",
         "reference": "tracr.rasp.rasp.evaluate(program, tokens)",
+        "versions": _versions(),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "load_1min_start": round(os.getloadavg()[0], 2)},
         "programs": [], "unsupported": [], "summary": None}
@@ -341,9 +367,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"errors {s['errors']}, timed out {s['timed_out']}")
     console.print(f"passed {s['passed']}; exhaustive run on {s['exhaustive_run']}; "
                   f"{s['seconds']} s of checks, {s['wall_seconds']} s wall")
-    console.print(f"certified but exhaustive fails {s['certified_but_exhaustive_fails']}, certified but "
-                  f"failed {s['certified_but_failed']}, unsupported certified {s['unsupported_certified']} "
-                  f"of {s['unsupported']}")
+    console.print(f"must be 0: certified but exhaustive fails {s['certified_but_exhaustive_fails']}, "
+                  f"certified but failed {s['certified_but_failed']}")
+    console.print(f"unsupported: certified {s['unsupported_certified']} of {s['unsupported']} "
+                  f"(must be 0), refused {s['unsupported_refused']}")
     bad = s["certified_but_exhaustive_fails"] + s["certified_but_failed"] + s["unsupported_certified"]
     return 1 if bad else 0
 
