@@ -248,14 +248,19 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _previous(path: str, settings: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """Rows of an earlier run at ``path`` with the same settings, by section/name (empty if none)."""
+    """Rows of an earlier run at ``path`` with the same settings, by section/name (empty if none).
+
+    The time cap is not compared (a resumed run may raise it to finish what timed out); rows that
+    timed out are never kept.
+    """
     import json
 
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
         old = json.load(f)
-    if old.get("settings") != settings:
+    same = {k: v for k, v in settings.items() if k != "cap_s"}
+    if {k: v for k, v in (old.get("settings") or {}).items() if k != "cap_s"} != same:
         return {}
     keep = {}
     for section in ("programs", "unsupported"):
