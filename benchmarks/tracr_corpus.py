@@ -178,7 +178,8 @@ def summarise(rows: Sequence[Dict[str, Any]], unsupported: Sequence[Dict[str, An
         ``{"programs", "certified", "not_certified", "errors", "timed_out",
         "passed", "exhaustive_run", "certified_but_exhaustive_fails",
         "certified_but_failed", "unsupported", "unsupported_certified",
-        "unsupported_refused", "seconds"}``
+        "unsupported_refused", "first_reasons", "seconds"}``; ``first_reasons`` maps each
+        uncertified program's first ``why`` to how many programs stop there.
         (ints; seconds a float). The two ``certified_but_*`` counts and
         ``unsupported_certified`` must be 0: a certificate never holds where a
         check finds an error, and tracr's unsupported programs are never certified.
@@ -200,8 +201,19 @@ def summarise(rows: Sequence[Dict[str, Any]], unsupported: Sequence[Dict[str, An
         "unsupported": len(unsupported),
         "unsupported_certified": sum(r["certified"] is True for r in unsupported),
         "unsupported_refused": sum(r["certified"] is None and not r["timed_out"] for r in unsupported),
+        "first_reasons": _reasons(rows),
         "seconds": round(sum(r["seconds"] for r in rows) + sum(r["seconds"] for r in unsupported), 1),
     }
+
+
+def _reasons(rows: Sequence[Dict[str, Any]]) -> Dict[str, int]:
+    """First uncertified reason -> number of programs, most frequent first."""
+    counts: Dict[str, int] = {}
+    for r in rows:
+        if r["uncertified"]:
+            why = r["uncertified"][0]["why"]
+            counts[why] = counts.get(why, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def _cell(value: Optional[bool]) -> str:
@@ -370,6 +382,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             table.add_row(*table_row(row))
         if table.row_count:
             console.print(table)
+        if section == "programs":
+            for why, count in _reasons(out["programs"]).items():
+                console.print(f"{count} stop at: {why}")
     s = summarise(out["programs"], out["unsupported"])
     s["wall_seconds"] = round(time.perf_counter() - t_all, 1)
     out["summary"] = s
