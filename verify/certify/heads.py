@@ -26,7 +26,9 @@ to the floor may be the top on some input (the *candidate* levels).
   plus the float32 term of the softmax average (:func:`float32.softmax_output_rel`).
 
 Causal masking is part of the tables: a key after the query (both positions known) is
-masked, and a BOS query of a causal model sees only BOS.
+masked, and a BOS query of a causal model sees only BOS. At BOS the head writes BOS's own
+value when no regular key can be a BOS query's top level (always so in a causal model);
+otherwise any value it can read.
 """
 
 from __future__ import annotations
@@ -311,7 +313,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     eps = _table_rounding(t)
     qs, ks = t.qs, t.ks
     chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
-    min_gap, leak_sum, abs_max = math.inf, 0.0, 0.0
+    min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
     kpos_all = np.where(ks.kind == 0, 0, ks.position)
     pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
     pinned_sorted = ks.pinned[pin_order]
@@ -323,6 +325,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         if len(lv.row_gap) and lv.row_gap.min() < min_gap:
             min_gap = float(lv.row_gap.min())
         leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
+        bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
+        bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
         if not constant:
             bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
             if bad is not None:
@@ -338,5 +342,6 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     # the attended key exists, so does what its value names: the written vector's guard
     outs, vs = t.vs.contrib, t.vs
     every = unique_min(outs, vs.guard)
-    bos = unique_min(outs[vs.kind == 0], vs.guard[vs.kind == 0]) if causal else every  # causal BOS: only itself
+    # BOS reads only BOS when no regular key can be its top (always in a causal model): its write is BOS's value
+    bos = unique_min(outs[vs.kind == 0], vs.guard[vs.kind == 0]) if causal or not bos_reads_regular else every
     return HeadCert(entry, None, (bos, every), r_out, (t, eps))
