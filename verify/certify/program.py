@@ -229,26 +229,92 @@ def head_node(link: ProgramLink, out_blocks: Sequence[str]) -> Any:
     return found[0]
 
 
+_AMBIGUOUS = object()
+
+
+def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
+    """[m] object: the decoded value of SOp ``label`` in every combination (:data:`_AMBIGUOUS` where no
+    single value); each distinct vector is decoded once."""
+    b = blocks.get(label)
+    if b is None:
+        raise NoSemantics(f"the SOp {label!r} has no residual block")
+    out = np.empty(len(c.kind), object)
+    for kind in (0, 1):
+        rows = np.flatnonzero(c.kind == kind)
+        if not len(rows):
+            continue
+        table = state.pos[label] if b.kind == "position" else state.sets[kind][label]
+        idx = c.index[label][rows]
+        decoded = {}
+        for j in np.unique(idx):
+            try:
+                decoded[int(j)] = dec.decode(label, table[int(j)])
+            except _Ambiguous:
+                decoded[int(j)] = _AMBIGUOUS
+        out[rows] = [decoded[int(j)] for j in idx]
+    return out
+
+
+def _pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
+                skip_none: bool) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
+    """[nq, nk] bool ``pred(key, query)`` over the columns' values, each distinct pair evaluated once.
+
+    ``skip_none``: a None key or query selects nothing (the hand-built heads); otherwise the
+    predicate is called on None too (tracr's evaluator). Returns the table and the first
+    (key, query, exception) where the predicate raises (there the table says False).
+    """
+    def codes(col):
+        uniq, code = [], np.empty(len(col), int)
+        where: Dict[Any, int] = {}
+        for i, v in enumerate(col):
+            key = (type(v).__name__, v) if v is not None else None
+            if key not in where:
+                where[key] = len(uniq)
+                uniq.append(v)
+            code[i] = where[key]
+        return uniq, code
+    uk, kc = codes(keys)
+    uq, qc = codes(queries)
+    table = np.zeros((len(uq), len(uk)), bool)
+    raised = None
+    for a, q in enumerate(uq):
+        for b_, k in enumerate(uk):
+            if skip_none and (k is None or q is None):
+                continue
+            try:
+                table[a, b_] = bool(pred(k, q))
+            except Exception as e:  # the RASP predicate has no value here (tracr's Comparison on None)
+                raised = raised or (k, q, e)
+    return table[qc][:, kc], raised
+
+
 @dataclasses.dataclass
 class _Ref:
-    """The reference selection of one head: which keys a query selects, and how they rank."""
+    """The reference selection of one head (see :func:`_reference`).
 
-    query_sops: List[str]        # SOp labels the query side needs
-    key_sops: List[str]          # SOp labels the key side needs
-    query_position: bool         # the selection depends on the query's position
-    key_position: bool           # ... on the key's position
-    select: Callable[[Dict[str, Any], int, Dict[str, Any], int], bool]  # (q values, i, k values, j)
-    latest: bool                 # among selected keys the latest wins
-    tracr: bool                  # a RASP selector (bidirectional): no key may hide behind the mask
-    prefix: bool = False         # the reference's range is the visible prefix (a causal head kind)
-    single: bool = False         # one position is selected, and it exists whenever it is visible
+    how: ``"select"`` (a RASP Select: bidirectional), ``"position"`` (a position map),
+    ``"pointer"`` (the position a pointer holds), ``"search"`` (the latest match).
+    """
+
+    how: str
+    query_sops: List[str]
+    key_sops: List[str]
+    predicate: Optional[Callable[[Any, Any], Any]] = None
+    target: Optional[Callable[[int], Optional[int]]] = None
+    allowed: Optional[Callable[[int], bool]] = None
+    prefix: bool = False  # the reference's range is the visible prefix (a causal head kind)
+
+    @property
+    def positions(self) -> bool:
+        """Whether the selection depends on the key's position (and, for a map, the query's)."""
+        return self.how != "select"
 
 
-def _reference(expr: Any, causal: bool) -> _Ref:
+def _reference(expr: Any) -> _Ref:
     """The :class:`_Ref` of an Aggregate or a hand-built head.
 
     Raises:
-        NoSemantics: numerical or compound-selector Aggregates, set-valued, scored,
+        NoSemantics: numerical or compound-selector Aggregates, ReLU, set-valued, scored,
             matching and memorising heads.
     """
     if isinstance(expr, rasp.Aggregate):
@@ -258,52 +324,61 @@ def _reference(expr: Any, causal: bool) -> _Ref:
         sel = expr.selector
         if not isinstance(sel, rasp.Select):
             raise NoSemantics(f"Aggregate {expr.label} uses a {type(sel).__name__}, not a Select")
-        keys, queries = sel.keys.label, sel.queries.label
-        return _Ref([queries], [keys], False, False,
-                    lambda qv, i, kv, j: bool(sel.predicate(kv[keys], qv[queries])), False, True)
+        return _Ref("select", [sel.queries.label], [sel.keys.label], predicate=sel.predicate)
     head: HeadSpec = expr
     kind = head.kind
     if head.attention != "softmax":
         raise NoSemantics(f"{kind} head {head.label} is a {head.attention} head")
     if kind.selects == "position":
-        target = head.spec.target
-
-        def pick(qv, i, kv, j):
-            t = target(i)
-            return t is not None and 1 <= t <= i and j == t
-        return _Ref([], [], True, True, pick, False, False, single=True)
+        return _Ref("position", [], [], target=head.spec.target)
     if kind.selects == "pointer":
-        ptr = head.query.label
-        return _Ref([ptr], [], False, True,
-                    lambda qv, i, kv, j: isinstance(qv[ptr], (int, np.integer)) and j == qv[ptr] >= 1, False, False,
-                    single=True)
+        return _Ref("pointer", [head.query.label], [])
     if kind.selects == "search":
-        q, k = head.query.label, head.key.label
-        p = head.pointer.label if kind.pointer else None
-        allowed = head.key_positions if kind.key_positions else None
-
-        def pick(qv, i, kv, j):
-            if qv[q] is None or kv[k] is None:
-                return False
-            if p is not None and not (isinstance(qv[p], (int, np.integer)) and 1 <= j <= qv[p]):
-                return False
-            if allowed is not None and not allowed(j):
-                return False
-            return bool(head.predicate(kv[k], qv[q]))
-        return _Ref([q] + ([p] if p else []), [k], False, True, pick, True, False, kind.causal is True)
+        qs = [head.query.label] + ([head.pointer.label] if kind.pointer else [])
+        return _Ref("search", qs, [head.key.label], predicate=head.predicate,
+                    allowed=head.key_positions if kind.key_positions else None, prefix=kind.causal is True)
     raise NoSemantics(f"{kind} head {head.label}: no table semantics for a '{kind.selects}' head here")
 
 
-def _visible(cq: Combos, i: int, ck: Combos, j: int, causal: bool) -> str:
-    """'always', 'never' or 'maybe': whether query combination i sees key combination j."""
-    if not causal or ck.kind[j] == 0:
-        return "always"
-    kp, qp = int(ck.position[j]), int(cq.position[i])
-    if qp >= 0 and kp >= 0:
-        return "always" if kp <= qp else "never"
-    if kp >= 0 and kp <= cq.guard[i]:
-        return "always"
-    return "maybe"
+def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, np.ndarray],
+          kpos: np.ndarray, n: int) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
+    """[nq, nk] bool: the keys the reference selects for each query (regular combinations only)."""
+    def as_int(col):
+        return np.array([int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else -1
+                         for v in col], int)
+    if ref.how == "select":
+        return _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
+    if ref.how == "position":
+        t = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
+        ok = (t >= 1) & (t <= qpos)
+        return ok[:, None] & (kpos[None, :] == t[:, None]), None
+    if ref.how == "pointer":
+        ptr = as_int(qv[ref.query_sops[0]])
+        return (ptr[:, None] >= 1) & (kpos[None, :] == ptr[:, None]), None
+    want, raised = _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
+    want &= (kpos >= 1)[None, :]
+    if len(ref.query_sops) > 1:  # at or before a stored pointer
+        ptr = as_int(qv[ref.query_sops[1]])
+        want &= kpos[None, :] <= ptr[:, None]
+    if ref.allowed is not None:
+        want &= np.array([bool(ref.allowed(int(j))) for j in kpos])[None, :]
+    return want, raised
+
+
+def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: bool
+                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[nq, nk] bool each: the query surely sees the key (causal mask), surely does not, and the
+    key's position surely exists.
+
+    Surely exists: the key at or before the query's position (both known) or its guard
+    (positions 0..guard exist and, in a causal model, are visible to the query).
+    """
+    qp, kp, g = cq.position[qi][:, None], ck.position[kj][None, :], cq.guard[qi][:, None]
+    known = (qp >= 0) & (kp >= 0)
+    present = (known & (kp <= qp)) | ((kp >= 0) & (kp <= g))
+    if not causal:
+        return np.ones(present.shape, bool), np.zeros(present.shape, bool), present
+    return present, known & (kp > qp), present
 
 
 def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
@@ -314,11 +389,11 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         state: the abstract state before the sublayer.
         blocks: the residual blocks by name.
         dec: the program's decoder.
-        spec: the sublayer's rows and ``qk_scale``; p: its weights.
+        spec: the sublayer's rows and ``qk_scale``; p: its weights (``w_q``... [heads, ...]).
         h: the head; n: N; causal: the model masks later keys.
         eps: the float64 rounding of the head's score table (:mod:`.heads`).
     Raises:
-        Unclean: a table differs from the program (why, witness: query, key, expected, got).
+        Unclean: a table differs from the program (why, witness: query, key, what is selected).
         NoSemantics: the head implements nothing checkable here.
         TooLarge: too many combinations.
     """
@@ -330,107 +405,98 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
     written = [nm for nm, b in blocks.items() if np.isin(out_rows[np.abs(wvo).sum(0) > 0], b.rows).any()]
     expr = head_node(dec.link, written)
-    ref = _reference(expr, causal)
-    for nm in ref.query_sops + ref.key_sops:
-        if nm not in blocks:
-            raise NoSemantics(f"the SOp {nm!r} has no residual block")
+    ref = _reference(expr)
     qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    cq = combos(state, blocks, qn, q_rows, n, positions=ref.query_position)
-    ck = combos(state, blocks, kn, k_rows, n, positions=ref.key_position)
-    if ref.query_position and (cq.position[cq.kind == 1] < 0).any() or \
-            ref.key_position and (ck.position[ck.kind == 1] < 0).any():
-        raise NoSemantics("the head's selection depends on positions that are not enumerated")
-    if len(cq.x) * len(ck.x) > 50_000_000:
-        raise TooLarge(f"program table of {len(cq.x)} queries x {len(ck.x)} keys")
-    s = (cq.x @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
-    qvals, kvals = _Values(state, blocks, dec, cq), _Values(state, blocks, dec, ck)
-    bos_keys = np.flatnonzero(ck.kind == 0)
-    reg_keys = np.flatnonzero(ck.kind == 1)
-    kv_cache = {}
-    for i in np.flatnonzero(cq.kind == 1):
-        try:
-            qv = {nm: qvals.of(nm, i) for nm in ref.query_sops}
-        except _Ambiguous as e:
-            raise Unclean(f"the query's {e} is no single value", {"query": _where(cq, i)})
-        qi = int(cq.position[i])
-        bos_hi, bos_lo = s[i, bos_keys].max(), s[i, bos_keys].min()
-        chosen = []  # (position, score, key) of the selected keys
-        sel, rest = [], list(bos_keys)  # single-position heads: the selected keys, every other key
-        for j in reg_keys:
-            if j not in kv_cache:
-                try:
-                    kv_cache[j] = {nm: kvals.of(nm, j) for nm in ref.key_sops}
-                except _Ambiguous as e:
-                    raise Unclean(f"the key's {e} is no single value", {"key": _where(ck, j)})
-            kv = kv_cache[j]
-            vis = _visible(cq, i, ck, j, causal)
-            try:
-                want = ref.select(qv, qi, kv, int(ck.position[j]))
-            except Exception as e:  # the RASP predicate has no value here (tracr's Comparison on None)
-                raise Unclean(f"the selector's predicate raises on (key {kv}, query {qv}): "
-                              f"{type(e).__name__}: {e}", {"query": {**_where(cq, i), **_json(qv)},
-                                                            "key": {**_where(ck, j), **_json(kv)}})
-            witness = lambda: {"query": {**_where(cq, i), **_json(qv)},  # noqa: E731
-                               "key": {**_where(ck, j), **_json(kv)}, "selects": bool(want)}
-            if want and vis != "always" and not ref.prefix:
-                raise Unclean(f"{_name(expr)}: the {'selector' if ref.tracr else 'reference'} selects a key "
-                              f"that the causal mask hides (a later position)", witness())
-            if vis == "never":
-                continue
-            if ref.single:  # the selected position exists: it must beat every other key, BOS included
-                (sel if want else rest).append(int(j))
-                continue
-            if want and not s[i, j] > bos_hi + 2 * eps:
-                raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
-                              f"({s[i, j]:.4g} vs {bos_hi:.4g})", witness())
-            if not want and not s[i, j] < bos_lo - 2 * eps:
-                raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
-                              f"({s[i, j]:.4g} vs {bos_lo:.4g})", witness())
-            if want and ref.latest:
-                chosen.append((int(ck.position[j]), float(s[i, j]), int(j)))
-        if ref.latest and chosen:
-            _check_latest(chosen, eps, expr, cq, i, ck)
-        if ref.single:
-            _check_single(s[i], sel, rest, eps, expr, cq, i, ck)
+    cq = combos(state, blocks, qn, q_rows, n, positions=ref.how == "position")
+    ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions)
+    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    if len(qi) * len(ck.kind) > 50_000_000:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
+    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
+    qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+        for nm, col in side_vals.items():
+            bad = [i for i, v in enumerate(col) if v is _AMBIGUOUS]
+            if bad:
+                raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
+    always, never, present = _visibility(cq, qi, ck, kj, causal)
+    sk = s[:, kj]
+
+    def witness(a, b):
+        return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}},
+                "key": {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}},
+                "selects": bool(want[a, b])}
+
+    if raised is not None:
+        k, q, e = raised
+        raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
+                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+    hidden = want & ~always if not ref.prefix else np.zeros_like(want)
+    if hidden.any():
+        a, b = np.argwhere(hidden)[0]
+        raise Unclean(f"{_name(expr)}: the {'selector' if ref.how == 'select' else 'reference'} selects a key "
+                      f"that the causal mask may hide (a later position)", witness(a, b))
+    seen = ~never
+    if ref.how in ("position", "pointer"):
+        absent = want & ~present
+        if absent.any():
+            a, b = np.argwhere(absent)[0]
+            raise Unclean(f"{_name(expr)}: the position the reference attends to may not exist", witness(a, b))
+        _check_single(s, sk, want & seen, seen, kb, eps, expr, witness)
+    else:
+        bos_hi, bos_lo = s[:, kb].max(1)[:, None], s[:, kb].min(1)[:, None]
+        low = want & seen & ~(sk > bos_hi + 2 * eps)
+        if low.any():
+            a, b = np.argwhere(low)[0]
+            raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
+                          f"({sk[a, b]:.4g} vs {bos_hi[a, 0]:.4g})", witness(a, b))
+        high = ~want & seen & ~(sk < bos_lo - 2 * eps)
+        if high.any():
+            a, b = np.argwhere(high)[0]
+            raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
+                          f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
+        if ref.how == "search":
+            _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness)
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
 
 
-def _check_single(s: np.ndarray, sel: List[int], rest: List[int], eps: float, expr, cq: Combos, i: int,
-                  ck: Combos) -> None:
-    """A single-position head: the selected keys (or BOS, when none) beat every other visible key."""
-    win = sel or [j for j in rest if ck.kind[j] == 0]
-    lose = [j for j in rest if j not in set(win)]
-    if not lose:
-        return
-    lo, hi = s[win].min(), s[lose].max()
-    if not lo > hi + 2 * eps:
-        j = lose[int(np.argmax(s[lose]))]
+def _check_single(s, sk, sel, seen, kb, eps, expr, witness) -> None:
+    """A one-position head: the selected key (it exists whenever it is visible), or BOS when none,
+    beats every other key the query may see."""
+    big = np.where(sel, sk, np.inf).min(1)   # [nq] the selected key's lowest score
+    none = ~sel.any(1)
+    win = np.where(none, s[:, kb].min(1), big)  # BOS when nothing is selected
+    rest = np.where(seen & ~sel, sk, -np.inf).max(1)
+    rest = np.where(none, rest, np.maximum(rest, s[:, kb].max(1)))  # BOS loses to a selected key
+    bad = ~(win > rest + 2 * eps)
+    if bad.any():
+        a = int(np.flatnonzero(bad)[0])
+        b = int(np.argmax(np.where(seen[a] & ~sel[a], sk[a], -np.inf)))
         raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores at or above the one it "
-                      f"attends to ({hi:.4g} vs {lo:.4g})",
-                      {"query": _where(cq, i), "key": _where(ck, j), "attends": _where(ck, win[0])})
+                      f"attends to ({rest[a]:.4g} vs {win[a]:.4g})", witness(a, b))
 
 
-def _check_latest(chosen, eps, expr, cq: Combos, i: int, ck: Combos) -> None:
-    """Among a query's selected keys, every later position must score above every earlier one."""
-    if any(pos < 0 for pos, _, _ in chosen):
+def _check_latest(sk, sel, kpos, eps, expr, witness) -> None:
+    """Among a query's selected keys, every later position scores above every earlier one."""
+    if (sel & (kpos < 0)[None, :]).any():
+        a, b = np.argwhere(sel & (kpos < 0)[None, :])[0]
         raise Unclean(f"{_name(expr)}: the key reads no position, so the latest match is not determined",
-                      {"query": _where(cq, i)})
-    chosen.sort()
-    best_below, best_j = -np.inf, None
-    k = 0
-    while k < len(chosen):
-        pos = chosen[k][0]
-        group = [c for c in chosen[k:] if c[0] == pos]
-        low = min(c[1] for c in group)
-        if not low > best_below + 2 * eps:
-            raise Unclean(f"{_name(expr)}: a later match does not score above an earlier one",
-                          {"query": _where(cq, i), "later_key": _where(ck, min(group, key=lambda c: c[1])[2]),
-                           "earlier_key": _where(ck, best_j)})
-        top = max(group, key=lambda c: c[1])
-        if top[1] > best_below:
-            best_below, best_j = top[1], top[2]
-        k += len(group)
+                      witness(a, b))
+    order = np.argsort(kpos, kind="stable")
+    pos = kpos[order]
+    starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+    lo = np.minimum.reduceat(np.where(sel, sk, np.inf)[:, order], starts, axis=1)   # [nq, positions]
+    hi = np.maximum.reduceat(np.where(sel, sk, -np.inf)[:, order], starts, axis=1)
+    before = np.concatenate([np.full((len(sk), 1), -np.inf), np.maximum.accumulate(hi, 1)[:, :-1]], 1)
+    bad = np.isfinite(lo) & ~(lo > before + 2 * eps)
+    if bad.any():
+        a, c = np.argwhere(bad)[0]
+        cols = order[starts[c]:(starts[c + 1] if c + 1 < len(starts) else len(order))]
+        b = int(cols[np.argmin(np.where(sel[a, cols], sk[a, cols], np.inf))])
+        raise Unclean(f"{_name(expr)}: a later match does not score above an earlier one", witness(a, b))
 
 
 def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
@@ -623,10 +689,6 @@ def _where(c: Combos, i: Optional[int]) -> Dict[str, Any]:
     if i is None:
         return {}
     return {"position": "BOS" if c.kind[i] == 0 else (int(c.position[i]) if c.position[i] >= 0 else "any")}
-
-
-def _json(vals: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: _value(v) for k, v in vals.items()}
 
 
 def _name(expr: Any) -> str:
