@@ -168,3 +168,26 @@ def test_a_map_is_checked_on_every_value():
     assert first_problem(cert) == ("MLP 1", None, "program")
     w = cert["uncertified"][0]["witness"]
     assert w["expected"] == (w["input"]["tokens"] + 1) % 3 and w["got"] != w["expected"]
+
+
+def test_a_causal_future_selector_fails_the_plain_check_whatever_the_reference():
+    from depthcraft.verify.api import check_program
+    report = check_program(future_reader(), vocab=[0, 1, 2], max_seq_len=6, causal=True, samples=50,
+                           hypothesis_examples=5)
+    assert report["exact"] is True  # the default reference of a causal compile evaluates each prefix...
+    assert report["passed"] is False  # ...but a selector that picks a later key is a failure of its own
+    assert [(f["key"], f["query"]) for f in report["causal_selectors"]] == [(1, 0)]
+    bidirectional = check_program(future_reader(), vocab=[0, 1, 2], max_seq_len=6, samples=50,
+                                  hypothesis_examples=5)
+    assert bidirectional["passed"] is True and bidirectional["causal_selectors"] == []
+
+
+def test_never_certified_beside_a_failing_check():
+    # the weights compute the program exactly (the tables are proved), but the user's reference differs
+    from depthcraft.verify.api import check_program
+    report = check_program(_map_program(), vocab=[0, 1, 2], max_seq_len=4, samples=50, hypothesis_examples=5,
+                           reference=lambda xs: [(x + 2) % 3 for x in xs], certify=True)
+    assert report["passed"] is False and report["exact"] is False
+    cert = report["certificate"]
+    assert cert["certified"] is False and cert["float32_matches_hardmax"] is True
+    assert cert["uncertified"][-1]["check"] == "report" and cert["uncertified"][-1]["witness"]["tokens"]

@@ -65,6 +65,7 @@ class _Ambiguous(Exception):
 
 
 _MISSING = object()
+_AMBIGUOUS = object()
 
 
 def _value(v: Any) -> Any:
@@ -85,6 +86,10 @@ class Decoder:
 
     link: ProgramLink
     labels: Dict[str, List[Any]]
+    ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.ok = {name: all(v is not _MISSING for v in vals) for name, vals in self.labels.items()}
 
     @classmethod
     def of(cls, model: CompiledModel, blocks: Dict[str, Block]) -> "Decoder":
@@ -101,23 +106,39 @@ class Decoder:
 
     def decodable(self, name: str) -> bool:
         """Whether every row of block ``name`` is a categorical value of the program."""
-        return all(v is not _MISSING for v in self.labels[name])
+        return self.ok[name]
 
-    def decode(self, name: str, vec: np.ndarray) -> Any:
-        """The value block ``name`` holds as ``vec``; None when every entry is below 1/2.
+    def decode_rows(self, name: str, mat: np.ndarray) -> np.ndarray:
+        """[m] object: the value each row of ``mat`` [m, len(block rows)] holds; None when every entry
+        is below 1/2, :data:`_AMBIGUOUS` when several are at or above it (or one is exactly 1/2).
 
         Raises:
             NoSemantics: the block is not a categorical SOp of the program.
-            _Ambiguous: several entries at or above 1/2, or one at exactly 1/2.
         """
         if not self.decodable(name):
             raise NoSemantics(f"block {name!r} is not a categorical SOp of the program (numerical or angle-coded)")
-        on = np.flatnonzero(np.asarray(vec) >= 0.5)
-        if len(on) == 0:
-            return None
-        if len(on) > 1 or vec[on[0]] == 0.5:
+        mat = np.asarray(mat, np.float64)
+        on = mat >= 0.5
+        count = on.sum(1)
+        top = mat.argmax(1) if mat.shape[1] else np.zeros(len(mat), int)
+        out = np.empty(len(mat), object)
+        labels = self.labels[name]
+        for i in range(len(mat)):
+            c = count[i]
+            out[i] = None if c == 0 else labels[top[i]] if c == 1 and mat[i, top[i]] != 0.5 else _AMBIGUOUS
+        return out
+
+    def decode(self, name: str, vec: np.ndarray) -> Any:
+        """The value block ``name`` holds as ``vec`` [len(block rows)] (see :meth:`decode_rows`).
+
+        Raises:
+            NoSemantics: the block is not a categorical SOp of the program.
+            _Ambiguous: no single value.
+        """
+        v = self.decode_rows(name, np.asarray(vec)[None, :])[0]
+        if v is _AMBIGUOUS:
             raise _Ambiguous(name)
-        return self.labels[name][int(on[0])]
+        return v
 
 
 # --------------------------------------------------------------------------- enumeration
@@ -141,11 +162,14 @@ class Combos:
 
 
 def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: np.ndarray, n: int,
-           positions: bool = False) -> Combos:
-    """Enumerate the full vectors of the blocks ``names`` (no merging), placed on ``rows``.
+           positions: bool = False, w: Optional[np.ndarray] = None, keep: Sequence[str] = ()) -> Combos:
+    """Enumerate the vectors of the blocks ``names``, placed on ``rows``.
 
     Positions 1..n are enumerated (0 at BOS) when a position block is among ``names`` or
-    ``positions`` is set; the position blocks hold their embedding row there.
+    ``positions`` is set; the position blocks hold their embedding row there. Given the
+    projection ``w`` [len(rows), e], the vectors of a block not in ``keep`` that ``w`` maps
+    alike are one combination (the projection cannot tell them apart; the smallest guard is
+    kept); the blocks in ``keep`` (whose values the check reads) are never merged.
 
     Raises:
         TooLarge: more than :data:`state.MAX_TUPLES` combinations.
@@ -156,7 +180,20 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
     out = []
     for kind in (0, 1):
         ps = (np.array([0]) if kind == 0 else np.arange(1, n + 1)) if (pos_names or positions) else np.array([-1])
-        sizes = [len(ps)] + [len(state.sets[kind][nm]) for nm in val_names]
+        reps = {}
+        for nm in val_names:
+            vecs, gs = state.sets[kind][nm], state.guard[kind][nm]
+            if w is None or nm in keep:
+                reps[nm] = (np.arange(len(vecs)), gs)
+                continue
+            b = blocks[nm]
+            cols = [where[int(r)] for r in b.rows if int(r) in where]
+            sel = [j for j, r in enumerate(b.rows) if int(r) in where]
+            _, first, inv = np.unique(vecs[:, sel] @ w[cols], axis=0, return_index=True, return_inverse=True)
+            gmin = np.full(len(first), np.iinfo(np.int64).max)
+            np.minimum.at(gmin, inv.ravel(), gs)
+            reps[nm] = (first, gmin)
+        sizes = [len(ps)] + [len(reps[nm][0]) for nm in val_names]
         if int(np.prod(sizes, dtype=np.int64)) > MAX_TUPLES:
             raise TooLarge(f"{int(np.prod(sizes, dtype=np.int64))} combinations of {list(names)}")
         grid = [g.ravel() for g in np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")]
@@ -175,9 +212,10 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
             b = blocks[nm]
             cols = [where[int(r)] for r in b.rows if int(r) in where]
             sel = [j for j, r in enumerate(b.rows) if int(r) in where]
-            x[:, cols] = state.sets[kind][nm][g][:, sel]
-            guard = np.maximum(guard, state.guard[kind][nm][g])
-            index[nm] = g
+            rep_, gmin = reps[nm]
+            x[:, cols] = state.sets[kind][nm][rep_[g]][:, sel]
+            guard = np.maximum(guard, gmin[g])
+            index[nm] = rep_[g]
         out.append((x, np.full(m, kind), pos, guard, index))
     x = np.concatenate([o[0] for o in out])
     index = {nm: np.concatenate([o[4][nm] for o in out]) for nm in names}
@@ -189,21 +227,6 @@ def _read_blocks(blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> L
     """The blocks with a row in ``rows`` that ``w`` [len(rows), e] reads (a non-zero row)."""
     live = set(int(r) for r in rows[np.abs(np.asarray(w)).sum(1) > 0])
     return [nm for nm, b in blocks.items() if live & set(int(r) for r in b.rows)]
-
-
-class _Values:
-    """The RASP value of an SOp in a combination: its block's decoded vector, or the position's index."""
-
-    def __init__(self, state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos):
-        self.state, self.blocks, self.dec, self.c = state, blocks, dec, c
-
-    def of(self, label: str, i: int) -> Any:
-        b = self.blocks.get(label)
-        if b is None:
-            raise NoSemantics(f"the SOp {label!r} has no residual block")
-        j = int(self.c.index[label][i])
-        vec = self.state.pos[label][j] if b.kind == "position" else self.state.sets[int(self.c.kind[i])][label][j]
-        return self.dec.decode(label, vec)
 
 
 # ----------------------------------------------------------------------------- the heads
@@ -229,9 +252,6 @@ def head_node(link: ProgramLink, out_blocks: Sequence[str]) -> Any:
     return found[0]
 
 
-_AMBIGUOUS = object()
-
-
 def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
     """[m] object: the decoded value of SOp ``label`` in every combination (:data:`_AMBIGUOUS` where no
     single value); each distinct vector is decoded once."""
@@ -245,13 +265,8 @@ def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, lab
             continue
         table = state.pos[label] if b.kind == "position" else state.sets[kind][label]
         idx = c.index[label][rows]
-        decoded = {}
-        for j in np.unique(idx):
-            try:
-                decoded[int(j)] = dec.decode(label, table[int(j)])
-            except _Ambiguous:
-                decoded[int(j)] = _AMBIGUOUS
-        out[rows] = [decoded[int(j)] for j in idx]
+        uniq, inv = np.unique(idx, return_inverse=True)
+        out[rows] = dec.decode_rows(label, table[uniq])[inv.ravel()]
     return out
 
 
@@ -408,8 +423,8 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     ref = _reference(expr)
     qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    cq = combos(state, blocks, qn, q_rows, n, positions=ref.how == "position")
-    ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions)
+    cq = combos(state, blocks, qn, q_rows, n, positions=ref.how == "position", w=wq, keep=ref.query_sops)
+    ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions, w=wk, keep=ref.key_sops)
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     if len(qi) * len(ck.kind) > 50_000_000:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
@@ -513,34 +528,39 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
     sources = [src.label for _, src, _, _ in reads if src is not POSITION]
     need_pos = any(src is POSITION for _, src, _, _ in reads)
     vn = sorted(set(_read_blocks(blocks, v_rows, wvo)) | set(sources))
-    cv = combos(state, blocks, vn, v_rows, n, positions=need_pos)
+    cv = combos(state, blocks, vn, v_rows, n, positions=need_pos, w=wvo, keep=sources)
     out = cv.x @ wvo  # [m, Do]
-    vals = _Values(state, blocks, dec, cv)
+    source = {lab: _column(state, blocks, dec, cv, lab) for lab in set(sources)}
     for nm, src, fn, default in reads:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
-        where = np.searchsorted(blocks[nm].rows, out_rows[cols])
+        vecs = np.zeros((len(cv.x), len(blocks[nm].rows)))
+        vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = out[:, cols]
+        got_all = dec.decode_rows(nm, vecs)
         for i in range(len(cv.x)):
             if cv.kind[i] == 0:
                 want = default
             elif src is POSITION:
                 want = apply_fn(fn, int(cv.position[i]))
+            elif source[src.label][i] is _AMBIGUOUS:
+                raise Unclean(f"the value's {src.label} is no single value", {"value": _where(cv, i)})
             else:
-                try:
-                    want = apply_fn(fn, vals.of(src.label, i))
-                except _Ambiguous as e:
-                    raise Unclean(f"the value's {e} is no single value", {"value": _where(cv, i)})
-            vec = np.zeros(len(blocks[nm].rows))
-            vec[where] = out[i, cols]
-            try:
-                got = dec.decode(nm, vec)
-            except _Ambiguous:
-                got = [round(float(v), 4) for v in vec]
-            if got is None and want is None or (got is not None and want is not None and got == want
-                                                and not isinstance(got, list)):
+                want = apply_fn(fn, source[src.label][i])
+            got = got_all[i]
+            if _same_value(got, want):
                 continue
+            got = [round(float(v), 4) for v in vecs[i]] if got is _AMBIGUOUS else got
             raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {_value(got)!r} where the program "
                           f"has {_value(want)!r}", {"value": _where(cv, i), "expected": _value(want),
                                                     "got": _value(got)})
+
+
+def _same_value(got: Any, want: Any) -> bool:
+    """A decoded value equals the program's (None only equals None; no single value equals nothing)."""
+    if got is _AMBIGUOUS:
+        return False
+    if got is None or want is None:
+        return got is None and want is None
+    return bool(got == want)
 
 
 # ----------------------------------------------------------------------------- the MLPs
@@ -572,30 +592,27 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         if not rasp.is_categorical(expr):
             raise NoSemantics(f"the MLP writes the numerical SOp {nm!r}")
     names = sorted(set(_read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
-    c = combos(state, blocks, names, in_rows, n)
+    c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
-    vals = _Values(state, blocks, dec, c)
+    inputs = {lab: _column(state, blocks, dec, c, lab) for lab in {s for _, _, ins in maps for s in ins}}
     for nm, expr, ins in maps:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
-        where = np.searchsorted(blocks[nm].rows, out_rows[cols])
+        vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
+        vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
+        got_all = dec.decode_rows(nm, vecs)
         for i in np.flatnonzero(c.kind == 1):
-            try:
-                xs = [vals.of(s, i) for s in ins]
-            except _Ambiguous as e:
-                raise Unclean(f"the MLP's input {e} is no single value", {"input": _where(c, i)})
+            xs = [inputs[lab][i] for lab in ins]
+            if any(x is _AMBIGUOUS for x in xs):
+                raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
             try:
                 want = None if any(x is None for x in xs) else expr.f(*xs)
             except Exception as e:  # the function has no value here: the program raises
                 raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
                               {"input": dict(zip(ins, map(_value, xs)))})
-            vec = np.zeros(len(blocks[nm].rows))
-            vec[where] = y[i, cols]
-            try:
-                got = dec.decode(nm, vec)
-            except _Ambiguous:
-                got = [round(float(v), 4) for v in vec]
-            if (got is None and want is None) or (not isinstance(got, list) and got is not None and got == want):
+            got = got_all[i]
+            if _same_value(got, want):
                 continue
+            got = [round(float(v), 4) for v in vecs[i]] if got is _AMBIGUOUS else got
             raise Unclean(f"{expr.label}: the MLP writes {_value(got)!r} where the function gives {_value(want)!r}",
                           {"input": dict(zip(ins, map(_value, xs))), "expected": _value(want), "got": _value(got)})
 
