@@ -647,50 +647,45 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
 
 
 def causal_selector_failures(model: CompiledModel) -> List[Dict[str, Any]]:
-    """RASP selectors that can select a key after the query, in a causal model (from the value sets).
+    """RASP selectors that select a key after the query in a causal model, from the program alone.
 
     A RASP ``Select`` is bidirectional; a causal compile masks later keys, so such a selector
-    computes something else (SPEC §8). Decided on the program alone: positions are known for
-    ``indices`` (RASP index = position - 1), any other SOp may hold any of its values at any
-    position. Needs no certificate.
+    computes something else (SPEC §8). Decided only where it is certain from the value sets:
+    keys and queries that are ``indices`` (RASP index = position - 1) or ``tokens`` (any token
+    at any position); a selector over other SOps (whose values depend on positions) is left to
+    the certificate's table check (:func:`check_head`). Needs no certificate.
 
     Args:
         model: a compiled model (its :attr:`~constructions.model.CompiledModel.program`).
     Returns:
-        One ``{"selector", "key", "query", "why"}`` per such selector (a witness pair of values;
-        ``key``/``query`` are RASP values, indices where the SOp is ``indices``); [] for a
-        bidirectional model or a model with no program linked.
+        One ``{"selector", "key", "query", "why"}`` per such selector, with a witness pair of
+        RASP values (indices where the SOp is ``indices``); [] for a bidirectional model or a
+        model with no program linked.
     """
     link = model.program
     if link is None or not model.arch.causal:
         return []
     n = int(model.max_seq_len)
-    values: Dict[str, List[Any]] = {}
-    for name, v in link.values.values():
-        values.setdefault(name, []).append(v)
+    vocab = list(model.vocab)
     out = []
     for label, expr in link.nodes.items():
         if not isinstance(expr, rasp.Select):
             continue
         ks, qs = expr.keys, expr.queries
-        kvals = list(range(n)) if isinstance(ks, rasp.IndicesType) else values.get(ks.label)
-        qvals = list(range(n)) if isinstance(qs, rasp.IndicesType) else values.get(qs.label)
-        if kvals is None or qvals is None:
+        if not all(isinstance(x, (rasp.IndicesType, rasp.TokensType)) for x in (ks, qs)):
             continue
+        kvals = list(range(n)) if isinstance(ks, rasp.IndicesType) else vocab
+        qvals = list(range(n)) if isinstance(qs, rasp.IndicesType) else vocab
         for k, q in itertools.product(kvals, qvals):
-            if isinstance(ks, rasp.IndicesType) and isinstance(qs, rasp.IndicesType):
-                later = k > q
-            elif isinstance(ks, rasp.IndicesType):
-                later = k >= 1
-            elif isinstance(qs, rasp.IndicesType):
-                later = q < n - 1
-            else:
-                later = n >= 2
+            if isinstance(ks, rasp.IndicesType):  # the key sits at index k: a query before it needs k >= 1
+                later = k > q if isinstance(qs, rasp.IndicesType) else k >= 1
+            else:  # any token at any index after the query's
+                later = q < n - 1 if isinstance(qs, rasp.IndicesType) else n >= 2
             if not later:
                 continue
             try:
                 hit = bool(expr.predicate(k, q))
-            except Exception:  # no value: the table check of the certificate names it
+            except Exception:  # no value here: the certificate's table check names it
                 continue
             if hit:
                 out.append({"selector": label, "key": _value(k), "query": _value(q),
