@@ -206,8 +206,8 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
     if model.arch.layer_norm:
         raise ValueError("certify: the model has layer norm (a trained model, not a compiled one)")
     if model.arch.attention != "softmax":
-        cert["uncertified"].append({"layer": None, "head": None, "why": f"{model.arch.attention} attention: the "
-                                    "certifier proves softmax models", "witness": None})
+        cert["uncertified"].append({"layer": None, "head": None, "check": "float32", "witness": None,
+                                    "why": f"{model.arch.attention} attention: the certifier proves softmax models"})
         return done()
     blocks = {b.name: b for b in blocks_of(model)}
     state = initial_state(model, list(blocks.values()))
