@@ -125,7 +125,8 @@ def test_none_query_pitfall_is_not_certified(n):
 
 STILL = [("khop_doubling", dict(k=2, n=8, vocab=4)), ("khop_doubling", dict(k=4, n=12, vocab=3)),
          ("khop_floor", dict(k=3, n=12, vocab=3)), ("retrieval_doubling", dict(d=4, distractors=1)),
-         ("icqa_copy_match", dict(m=3, questions=4, answers=4))]
+         ("icqa_copy_match", dict(m=3, questions=4, answers=4)),
+         ("khop_constant_width", dict(k=4, n=16, vocab=3))]  # angle pointers decode to their position
 
 
 @pytest.mark.parametrize("name,params", STILL, ids=[f"{s[0]}-{'-'.join(map(str, s[1].values()))}" for s in STILL])
@@ -136,11 +137,25 @@ def test_the_projects_constructions_are_still_certified_against_their_programs(n
 
 
 def test_blocks_with_no_semantics_here_are_named_not_claimed():
-    # angle pointers (khop_constant_width) have no decoded values here: the float32 fact only
-    cert = certify(lookup.resolve("khop_constant_width", dict(k=4, n=16, vocab=3)).build())
+    # a numerical Map has no look-up semantics here: named, never claimed
+    cert = certify(compile_with_tracr(rasp.numerical(rasp.Map(lambda x: x / 2, rasp.tokens)), vocab=[0, 1, 2],
+                                      max_seq_len=4))
+    assert cert["certified"] is False
+    program = [u for u in cert["uncertified"] if u["check"] == "program"]
+    assert [(u["layer"], u["head"]) for u in program] == [("MLP 1", None)]
+    assert program[0]["why"].startswith("not checked against the program: the MLP writes the numerical SOp")
+
+
+def test_a_match_head_whose_table_differs_on_some_values_is_not_certified():
+    # ictm's copy head: where the query's and the key's second pointer are both 0 (BOS's value), BOS
+    # outscores an agreeing key; the task's inputs may never reach that row (issue 30 item 5, input
+    # domains), but "every input" is what is claimed, so it is not certified
+    cert = certify(lookup.resolve("ictm_parse_copy_match", dict(n=2, m=2, vocab=4, labels=2)).build())
     assert cert["certified"] is False and cert["float32_matches_hardmax"] is True
-    assert first_problem(cert) == ("attn 2", 0, "program")
-    assert cert["uncertified"][0]["why"].startswith("not checked against the program")
+    layer, head, check = first_problem(cert)
+    assert (layer, head, check) == ("attn 3", 0, "program")
+    w = cert["uncertified"][0]["witness"]
+    assert w["selects"] is True and w["key"]["position"] < w["query"]["position"]
 
 
 def test_a_model_without_its_program_is_not_certified():

@@ -11,8 +11,9 @@ the model), on every value of the value sets:
   (tracr) the reference selects key j for query i when ``predicate(keys[j], queries[i])``,
   and BOS when nothing is selected. For a hand-built head (:mod:`constructions.nodes`) the
   reference is its kind's semantics (:mod:`constructions.reference`): a fixed position map,
-  the position a pointer holds, or the latest key matching the query (up to a stored
-  pointer, over the allowed key positions). The hardmax evaluation picks the highest score
+  the position a pointer holds, the latest key matching the query (up to a stored pointer,
+  over the allowed key positions), or the latest or first key agreeing on every pair in a
+  window (``match``). The hardmax evaluation picks the highest score
   present and BOS is always present, so it equals the reference on EVERY input exactly when,
   for every query combination: every selected key scores above every BOS alternative, every
   other key below every BOS alternative, and (latest-match heads) a selected key at a later
@@ -31,14 +32,17 @@ the model), on every value of the value sets:
   value it holds.
 
 A categorical vector decodes to the value of its one entry above 1/2, or to None when every
-entry is below 1/2 (the read-out's rule); anything else is a failure. The decoded values of
+entry is below 1/2 (the read-out's rule); an angle-coded pointer to the position whose
+(cos, sin) it holds (within :data:`ANGLE_TOL`); anything else is a failure. Any fixed decoding
+rule is sound here: the tables downstream are computed on the ideal vectors themselves, and
+the decoded values only name which RASP value each vector stands for. The decoded values of
 the ideal vectors are, by induction over the sublayers, the program's values: the embedding
 holds tokens and indices exactly, and every sublayer maps decoded values as its expression
 does. Together with the float32 part, the float32 forward decodes to the RASP program's
 output at every position of every input up to N.
 
-A block with no semantics here (numerical aggregates and MLPs, SelectorWidth, set-valued and
-scored heads, memorised read-outs, angle-coded positions, a model with no program linked)
+A block with no semantics here (numerical aggregates and MLPs, SelectorWidth, set-valued,
+scored and select-all heads, memorised read-outs, a model with no program linked)
 raises :class:`NoSemantics`: the certificate then does not claim the program.
 """
 
@@ -52,6 +56,7 @@ import numpy as np
 from tracr.rasp import rasp
 
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink
+from depthcraft.constructions.angles import position_features
 from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_pointer
 from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean
 
@@ -65,6 +70,8 @@ class _Ambiguous(Exception):
 
 
 _MISSING = object()
+#: An angle-coded pointer holds position p when its (cos, sin) is within this of p's (float32 rounding).
+ANGLE_TOL = 1e-6
 _AMBIGUOUS = object()
 
 
@@ -86,10 +93,12 @@ class Decoder:
 
     link: ProgramLink
     labels: Dict[str, List[Any]]
+    angles: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        self.ok = {name: all(v is not _MISSING for v in vals) for name, vals in self.labels.items()}
+        self.ok = {name: name in self.angles or all(v is not _MISSING for v in vals)
+                   for name, vals in self.labels.items()}
 
     @classmethod
     def of(cls, model: CompiledModel, blocks: Dict[str, Block]) -> "Decoder":
@@ -98,11 +107,16 @@ class Decoder:
         labels = {name: [link.values.get(model.residual_labels[r], (None, special.get(model.residual_labels[r],
                                                                                         _MISSING)))[1]
                          for r in b.rows] for name, b in blocks.items()}
-        if model.meta.get("positions") == "angle":  # pointers are (cos, sin) angles there, not one-hot values
+        angle_tables = {}
+        if model.meta.get("positions") == "angle":  # pointers are (cos, sin) of their position there
+            feats = position_features(model.max_seq_len)
             for name in labels:
                 if is_pointer(link.nodes.get(name)):
+                    parts = [v if v in ("cos", "sin") else None for v in labels[name]]
                     labels[name] = [_MISSING] * len(labels[name])
-        return cls(link, labels)
+                    if None not in parts:
+                        angle_tables[name] = np.stack([feats[v] for v in parts], 1)  # [N + 1, rows]
+        return cls(link, labels, angle_tables)
 
     def decodable(self, name: str) -> bool:
         """Whether every row of block ``name`` is a categorical value of the program."""
@@ -118,6 +132,14 @@ class Decoder:
         if not self.decodable(name):
             raise NoSemantics(f"block {name!r} is not a categorical SOp of the program (numerical or angle-coded)")
         mat = np.asarray(mat, np.float64)
+        if name in self.angles:  # the position whose angle it is (within float32 rounding), None for zero
+            dist = np.abs(mat[:, None, :] - self.angles[name][None, :, :]).max(2)  # [m, N + 1]
+            out = np.empty(len(mat), object)
+            near = dist.argmin(1)
+            for i in range(len(mat)):
+                out[i] = int(near[i]) if dist[i, near[i]] < ANGLE_TOL else \
+                    None if np.abs(mat[i]).max(initial=0) == 0 else _AMBIGUOUS
+            return out
         on = mat >= 0.5
         count = on.sum(1)
         top = mat.argmax(1) if mat.shape[1] else np.zeros(len(mat), int)
@@ -308,7 +330,8 @@ class _Ref:
     """The reference selection of one head (see :func:`_reference`).
 
     how: ``"select"`` (a RASP Select: bidirectional), ``"position"`` (a position map),
-    ``"pointer"`` (the position a pointer holds), ``"search"`` (the latest match).
+    ``"pointer"`` (the position a pointer holds), ``"search"`` (the latest match), ``"match"``
+    (the latest or first key agreeing on every pair, in a window).
     """
 
     how: str
@@ -318,6 +341,8 @@ class _Ref:
     target: Optional[Callable[[int], Optional[int]]] = None
     allowed: Optional[Callable[[int], bool]] = None
     prefix: bool = False  # the reference's range is the visible prefix (a causal head kind)
+    where: Optional[Callable[[int, int], bool]] = None  # match: the window where(i, j)
+    first: bool = False  # match: the earliest match wins (else the latest)
 
     @property
     def positions(self) -> bool:
@@ -352,6 +377,10 @@ def _reference(expr: Any) -> _Ref:
         qs = [head.query.label] + ([head.pointer.label] if kind.pointer else [])
         return _Ref("search", qs, [head.key.label], predicate=head.predicate,
                     allowed=head.key_positions if kind.key_positions else None, prefix=kind.causal is True)
+    if kind.selects == "match" and head.spec.select in ("last", "first"):
+        spec = head.spec
+        return _Ref("match", [q.label for q, _ in spec.pairs], [k.label for _, k in spec.pairs],
+                    where=spec.where, first=spec.select == "first", prefix=kind.causal is True)
     raise NoSemantics(f"{kind} head {head.label}: no table semantics for a '{kind.selects}' head here")
 
 
@@ -370,6 +399,15 @@ def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, 
     if ref.how == "pointer":
         ptr = as_int(qv[ref.query_sops[0]])
         return (ptr[:, None] >= 1) & (kpos[None, :] == ptr[:, None]), None
+    if ref.how == "match":  # every pair agrees (None never does), j <= i, inside the window
+        want = (kpos >= 1)[None, :] & np.ones((len(qpos), 1), bool)
+        for qs_, ks_ in zip(ref.query_sops, ref.key_sops):
+            agree, _ = _pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
+            want &= agree
+        if ref.where is not None:
+            want &= kpos[None, :] <= qpos[:, None]
+            want &= np.array([[bool(ref.where(int(i), int(j))) if j >= 1 else False for j in kpos] for i in qpos])
+        return want, None
     want, raised = _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
     want &= (kpos >= 1)[None, :]
     if len(ref.query_sops) > 1:  # at or before a stored pointer
@@ -423,7 +461,8 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     ref = _reference(expr)
     qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    cq = combos(state, blocks, qn, q_rows, n, positions=ref.how == "position", w=wq, keep=ref.query_sops)
+    q_pos = ref.how == "position" or ref.where is not None
+    cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=ref.query_sops)
     ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions, w=wk, keep=ref.key_sops)
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     if len(qi) * len(ck.kind) > 50_000_000:
@@ -473,8 +512,8 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
             a, b = np.argwhere(high)[0]
             raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
                           f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
-        if ref.how == "search":
-            _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness)
+        if ref.how in ("search", "match"):
+            _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
 
 
@@ -494,14 +533,16 @@ def _check_single(s, sk, sel, seen, kb, eps, expr, witness) -> None:
                       f"attends to ({rest[a]:.4g} vs {win[a]:.4g})", witness(a, b))
 
 
-def _check_latest(sk, sel, kpos, eps, expr, witness) -> None:
-    """Among a query's selected keys, every later position scores above every earlier one."""
+def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> None:
+    """Among a query's selected keys, every later position scores above every earlier one
+    (``first``: every earlier one above every later one)."""
     if (sel & (kpos < 0)[None, :]).any():
         a, b = np.argwhere(sel & (kpos < 0)[None, :])[0]
         raise Unclean(f"{_name(expr)}: the key reads no position, so the latest match is not determined",
                       witness(a, b))
-    order = np.argsort(kpos, kind="stable")
-    pos = kpos[order]
+    rank = -kpos if first else kpos
+    order = np.argsort(rank, kind="stable")
+    pos = rank[order]
     starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
     lo = np.minimum.reduceat(np.where(sel, sk, np.inf)[:, order], starts, axis=1)   # [nq, positions]
     hi = np.maximum.reduceat(np.where(sel, sk, -np.inf)[:, order], starts, axis=1)
@@ -511,7 +552,8 @@ def _check_latest(sk, sel, kpos, eps, expr, witness) -> None:
         a, c = np.argwhere(bad)[0]
         cols = order[starts[c]:(starts[c + 1] if c + 1 < len(starts) else len(order))]
         b = int(cols[np.argmin(np.where(sel[a, cols], sk[a, cols], np.inf))])
-        raise Unclean(f"{_name(expr)}: a later match does not score above an earlier one", witness(a, b))
+        raise Unclean(f"{_name(expr)}: a {'n earlier' if first else ' later'} match does not score above a "
+                      f"{'later' if first else 'n earlier'} one", witness(a, b))
 
 
 def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
