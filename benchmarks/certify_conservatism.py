@@ -44,7 +44,7 @@ def weakened(model):
 
 rows = []
 print(f"khop_doubling k={a.k} vocab={a.vocab}, sublayer {a.sublayer} W_Q x{a.factor}")
-print(f"{'n':>5} {'certified':>9} {'leak bound':>11} {'wrong inputs':>13} {'max leak':>9}")
+print(f"{'n':>5} {'certified':>9} {'stops at':>9} {'leak bound':>11} {'wrong inputs':>13} {'max leak':>9}")
 for n in a.ns:
     r = lookup.resolve("khop_doubling", {"k": a.k, "n": n, "vocab": a.vocab})
     model = weakened(r.build())
@@ -61,10 +61,13 @@ for n in a.ns:
     out = model.forward_ids(model.encode(x, length=n + 1))
     wrong = int((model.decode(np.asarray(out.logits)[:, 1:], -1) != hop_k(x, a.k)).any(1).sum())
     leak = float(1.0 - np.asarray(out.attn_mass[attn - 1]).min())
+    stop = cert["uncertified"][0] if cert["uncertified"] else None
     row = {"n": n, "certified": cert["certified"], "float32_matches_hardmax": cert["float32_matches_hardmax"],
+           "stops_at": stop and {"layer": stop["layer"], "head": stop["head"], "why": stop["why"]},
            "leak_bound": bound, "inputs": int(len(x)), "wrong": wrong, "measured_max_leak": round(leak, 6)}
     rows.append(row)
-    print(f"{n:>5} {str(cert['certified']):>9} {bound if bound is not None else float('nan'):>11.3g} "
+    shown = bound if bound is not None else float("nan")
+    print(f"{n:>5} {str(cert['certified']):>9} {(stop or {}).get('layer') or '-':>9} {shown:>11.3g} "
           f"{wrong:>6}/{len(x):<6} {leak:>9.3g}", flush=True)
 first_fail = next((r["n"] for r in rows if not r["certified"]), None)
 first_wrong = next((r["n"] for r in rows if r["wrong"]), None)

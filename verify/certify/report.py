@@ -15,7 +15,7 @@ stops the analysis (later inputs are not defined); it is named with a witness.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
