@@ -66,7 +66,7 @@ class NoSemantics(Exception):
 
 
 class _Ambiguous(Exception):
-    pass
+    """A vector that holds no single value (several entries at or above 1/2)."""
 
 
 _MISSING = object()
@@ -102,6 +102,9 @@ class Decoder:
 
     @classmethod
     def of(cls, model: CompiledModel, blocks: Dict[str, Block]) -> "Decoder":
+        """The decoder of ``model``'s blocks, from ``model.program`` (must not be None): each row's
+        value from its residual label, ``tokens:BOS``/``PAD`` as the reserved tokens, and in angle
+        mode each pointer block's (cos, sin) table over positions 0..N."""
         link = model.program
         special = {f"{rasp.tokens.label}:{BOS}": BOS, f"{rasp.tokens.label}:{PAD}": PAD}  # never a regular value
         labels = {name: [link.values.get(model.residual_labels[r], (None, special.get(model.residual_labels[r],
