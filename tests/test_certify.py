@@ -1,4 +1,4 @@
-"""Certification (verify/certify.py) must be able to fail, be sound, and agree with exhaustive checks.
+"""Certification (the package verify/certify) must be able to fail, be sound, and agree with exhaustive checks.
 
 The four failing-side checks of the certification issue:
 * a weakened model (one head's W_QK scaled down) is rejected once N is large enough, and at that N a
