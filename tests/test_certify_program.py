@@ -9,6 +9,7 @@ models are not certified, with the head and a witness; the float32 fact keeps it
 """
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -206,3 +207,27 @@ def test_never_certified_beside_a_failing_check():
     cert = report["certificate"]
     assert cert["certified"] is False and cert["float32_matches_hardmax"] is True
     assert cert["uncertified"][-1]["check"] == "report" and cert["uncertified"][-1]["witness"]["tokens"]
+
+
+def _exhaustively_exact(model, program, vocab, n):
+    """The model against the RASP evaluator on every input of length 1..n."""
+    for length in range(1, n + 1):
+        xs = np.array(list(itertools.product(vocab, repeat=length)))
+        got = model.run(xs)
+        for x, g in zip(xs, got):
+            want = rasp.evaluate(program, list(x))
+            if any(w != (None if v is None else v) for w, v in zip(want, g)):
+                return False
+    return True
+
+
+AGREE = [("future causal", future_reader, True, True), ("future bidirectional", future_reader, False, True),
+         ("none query", none_query, True, True), ("map", _map_program, True, False)]
+
+
+@pytest.mark.parametrize("label,make,causal,depthcraft", AGREE, ids=[a[0] for a in AGREE])
+def test_certificate_and_the_exhaustive_rasp_check_agree(label, make, causal, depthcraft):
+    program, vocab, n = make(), [0, 1, 2], 4
+    compile_fn = compile_program if depthcraft else compile_with_tracr
+    model = compile_fn(program, vocab=vocab, max_seq_len=n, causal=causal)
+    assert certify(model)["certified"] is _exhaustively_exact(model, program, vocab, n)
