@@ -570,26 +570,25 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
             if r.multi:
                 raise NoSemantics(f"the read {nm!r} is set-valued")
             reads.append((nm, r.read.source, r.read.fn, r.bos_value))
-    sources = [src.label for _, src, _, _ in reads if src is not POSITION]
-    need_pos = any(src is POSITION for _, src, _, _ in reads)
-    vn = sorted(set(_read_blocks(blocks, v_rows, wvo)) | set(sources))
-    cv = combos(state, blocks, vn, v_rows, n, positions=need_pos, w=wvo, keep=sources)
-    out = cv.x @ wvo  # [m, Do]
-    source = {lab: _column(state, blocks, dec, cv, lab) for lab in set(sources)}
-    for nm, src, fn, default in reads:
+    for nm, src, fn, default in reads:  # each output block on its own: only what writes into it matters
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+        w = wvo[:, cols]
+        keep = [] if src is POSITION else [src.label]
+        cv = combos(state, blocks, sorted(set(_read_blocks(blocks, v_rows, w)) | set(keep)), v_rows, n,
+                    positions=src is POSITION, w=w, keep=keep)
         vecs = np.zeros((len(cv.x), len(blocks[nm].rows)))
-        vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = out[:, cols]
+        vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = cv.x @ w
         got_all = dec.decode_rows(nm, vecs)
+        source = None if src is POSITION else _column(state, blocks, dec, cv, src.label)
         for i in range(len(cv.x)):
             if cv.kind[i] == 0:
                 want = default
             elif src is POSITION:
                 want = apply_fn(fn, int(cv.position[i]))
-            elif source[src.label][i] is _AMBIGUOUS:
+            elif source[i] is _AMBIGUOUS:
                 raise Unclean(f"the value's {src.label} is no single value", {"value": _where(cv, i)})
             else:
-                want = apply_fn(fn, source[src.label][i])
+                want = apply_fn(fn, source[i])
             got = got_all[i]
             if _same_value(got, want):
                 continue
