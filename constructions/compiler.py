@@ -44,7 +44,7 @@ from depthcraft.constructions import angles, setmlp, tracr_patches
 from depthcraft.constructions.dedupe import dedupe_program
 from depthcraft.constructions.errors import CompileError
 from depthcraft.constructions.heads import build_head
-from depthcraft.constructions.model import BOS, PAD, CompiledModel, from_craft, from_tracr
+from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink, from_craft, from_tracr
 from depthcraft.constructions.nodes import (LABEL, POSITION, HeadRead, HeadSpec, SetMeet, apply_fn, is_multi,
                                             is_pointer)
 
@@ -100,15 +100,38 @@ def compile_with_tracr(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int
                 compiler_bos=BOS, compiler_pad=PAD, mlp_exactness=mlp_exactness)
     except (NotImplementedError, TypeError, ValueError, KeyError, AssertionError) as e:
         raise CompileError(f"tracr could not compile {program.label}: {type(e).__name__}: {e}") from e
-    basis = _sink_basis(program, vocab, max_seq_len)
-    return from_tracr(assembled, output_labels=[str(d) for d in basis], max_seq_len=int(max_seq_len),
-                      causal=causal, meta={"compiler": "tracr", **(meta or {})})
+    basis, link = _sink_basis(program, vocab, max_seq_len)
+    model = from_tracr(assembled, output_labels=[str(d) for d in basis], max_seq_len=int(max_seq_len),
+                       causal=causal, meta={"compiler": "tracr", **(meta or {})})
+    model.program = link
+    return model
 
 
 def _sink_basis(program, vocab, max_seq_len):
+    """(the output SOp's basis, the program link) as tracr's own compiler infers them."""
     extracted = rasp_to_graph.extract_rasp_graph(program)
     basis_inference.infer_bases(extracted.graph, extracted.sink, vocab, max_seq_len)
-    return extracted.sink[nodes.OUTPUT_BASIS]
+    return extracted.sink[nodes.OUTPUT_BASIS], program_link(extracted.graph, extracted.sink)
+
+
+def program_link(graph: nx.DiGraph, sink: Dict[str, Any]) -> ProgramLink:
+    """The :class:`~constructions.model.ProgramLink` of a compiled graph (bases inferred).
+
+    Args:
+        graph: the RASP graph after basis inference (nodes carry ``EXPR`` and ``OUTPUT_BASIS``).
+        sink: the output node.
+    Returns:
+        Every node's expression by label, and (SOp label, value) of every categorical
+        residual direction (``str(direction)`` is its residual label).
+    """
+    exprs, values = {}, {}
+    for node_id in graph.nodes:
+        node = graph.nodes[node_id]
+        exprs[node_id] = node[nodes.EXPR]
+        for d in node.get(nodes.OUTPUT_BASIS) or ():
+            if d.value is not None:
+                values[str(d)] = (d.name, d.value)
+    return ProgramLink(nodes=exprs, values=values, sink=sink[nodes.ID])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,6 +435,11 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
         CompileError: unsupported expression, empty program, bad vocab or length, a
             head kind or SOp that the position encoding cannot compile.
     """
+    return _assemble_program(program, vocab, max_seq_len, causal, mlp_exactness, attention, positions, dedupe)[:3]
+
+
+def _assemble_program(program, vocab, max_seq_len, causal, mlp_exactness, attention, positions, dedupe):
+    """:func:`assemble_program`'s (assembled, output_labels, info), and the :class:`ProgramLink`."""
     with tracr_patches.applied():
         vocab, n, (craft_model, graph, sink, info) = _checked_craft(program, vocab, max_seq_len, causal,
                                                                     mlp_exactness, attention, positions, dedupe)
@@ -419,7 +447,7 @@ def assemble_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, 
             assembled = _assemble(craft_model, graph, sink, n, causal, positions)
         except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
             raise CompileError(f"tracr could not assemble {program.label}: {type(e).__name__}: {e}") from e
-    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], info
+    return assembled, [str(d) for d in sink[nodes.OUTPUT_BASIS]], info, program_link(graph, sink)
 
 
 def _craft_program(program: rasp.SOp, vocab: set, n: int, causal: bool, mlp_exactness: float, attention: str,
@@ -529,9 +557,8 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
     _check_assembly(mode)
     meta_in = meta or {}
     if mode == "tracr":
-        assembled, output_labels, info = assemble_program(program, vocab, max_seq_len, causal=causal,
-                                                           mlp_exactness=mlp_exactness, attention=attention,
-                                                           positions=positions, dedupe=dedupe)
+        assembled, output_labels, info, link = _assemble_program(program, vocab, max_seq_len, causal, mlp_exactness,
+                                                                  attention, positions, dedupe)
         model = from_tracr(assembled, output_labels=output_labels, max_seq_len=int(max_seq_len), causal=causal,
                            attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
     else:
@@ -551,6 +578,8 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
                                attention=attention, meta={"compiler": "depthcraft", **info, **meta_in})
         except (NotImplementedError, TypeError, ValueError, AssertionError) as e:
             raise CompileError(f"could not assemble {program.label}: {type(e).__name__}: {e}") from e
+        link = program_link(graph, sink)
     if positions == "angle":
         _angle_embedding(model)
+    model.program = link
     return model

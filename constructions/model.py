@@ -36,6 +36,28 @@ PAD = "PAD"
 BATCH = 1024
 
 
+@dataclasses.dataclass(frozen=True)
+class ProgramLink:
+    """The RASP program a model was compiled from, as the certifier reads it.
+
+    Kept by the compilers (:func:`constructions.compiler.compile_program`,
+    :func:`~constructions.compiler.compile_with_tracr`) so that the certificate can compare
+    every head's and MLP's tables with the RASP expression it implements. A model loaded
+    from a file has none (the certificate then says so).
+
+    Attributes:
+        nodes: label -> RASP expression of every node of the compiled program's graph
+            (SOps, selectors, hand-built heads), after the dedupe.
+        values: residual label (``name:value``) -> (SOp label, the value object) for every
+            categorical direction of the program's SOps.
+        sink: the output SOp's label.
+    """
+
+    nodes: Dict[str, Any]
+    values: Dict[str, Tuple[str, Any]]
+    sink: str
+
+
 @dataclasses.dataclass
 class CompiledModel:
     """Explicit transformer weights plus everything needed to run and read them.
@@ -50,6 +72,8 @@ class CompiledModel:
         max_seq_len: N, the longest input (BOS excluded).
         residual_labels: name of each residual direction (tracr's ``name:value``).
         meta: free-form metadata (construction, params, tracr_blocks, dense_params...).
+        program: the RASP program the weights were compiled from (:class:`ProgramLink`), or
+            None (a loaded or hand-made model); not saved to files, not compared.
     """
 
     params: Dict[str, Any]
@@ -60,6 +84,7 @@ class CompiledModel:
     max_seq_len: int
     residual_labels: List[str]
     meta: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    program: Optional[ProgramLink] = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self._token_id = {v: i for i, v in enumerate(self.input_values)}

@@ -1,4 +1,4 @@
-"""Certification (verify/certify.py) must be able to fail, be sound, and agree with exhaustive checks.
+"""Certification (the package verify/certify) must be able to fail, be sound, and agree with exhaustive checks.
 
 The four failing-side checks of the certification issue:
 * a weakened model (one head's W_QK scaled down) is rejected once N is large enough, and at that N a
@@ -82,7 +82,9 @@ def test_measured_errors_stay_within_the_certified_radii(name, params):
     r = lookup.resolve(name, params)
     model = r.build()
     cert = certify(model)
-    assert cert["certified"], cert["uncertified"]
+    # the radii are the float32 half of the certificate (angle pointers and match heads are not checked
+    # against the program: tests/test_certify_program.py)
+    assert cert["float32_matches_hardmax"], cert["uncertified"]
     rng = np.random.default_rng(0)
     p = r.params
     n = r.task.max_seq_len(p)

@@ -20,6 +20,7 @@ import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
 from depthcraft.verify.ablation import ablate, ablation_inputs
+from depthcraft.verify.certify.program import causal_selector_failures
 from depthcraft.verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
 from depthcraft.verify.shrink import shrink as shrink_counterexample
 from depthcraft.verify.structure import measure
@@ -191,6 +192,12 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
+    # a causal compile of a RASP selector that can pick a later key computes something else (SPEC §8),
+    # whatever the reference says: a failure of its own, certificate or not
+    selectors = causal_selector_failures(model)
+    for f in selectors:
+        warnings.append(f"selector {f['selector']} selects a later key (key {f['key']!r} for query "
+                        f"{f['query']!r}) in a causal model: the mask hides it")
     ablation = ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
     redundant = [a["layer"] for a in ablation if a["redundant"]]
     if redundant:
@@ -214,7 +221,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         "counterexample": cx.to_json() if cx else None,
         "ablation": ablation,
         "ablation_ok": not redundant,
-        "passed": bool(bound_ok and exact and not redundant),
+        "causal_selectors": selectors,
+        "passed": bool(bound_ok and exact and not redundant and not selectors),
         "seconds": None,
     }
     if certificate is not None:
@@ -223,6 +231,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
             certificate.update(certified=True, method="exhaustive", scope=(
                 f"every input of the task's finite input set: {ex.inputs} inputs, each run through the float32 "
                 f"model and compared with the reference (the tables prove nothing here: see uncertified)"))
+        _never_certified_beside_a_failure(certificate, report)
         report["certificate"] = certificate
         report["sampling"] = sampling or {"reduced_by_certificate": False}
     if cx is not None:
@@ -232,6 +241,28 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     report.update(extra or {})
     report["seconds"] = round(time.perf_counter() - t0, 3)
     return report
+
+
+def _never_certified_beside_a_failure(certificate: Dict[str, Any], report: Dict[str, Any]) -> None:
+    """Belt for the invariant "no ``certified: true`` beside ``passed: false``" (the program check
+    in :mod:`verify.certify.program` is what makes it hold; this names any breach instead of
+    printing both).
+
+    A sampled check that finds an error where the certificate holds means the certificate's
+    program is not the reference's (or a bug): the certificate is withdrawn with that reason.
+    A report that fails only its bound or ablation keeps no certificate either, with that reason.
+    """
+    if not certificate["certified"] or report["passed"]:
+        return
+    certificate["certified"] = False
+    if not report["exact"]:
+        why = ("a check found an input where the output differs from the reference: the certificate "
+               "cannot stand beside it (the RASP program is not the reference, or the certifier erred)")
+    else:
+        why = ("the report fails its bound, ablation or causal-selector checks: no certificate is given to "
+               "a failing report (the tables themselves were proved)")
+    certificate["uncertified"].append({"layer": None, "head": None, "check": "report", "why": why,
+                                       "witness": report["counterexample"]})
 
 
 def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: int = DEFAULT_SAMPLES,

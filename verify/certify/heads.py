@@ -1,0 +1,347 @@
+"""Attention heads: score tables over the ideal vectors, levels, the leak, and the output radius.
+
+Soundness argument. The query reads some blocks, the key others (:func:`state.side`). The
+tables enumerate every combination of the blocks' ideal vectors (with the position where a
+position block is read) and give the exact score of every (query, key) pair in float64,
+within a stated term ``eps`` of the real product (:func:`_table_rounding`). For a query,
+the keys are grouped in *levels* (scores equal up to 2 eps). The hardmax reference attends
+to the highest level present in the input, which is at least the *floor*: the best score
+that some key reaches on every input (:func:`_floor`: every position 0..i exists when the
+query sits at i, and each holds one of its alternatives). So every level from the top down
+to the floor may be the top on some input (the *candidate* levels).
+
+* **Clean.** A candidate level is clean when its keys all name one and the same position
+  (combinations at one position are alternatives: only one of them is the input's), or
+  when every value the head can read writes the same vector. Otherwise the hardmax average
+  of several keys may differ from every one-hot value: the certificate fails with the query
+  and the keys of that level as witness (:func:`_unclean_level`).
+* **Leak.** The real scores differ from the ideal ones by at most delta: the input radii
+  through W_QK (:func:`_score_perturbation`: row radii, or the blocks' l1 bounds) plus the
+  float32 rounding of q . k. A key below the actual top level lies at least gap - 2 delta
+  below it, so its softmax weight is at most exp(-(gap - 2 delta)); summed over the key
+  positions (:func:`_leak_sum`) this bounds the attention mass off the top level (the
+  *leak*). A leak bound >= 1 proves nothing: the head is not certified.
+* **Output.** The head writes at most leak x range(OV outputs) + |W_OV|^T r away from the
+  ideal (the leak moves mass between ideal outputs; the input error passes through W_OV),
+  plus the float32 term of the softmax average (:func:`float32.softmax_output_rel`).
+
+Causal masking is part of the tables: a key after the query (both positions known) is
+masked, and a BOS query of a causal model sees only BOS. At BOS the head writes BOS's own
+value when no regular key can be a BOS query's top level (always so in a causal model);
+otherwise any value it can read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from depthcraft.verify.certify.float32 import U64, gamma, score_rel, softmax_output_rel, up
+from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
+                                             lin_err, side, unique_min, unique_rows)
+
+#: Most (query, key) score entries one head's table may hold (memory: 8 bytes each, in chunks).
+MAX_TABLE = 400_000_000
+#: Rows of the query table handled at once (bounds memory to ROW_CHUNK x keys x 8 bytes, several times).
+ROW_CHUNK_ENTRIES = 4_000_000
+
+
+@dataclasses.dataclass
+class HeadCert:
+    """What :func:`certify_head` proved about one head (or where it stopped).
+
+    Attributes:
+        entry: ``{min_gap, delta, leak_bound}`` (None when a level is unclean).
+        failure: ``{why, witness}`` when the head is not certified, else None.
+        outs: ((BOS ideal outputs [m, Do], guards [m]), (regular ...)) when certified.
+        r_out: ([Do] row radius, {block: l1 bound}) of the write when certified.
+        tables: the head's query, key and value sides (:class:`state.Side`) and the
+            [nq, nk] float64 score table's rounding term ``eps`` (for the program check).
+    """
+
+    entry: Optional[Dict[str, float]]
+    failure: Optional[Dict[str, Any]]
+    outs: Any = None
+    r_out: Any = None
+    tables: Any = None
+
+
+@dataclasses.dataclass
+class _Tables:
+    """The sides of one head: query (scaled W_Q), key (W_K), value (W_V W_O), and its W_QK."""
+
+    qs: Side
+    ks: Side
+    vs: Side
+    wq: np.ndarray
+    wk: np.ndarray
+    wvo: np.ndarray
+    a: np.ndarray
+    q_rows: np.ndarray
+    k_rows: np.ndarray
+    v_rows: np.ndarray
+
+
+def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
+    d = len(state.radius)
+    q_rows, k_rows, v_rows = spec.rows("q_rows", d), spec.rows("k_rows", d), spec.rows("v_rows", d)
+    wq, wk = np.asarray(p["w_q"][h], np.float64), np.asarray(p["w_k"][h], np.float64)
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)  # [Dv, Do]
+    scale = float(spec.qk_scale)
+    qs = side(state, blocks, q_rows, wq * scale, n)
+    ks = side(state, blocks, k_rows, wk, n)
+    if len(qs.contrib) * len(ks.contrib) > MAX_TABLE:
+        raise TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
+    vs = side(state, blocks, v_rows, wvo, n)
+    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows)
+
+
+def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
+    """Bound on |s - s_ideal| from the input radii alone (no float32 term): d1 + d2 + d3.
+
+    d1: the query's error against every ideal key, d2: the key's against every ideal query
+    (each the smaller of the row-radius and the l1 bound, :func:`state.lin_err`), d3: the
+    product of the two errors.
+    """
+    rq, rk = state.radius[t.q_rows], state.radius[t.k_rows]
+    qv = ideal_side_vectors(state, blocks, t.q_rows, n)
+    kv = ideal_side_vectors(state, blocks, t.k_rows, n)
+    blist = list(blocks.values())
+    d1 = float(lin_err(state, blist, t.q_rows, t.a @ kv.T).max()) if rq.any() else 0.0
+    d2 = float(lin_err(state, blist, t.k_rows, t.a.T @ qv.T).max()) if rk.any() else 0.0
+    l1q = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
+                    if np.isin(b.rows, t.q_rows).any()))
+    l1k = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
+                    if np.isin(b.rows, t.k_rows).any()))
+    d3 = min(float(rq @ np.abs(t.a) @ rk), l1q * float(np.abs(t.a).max(initial=0)) * l1k)
+    return d1 + d2 + d3
+
+
+def _table_rounding(t: _Tables) -> float:
+    """eps: the float64 rounding of the tables themselves (float32 weights times exact vectors, then q.k)."""
+    dk = t.wq.shape[1]
+    return up(gamma(len(t.q_rows) + len(t.k_rows) + 2 * dk + 4, U64)
+              * float(np.abs(t.qs.contrib).sum(1).max() * np.abs(t.ks.contrib).max()) + 1e-300)
+
+
+def causal_mask(qs: Side, ks: Side, start: int, stop: int) -> np.ndarray:
+    """[r, nk] bool: keys a causal model hides from query rows start..stop-1.
+
+    A key after the query is hidden where both positions are known; a BOS query sees only BOS.
+    """
+    qp = np.where(qs.kind[start:stop] == 0, 0, qs.position[start:stop])
+    has = (qs.kind[start:stop] == 0) | (qs.position[start:stop] >= 0)
+    kp = np.where(ks.kind == 0, 0, ks.position)
+    kh = (ks.kind == 0) | (ks.position >= 0)
+    masked = has[:, None] & kh[None, :] & (kp[None, :] > qp[:, None])
+    masked |= (qs.kind[start:stop] == 0)[:, None] & (ks.kind != 0)[None, :]
+    return masked
+
+
+@dataclasses.dataclass
+class _Levels:
+    """The levels of a chunk of query rows: keys sorted by score, level ids and candidates."""
+
+    s: np.ndarray       # [r, nk] scores (masked keys: -inf)
+    order: np.ndarray   # [r, nk] key index by descending score
+    ss: np.ndarray      # [r, nk] sorted scores
+    diffs: np.ndarray   # [r, nk - 1] gaps between neighbours
+    brk: np.ndarray     # [r, nk - 1] a level ends here
+    cid: np.ndarray     # [r, nk] level id of each sorted key (0 = top)
+    reach: np.ndarray   # [r] the lowest level that can be the top
+    cand: np.ndarray    # [r, nk] the key's level can be the top
+    valid: np.ndarray   # [r, nk] the key is not masked
+    row_gap: np.ndarray  # [r] smallest gap below a candidate level
+
+
+def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Levels:
+    qs, ks = t.qs, t.ks
+    s = qs.contrib[start:stop] @ ks.contrib.T  # [r, nk]
+    if causal:
+        s = np.where(causal_mask(qs, ks, start, stop), -np.inf, s)
+    order = np.argsort(-s, axis=1, kind="stable")
+    ss = np.take_along_axis(s, order, 1)
+    with np.errstate(invalid="ignore"):
+        diffs = ss[:, :-1] - ss[:, 1:]  # NaN between two masked keys: no break there
+    brk = diffs > 2 * eps
+    cid = np.concatenate([np.zeros((len(ss), 1), int), np.cumsum(brk, 1)], 1)
+    floor = _floor(s, qs, ks, start, stop, causal)
+    # the levels that can be the top: every level down to the one holding the floor
+    reach = np.where(ss >= (floor - 2 * eps)[:, None], cid, -1).max(1)
+    cand = cid <= reach[:, None]
+    valid = np.isfinite(ss)
+    # smallest gap below any level that can be the top (breaks inside the candidate region)
+    gaps = np.where(brk & cand[:, :-1] & valid[:, 1:], diffs, np.inf)
+    gaps = np.where(brk & cand[:, :-1] & ~valid[:, 1:], np.inf, gaps)
+    row_gap = gaps.min(1) if gaps.shape[1] else np.full(len(ss), np.inf)
+    return _Levels(s, order, ss, diffs, brk, cid, reach, cand, valid, row_gap)
+
+
+def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block], state: State,
+                   n_values: int) -> Optional[Dict[str, Any]]:
+    """{why, witness} for the first candidate level whose keys do not all name one position, else None.
+
+    Combinations at one position are alternatives (only one of them is the input's), so a
+    level of one position is clean; any other level may average several different values.
+    """
+    ks, ss, cid = t.ks, lv.ss, lv.cid
+    live = lv.cand & lv.valid
+    flat = (np.arange(len(ss))[:, None] * ss.shape[1] + cid)[live]
+    kpos = np.where(ks.pinned, np.where(ks.kind == 0, 0, ks.position), -1)[lv.order]
+    lo = np.full(len(ss) * ss.shape[1], np.iinfo(np.int64).max)
+    hi = np.full(len(ss) * ss.shape[1], -2)
+    np.minimum.at(lo, flat, kpos[live])
+    np.maximum.at(hi, flat, kpos[live])
+    lo_at = np.take_along_axis(lo.reshape(len(ss), -1), cid, 1)
+    hi_at = np.take_along_axis(hi.reshape(len(ss), -1), cid, 1)
+    bad = live & ((lo_at < 0) | (lo_at != hi_at))
+    if not bad.any():
+        return None
+    r, c = np.argwhere(bad)[0]
+    members = lv.order[r][(cid[r] == cid[r, c]) & lv.valid[r]][:6]
+    witness = {"query": describe(t.qs, start + r, blocks, state),
+               "keys": [describe(ks, int(j), blocks, state) for j in members],
+               "values_written": int(n_values)}
+    why = ("categorical aggregate: a level that can be the top holds keys at several positions "
+           if lo_at[r, c] >= 0 else "a level that can be the top holds a key that names no single "
+           "position (")
+    why += "whose values may differ" if lo_at[r, c] >= 0 else "several positions may match)"
+    return {"why": why, "witness": witness}
+
+
+def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> float:
+    """max over query rows of sum over key positions of exp(score - top), without the perturbation.
+
+    For each query row the actual top is one of the candidate levels; t is the lowest of them. A key
+    at a candidate level that is not the top lies at least the row's smallest gap g below it
+    (weight <= exp(-g)); a key below every candidate lies below t (weight <= exp(s - t)). The
+    members of the highest level count as intended when it is the only candidate. Each position
+    holds one of its alternatives, so a position adds its largest weight; a key that names no
+    position may stand at every one of the n positions.
+    """
+    s, live = lv.s, lv.cand & lv.valid
+    lowest = np.where(live, lv.ss, np.inf).min(1)  # [r] t
+    single = lv.reach == 0
+    near = s >= (lowest - 2 * eps)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-lv.row_gap)[:, None]),
+                     np.exp(s - lowest[:, None]))
+    w = np.where(np.isfinite(s), w, 0.0)
+    total = np.zeros(len(s))
+    if pinned_sorted.any():
+        ws = w[:, pin_order[pinned_sorted]]
+        total += np.maximum.reduceat(ws, groups_at, axis=1).sum(1)
+    if (~pinned_sorted).any():
+        total += n * w[:, pin_order[~pinned_sorted]].max(1)
+    return float(total.max(initial=0.0))
+
+
+def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool) -> np.ndarray:
+    """[r] a score the top key of each query row reaches on EVERY input (the top level is at least this).
+
+    Every position 0..i exists when the query sits at position i (0..1 when the query reads no
+    position: it sits at some i >= 1; a BOS query of a causal model sees only BOS). Each existing
+    position holds one of its alternatives, so the top score is at least
+    max over existing positions of (min over that position's alternatives).
+    """
+    qkind, qpos = qs.kind[start:stop], qs.position[start:stop]
+    reach = np.where(qkind == 0, 0 if causal else 1, np.maximum(qpos, qs.guard[start:stop]))  # [r] exists
+    kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: a regular key that reads no position
+    if (kpos >= 0).all():
+        order = np.argsort(kpos, kind="stable")
+        groups, starts = np.unique(kpos[order], return_index=True)
+        mins = np.minimum.reduceat(s[:, order], starts, axis=1)  # [r, positions]
+        best = np.maximum.accumulate(mins, axis=1)
+        col = np.searchsorted(groups, reach, side="right") - 1
+        return best[np.arange(len(s)), col]
+    bos = s[:, ks.kind == 0].min(1)
+    reg = s[:, ks.kind == 1].min(1) if (ks.kind == 1).any() else np.full(len(s), -np.inf)
+    return np.where(reach >= 1, np.maximum(bos, reg), bos)
+
+
+def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, h: int, n: int,
+                   leak: float) -> Tuple[np.ndarray, Dict[str, float]]:
+    """([Do] row radius, {block: l1 bound}) of the head's write: leak, input error, float32."""
+    blist = list(blocks.values())
+    outs = t.vs.contrib
+    spread = outs.max(0) - outs.min(0)  # [Do] range of the ideal outputs per row
+    # [Do] bound on (|x| + r) |W_V| |W_O| over every value: what float32 rounding is relative to
+    vabs = np.abs(np.asarray(p["w_v"][h], np.float64)) @ np.abs(np.asarray(p["w_o"][h], np.float64))
+    vside = side(state, blocks, t.v_rows, vabs, n).absval  # [combinations, Do]
+    f32_rel = softmax_output_rel(n, p["w_v"][h], p["w_o"][h])
+    f32 = f32_rel * vside.max(0)
+    r_out = leak * spread + lin_err(state, blist, t.v_rows, t.wvo) + f32
+    # l1 per written block: the leak moves mass between ideal outputs, the input errors pass through W_OV
+    out_rows = spec.rows("out_rows", len(state.radius))
+    l1_out = {}
+    for b in blist:
+        cols = np.flatnonzero(np.isin(out_rows, b.rows))
+        if len(cols):
+            l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
+                                + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
+                                + f32_rel * float(vside[:, cols].sum(1).max()))
+    return np.array([up(x) for x in r_out]), l1_out
+
+
+def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
+                 causal: bool) -> HeadCert:
+    """Certify head ``h`` of one attention sublayer (see the module docstring).
+
+    Args:
+        state: the abstract state before the sublayer.
+        blocks: the residual blocks by name.
+        spec: the sublayer's :class:`~constructions.runtime.SublayerSpec` (rows, qk_scale).
+        p: the sublayer's weights (``w_q``, ``w_k``: [heads, rows, d_head]; ``w_v``, ``w_o``).
+        h: the head.
+        n: N, the longest input.
+        causal: the model masks keys after the query.
+    Returns:
+        :class:`HeadCert`.
+    Raises:
+        TooLarge: the score table or one side is too large to enumerate.
+    """
+    t = _sides(state, blocks, spec, p, h, n)
+    uniq = unique_rows(t.vs.contrib)
+    constant = len(uniq) == 1
+    d_inputs = _score_perturbation(state, blocks, t, n)
+    # float32 rounding of the score: score_rel x max over pairs of sum_e |q_e| |k_e| with |x| + r in
+    # place of x (computed with the table, below)
+    g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
+    eps = _table_rounding(t)
+    qs, ks = t.qs, t.ks
+    chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
+    min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
+    kpos_all = np.where(ks.kind == 0, 0, ks.position)
+    pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
+    pinned_sorted = ks.pinned[pin_order]
+    groups_at = np.unique(kpos_all[pin_order][pinned_sorted], return_index=True)[1]
+    for start in range(0, len(qs.contrib), chunk):
+        stop = min(start + chunk, len(qs.contrib))
+        abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
+        lv = _levels(t, start, stop, eps, causal)
+        if len(lv.row_gap) and lv.row_gap.min() < min_gap:
+            min_gap = float(lv.row_gap.min())
+        leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
+        bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
+        bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
+        if not constant:
+            bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
+            if bad is not None:
+                return HeadCert(None, bad)
+    delta = up(d_inputs + g32 * abs_max)
+    leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
+    entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
+    if leak == math.inf or leak >= 1.0:
+        return HeadCert(entry, {
+            "why": f"score gap {min_gap:.4g} is not clear of the perturbation 2 x {delta:.4g}: leak bound "
+                   f"{leak:.3g} >= 1", "witness": {"min_gap": min_gap, "delta": delta, "leak_bound": leak, "n": n}})
+    r_out = _output_radius(state, blocks, t, spec, p, h, n, leak)
+    # the attended key exists, so does what its value names: the written vector's guard
+    outs, vs = t.vs.contrib, t.vs
+    every = unique_min(outs, vs.guard)
+    # BOS reads only BOS when no regular key can be its top (always in a causal model): its write is BOS's value
+    bos = unique_min(outs[vs.kind == 0], vs.guard[vs.kind == 0]) if causal or not bos_reads_regular else every
+    return HeadCert(entry, None, (bos, every), r_out, (t, eps))

@@ -1,0 +1,84 @@
+"""MLP sublayers: every input combination run exactly, interval bounds through the ReLU.
+
+Soundness argument. An MLP reads a few blocks; every combination of their ideal vectors
+(:func:`state.side` with the identity projection) is run in float64, giving the ideal
+output of every input the model can present. Around each ideal input the real input lies
+within the row radii (or the blocks' l1 bounds, :func:`state.lin_err`); the pre-activation
+then lies in an interval (plus the float32 rounding of x W_1 + b_1), ReLU is monotone, so
+the hidden layer lies in [relu(lo), relu(hi)], and the output moves at most
+|h - [lo, hi]| |W_2| (plus the float32 rounding of h W_2 + b_2). A categorical output must
+be a clean one-hot (or zero) up to a quarter: it is snapped to that one-hot and the
+difference is added to the radius, so the next sublayer reads exact one-hot ideals. MLPs
+that read a numerical (non-one-hot) SOp are not certified: tracr's discretising MLPs only
+approximate their function, and the interval over a numerical input is not enumerated here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from depthcraft.verify.certify.float32 import U32, U64, gamma, terms, up
+from depthcraft.verify.certify.state import Block, Side, State, Unclean, describe, lin_err, side
+
+
+def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int
+                ) -> Tuple[np.ndarray, Side, Tuple[np.ndarray, Dict[str, float]]]:
+    """Certify one MLP sublayer.
+
+    Args:
+        state: the abstract state before the sublayer.
+        blocks: the residual blocks by name.
+        spec: the sublayer's :class:`~constructions.runtime.SublayerSpec` (``in_rows``, ``out_rows``).
+        p: the weights ``w_1`` [Din, hidden], ``b_1``, ``w_2`` [hidden, Dout], ``b_2``.
+        n: N, the longest input.
+    Returns:
+        (ideal outputs [m, Dout] float64 of every input combination, the input side (its
+        ``kind`` [m] and ``guard`` [m] go with each output), ([Dout] row radius, {block: l1})).
+    Raises:
+        Unclean: the MLP reads a numerical SOp, or a categorical output is not a clean one-hot.
+        TooLarge: too many input combinations.
+    """
+    d = len(state.radius)
+    in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
+    w1, b1 = np.asarray(p["w_1"], np.float64), np.asarray(p["b_1"], np.float64)
+    w2, b2 = np.asarray(p["w_2"], np.float64), np.asarray(p["b_2"], np.float64)
+    for b in blocks.values():
+        if np.isin(b.rows, in_rows).any() and b.kind == "written" and not b.categorical:
+            raise Unclean(f"MLP reads the numerical SOp {b.name!r}: tracr's discretising MLPs only approximate "
+                          f"their function", {"block": b.name})
+    sd = side(state, blocks, in_rows, np.eye(len(in_rows)), n)
+    x = sd.contrib  # [m, Din] ideal inputs
+    r_in = state.radius[in_rows]
+    pre = x @ w1 + b1
+    hw = lin_err(state, list(blocks.values()), in_rows, w1)
+    pre_err = gamma(terms(w1) + 1, U32) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    hw = hw + pre_err
+    h = np.maximum(pre, 0)
+    lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
+    y = h @ w2 + b2
+    dev = np.maximum(hi - h, h - lo)  # [m, hidden]
+    out_err = dev @ np.abs(w2) + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+    ideal = y.copy()
+    for b in blocks.values():
+        sel = np.isin(out_rows, b.rows)
+        if not sel.any() or not b.categorical:
+            continue
+        cols = np.flatnonzero(sel)
+        blk = y[:, cols]
+        snapped = np.zeros_like(blk)
+        top = blk.argmax(1)
+        on = blk.max(1) > 0.5
+        snapped[np.flatnonzero(on), top[on]] = 1.0
+        off = np.abs(blk - snapped).max(1)
+        if off.max(initial=0) >= 0.25:
+            i = int(off.argmax())
+            raise Unclean(f"MLP output {b.name!r} is not a clean one-hot ({off.max():.3g} away)",
+                          {"input": describe(sd, i, blocks, state), "output": [round(float(v), 4) for v in blk[i]]})
+        ideal[:, cols] = snapped
+    r_out = out_err.max(0) + np.abs(y - ideal).max(0) + gamma(len(in_rows) + w2.shape[0] + 4, U64) * np.abs(y).max(0)
+    r_out = np.array([up(v) for v in r_out])
+    l1_out = {b.name: float(r_out[np.isin(out_rows, b.rows)].sum()) for b in blocks.values()
+              if np.isin(out_rows, b.rows).any()}
+    return ideal, sd, (r_out, l1_out)

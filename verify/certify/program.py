@@ -1,0 +1,753 @@
+"""The program check: every head's and MLP's tables equal the RASP expression it implements.
+
+The float32 part of the certificate (:mod:`.heads`, :mod:`.mlps`, :mod:`.report`) proves that
+the model decodes like the exact hardmax evaluation of *its own weights*. This module closes
+the loop to the RASP program (SPEC §6): with the abstract state before each sublayer (every
+ideal vector each block can hold), it compares the sublayer's exact tables with the
+semantics of the expression that the compiler built it from (:class:`ProgramLink`, kept on
+the model), on every value of the value sets:
+
+* **Selection.** For a head implementing ``Aggregate(Select(keys, queries, predicate), sop)``
+  (tracr) the reference selects key j for query i when ``predicate(keys[j], queries[i])``,
+  and BOS when nothing is selected. For a hand-built head (:mod:`constructions.nodes`) the
+  reference is its kind's semantics (:mod:`constructions.reference`): a fixed position map,
+  the position a pointer holds, the latest key matching the query (up to a stored pointer,
+  over the allowed key positions), or the latest or first key agreeing on every pair in a
+  window (``match``). The hardmax evaluation picks the highest score
+  present and BOS is always present, so it equals the reference on EVERY input exactly when,
+  for every query combination: every selected key scores above every BOS alternative, every
+  other key below every BOS alternative, and (latest-match heads) a selected key at a later
+  position above every selected key at an earlier one. Scores are exact up to the table's
+  float64 rounding ``eps``; a comparison within 2 eps fails. Keys a causal model may hide
+  from the query: a tracr selector is bidirectional (RASP), so a selected key that can stand
+  after the query is a failure; a hand-built head's range is the visible prefix by design
+  (its kind says causal) or must be visible by the query's guard.
+* **Values.** The head's OV circuit, on every ideal vector the value side can read at a
+  regular key, writes the output SOp's value of that key's value (the aggregated SOp's value,
+  or the read's value map of it; a pointer read writes the key's position), and on every
+  BOS alternative the no-match value (the Aggregate's default, the read's BOS value).
+* **MLPs.** For a ``Map`` or ``SequenceMap`` every input combination's exact output decodes to
+  ``f`` of its decoded inputs (None where an input is None, as tracr's evaluator does).
+* **Read-out.** Every ideal vector of the output SOp decodes through the unembedding to the
+  value it holds.
+
+A categorical vector decodes to the value of its one entry above 1/2, or to None when every
+entry is below 1/2 (the read-out's rule); an angle-coded pointer to the position whose
+(cos, sin) it holds (within :data:`ANGLE_TOL`); anything else is a failure. Any fixed decoding
+rule is sound here: the tables downstream are computed on the ideal vectors themselves, and
+the decoded values only name which RASP value each vector stands for. The decoded values of
+the ideal vectors are, by induction over the sublayers, the program's values: the embedding
+holds tokens and indices exactly, and every sublayer maps decoded values as its expression
+does. Together with the float32 part, the float32 forward decodes to the RASP program's
+output at every position of every input up to N.
+
+A block with no semantics here (numerical aggregates and MLPs, SelectorWidth, set-valued,
+scored and select-all heads, memorised read-outs, a model with no program linked)
+raises :class:`NoSemantics`: the certificate then does not claim the program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from tracr.rasp import rasp
+
+from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink
+from depthcraft.constructions.angles import position_features
+from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_pointer
+from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean
+
+
+class NoSemantics(Exception):
+    """A sublayer implements no expression whose tables this module can check (the reason)."""
+
+
+class _Ambiguous(Exception):
+    """A vector that holds no single value (several entries at or above 1/2)."""
+
+
+_MISSING = object()
+#: An angle-coded pointer holds position p when its (cos, sin) is within this of p's (float32 rounding).
+ANGLE_TOL = 1e-6
+_AMBIGUOUS = object()
+
+
+def _value(v: Any) -> Any:
+    """JSON-friendly value for a witness."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+# ------------------------------------------------------------------------------ decoding
+
+
+@dataclasses.dataclass
+class Decoder:
+    """Decodes a block's vector to the RASP value it holds (see the module docstring).
+
+    ``labels[name]``: the value of each row of block ``name`` (:data:`_MISSING` where the
+    row has no categorical value in the program).
+    """
+
+    link: ProgramLink
+    labels: Dict[str, List[Any]]
+    angles: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.ok = {name: name in self.angles or all(v is not _MISSING for v in vals)
+                   for name, vals in self.labels.items()}
+
+    @classmethod
+    def of(cls, model: CompiledModel, blocks: Dict[str, Block]) -> "Decoder":
+        """The decoder of ``model``'s blocks, from ``model.program`` (must not be None): each row's
+        value from its residual label, ``tokens:BOS``/``PAD`` as the reserved tokens, and in angle
+        mode each pointer block's (cos, sin) table over positions 0..N."""
+        link = model.program
+        special = {f"{rasp.tokens.label}:{BOS}": BOS, f"{rasp.tokens.label}:{PAD}": PAD}  # never a regular value
+        labels = {name: [link.values.get(model.residual_labels[r], (None, special.get(model.residual_labels[r],
+                                                                                        _MISSING)))[1]
+                         for r in b.rows] for name, b in blocks.items()}
+        angle_tables = {}
+        if model.meta.get("positions") == "angle":  # pointers are (cos, sin) of their position there
+            feats = position_features(model.max_seq_len)
+            for name in labels:
+                if is_pointer(link.nodes.get(name)):
+                    parts = [v if v in ("cos", "sin") else None for v in labels[name]]
+                    labels[name] = [_MISSING] * len(labels[name])
+                    if None not in parts:
+                        angle_tables[name] = np.stack([feats[v] for v in parts], 1)  # [N + 1, rows]
+        return cls(link, labels, angle_tables)
+
+    def decodable(self, name: str) -> bool:
+        """Whether every row of block ``name`` is a categorical value of the program."""
+        return self.ok[name]
+
+    def decode_rows(self, name: str, mat: np.ndarray) -> np.ndarray:
+        """[m] object: the value each row of ``mat`` [m, len(block rows)] holds; None when every entry
+        is below 1/2, :data:`_AMBIGUOUS` when several are at or above it (or one is exactly 1/2).
+
+        Raises:
+            NoSemantics: the block is not a categorical SOp of the program.
+        """
+        if not self.decodable(name):
+            raise NoSemantics(f"block {name!r} is not a categorical SOp of the program (numerical or angle-coded)")
+        mat = np.asarray(mat, np.float64)
+        if name in self.angles:  # the position whose angle it is (within float32 rounding), None for zero
+            dist = np.abs(mat[:, None, :] - self.angles[name][None, :, :]).max(2)  # [m, N + 1]
+            out = np.empty(len(mat), object)
+            near = dist.argmin(1)
+            for i in range(len(mat)):
+                out[i] = int(near[i]) if dist[i, near[i]] < ANGLE_TOL else \
+                    None if np.abs(mat[i]).max(initial=0) == 0 else _AMBIGUOUS
+            return out
+        on = mat >= 0.5
+        count = on.sum(1)
+        top = mat.argmax(1) if mat.shape[1] else np.zeros(len(mat), int)
+        out = np.empty(len(mat), object)
+        labels = self.labels[name]
+        for i in range(len(mat)):
+            c = count[i]
+            out[i] = None if c == 0 else labels[top[i]] if c == 1 and mat[i, top[i]] != 0.5 else _AMBIGUOUS
+        return out
+
+    def decode(self, name: str, vec: np.ndarray) -> Any:
+        """The value block ``name`` holds as ``vec`` [len(block rows)] (see :meth:`decode_rows`).
+
+        Raises:
+            NoSemantics: the block is not a categorical SOp of the program.
+            _Ambiguous: no single value.
+        """
+        v = self.decode_rows(name, np.asarray(vec)[None, :])[0]
+        if v is _AMBIGUOUS:
+            raise _Ambiguous(name)
+        return v
+
+
+# --------------------------------------------------------------------------- enumeration
+
+
+@dataclasses.dataclass
+class Combos:
+    """Every combination of the ideal vectors of some blocks, at BOS (kind 0) or regular positions.
+
+    x: [m, len(rows)] the residual restricted to ``rows``; kind: [m]; position: [m] model
+    position (-1 when no position is enumerated); guard: [m] (see :class:`state.State`);
+    index: block name -> [m] index of the block's vector (into ``state.sets[kind]``, or the
+    position for a position block).
+    """
+
+    x: np.ndarray
+    kind: np.ndarray
+    position: np.ndarray
+    guard: np.ndarray
+    index: Dict[str, np.ndarray]
+
+
+def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: np.ndarray, n: int,
+           positions: bool = False, w: Optional[np.ndarray] = None, keep: Sequence[str] = ()) -> Combos:
+    """Enumerate the vectors of the blocks ``names``, placed on ``rows``.
+
+    Positions 1..n are enumerated (0 at BOS) when a position block is among ``names`` or
+    ``positions`` is set; the position blocks hold their embedding row there. Given the
+    projection ``w`` [len(rows), e], the vectors of a block not in ``keep`` that ``w`` maps
+    alike are one combination (the projection cannot tell them apart; the smallest guard is
+    kept); the blocks in ``keep`` (whose values the check reads) are never merged.
+
+    Raises:
+        TooLarge: more than :data:`state.MAX_TUPLES` combinations.
+    """
+    where = {int(r): i for i, r in enumerate(rows)}
+    pos_names = [nm for nm in names if blocks[nm].kind == "position"]
+    val_names = [nm for nm in names if blocks[nm].kind != "position"]
+    out = []
+    for kind in (0, 1):
+        ps = (np.array([0]) if kind == 0 else np.arange(1, n + 1)) if (pos_names or positions) else np.array([-1])
+        reps = {}
+        for nm in val_names:
+            vecs, gs = state.sets[kind][nm], state.guard[kind][nm]
+            if w is None or nm in keep:
+                reps[nm] = (np.arange(len(vecs)), gs)
+                continue
+            b = blocks[nm]
+            cols = [where[int(r)] for r in b.rows if int(r) in where]
+            sel = [j for j, r in enumerate(b.rows) if int(r) in where]
+            _, first, inv = np.unique(vecs[:, sel] @ w[cols], axis=0, return_index=True, return_inverse=True)
+            gmin = np.full(len(first), np.iinfo(np.int64).max)
+            np.minimum.at(gmin, inv.ravel(), gs)
+            reps[nm] = (first, gmin)
+        sizes = [len(ps)] + [len(reps[nm][0]) for nm in val_names]
+        if int(np.prod(sizes, dtype=np.int64)) > MAX_TUPLES:
+            raise TooLarge(f"{int(np.prod(sizes, dtype=np.int64))} combinations of {list(names)}")
+        grid = [g.ravel() for g in np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")]
+        m = len(grid[0])
+        x = np.zeros((m, len(rows)))
+        pos = ps[grid[0]]
+        guard = np.maximum(pos, kind)
+        index = {}
+        for nm in pos_names:
+            b = blocks[nm]
+            cols = [where[int(r)] for r in b.rows if int(r) in where]
+            sel = [j for j, r in enumerate(b.rows) if int(r) in where]
+            x[:, cols] = state.pos[nm][np.maximum(pos, 0)][:, sel]
+            index[nm] = pos
+        for nm, g in zip(val_names, grid[1:]):
+            b = blocks[nm]
+            cols = [where[int(r)] for r in b.rows if int(r) in where]
+            sel = [j for j, r in enumerate(b.rows) if int(r) in where]
+            rep_, gmin = reps[nm]
+            x[:, cols] = state.sets[kind][nm][rep_[g]][:, sel]
+            guard = np.maximum(guard, gmin[g])
+            index[nm] = rep_[g]
+        out.append((x, np.full(m, kind), pos, guard, index))
+    x = np.concatenate([o[0] for o in out])
+    index = {nm: np.concatenate([o[4][nm] for o in out]) for nm in names}
+    return Combos(x, np.concatenate([o[1] for o in out]), np.concatenate([o[2] for o in out]),
+                  np.concatenate([o[3] for o in out]), index)
+
+
+def _read_blocks(blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> List[str]:
+    """The blocks with a row in ``rows`` that ``w`` [len(rows), e] reads (a non-zero row)."""
+    live = set(int(r) for r in rows[np.abs(np.asarray(w)).sum(1) > 0])
+    return [nm for nm, b in blocks.items() if live & set(int(r) for r in b.rows)]
+
+
+# ----------------------------------------------------------------------------- the heads
+
+
+def head_node(link: ProgramLink, out_blocks: Sequence[str]) -> Any:
+    """The one expression a head implements (an Aggregate or a :class:`HeadSpec`), from the blocks it writes.
+
+    Raises:
+        NoSemantics: the head writes blocks of no expression, or of several.
+    """
+    found = []
+    for nm in out_blocks:
+        expr = link.nodes.get(nm)
+        impl = expr.head if isinstance(expr, HeadRead) else expr if isinstance(expr, rasp.Aggregate) else None
+        if impl is None:
+            what = type(expr).__name__ if expr is not None else "no expression of the program"
+            raise NoSemantics(f"the head writes {nm!r} ({what}): no selection semantics to check")
+        if all(impl is not f for f in found):
+            found.append(impl)
+    if len(found) != 1:
+        raise NoSemantics(f"the head writes the outputs of {len(found)} expressions")
+    return found[0]
+
+
+def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
+    """[m] object: the decoded value of SOp ``label`` in every combination (:data:`_AMBIGUOUS` where no
+    single value); each distinct vector is decoded once."""
+    b = blocks.get(label)
+    if b is None:
+        raise NoSemantics(f"the SOp {label!r} has no residual block")
+    out = np.empty(len(c.kind), object)
+    for kind in (0, 1):
+        rows = np.flatnonzero(c.kind == kind)
+        if not len(rows):
+            continue
+        table = state.pos[label] if b.kind == "position" else state.sets[kind][label]
+        idx = c.index[label][rows]
+        uniq, inv = np.unique(idx, return_inverse=True)
+        out[rows] = dec.decode_rows(label, table[uniq])[inv.ravel()]
+    return out
+
+
+def _pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
+                skip_none: bool) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
+    """[nq, nk] bool ``pred(key, query)`` over the columns' values, each distinct pair evaluated once.
+
+    ``skip_none``: a None key or query selects nothing (the hand-built heads); otherwise the
+    predicate is called on None too (tracr's evaluator). Returns the table and the first
+    (key, query, exception) where the predicate raises (there the table says False).
+    """
+    def codes(col):
+        uniq, code = [], np.empty(len(col), int)
+        where: Dict[Any, int] = {}
+        for i, v in enumerate(col):
+            key = (type(v).__name__, v) if v is not None else None
+            if key not in where:
+                where[key] = len(uniq)
+                uniq.append(v)
+            code[i] = where[key]
+        return uniq, code
+    uk, kc = codes(keys)
+    uq, qc = codes(queries)
+    table = np.zeros((len(uq), len(uk)), bool)
+    raised = None
+    for a, q in enumerate(uq):
+        for b_, k in enumerate(uk):
+            if skip_none and (k is None or q is None):
+                continue
+            try:
+                table[a, b_] = bool(pred(k, q))
+            except Exception as e:  # the RASP predicate has no value here (tracr's Comparison on None)
+                raised = raised or (k, q, e)
+    return table[qc][:, kc], raised
+
+
+@dataclasses.dataclass
+class _Ref:
+    """The reference selection of one head (see :func:`_reference`).
+
+    how: ``"select"`` (a RASP Select: bidirectional), ``"position"`` (a position map),
+    ``"pointer"`` (the position a pointer holds), ``"search"`` (the latest match), ``"match"``
+    (the latest or first key agreeing on every pair, in a window).
+    """
+
+    how: str
+    query_sops: List[str]
+    key_sops: List[str]
+    predicate: Optional[Callable[[Any, Any], Any]] = None
+    target: Optional[Callable[[int], Optional[int]]] = None
+    allowed: Optional[Callable[[int], bool]] = None
+    prefix: bool = False  # the reference's range is the visible prefix (a causal head kind)
+    where: Optional[Callable[[int, int], bool]] = None  # match: the window where(i, j)
+    first: bool = False  # match: the earliest match wins (else the latest)
+
+    @property
+    def positions(self) -> bool:
+        """Whether the selection depends on the key's position (and, for a map, the query's)."""
+        return self.how != "select"
+
+
+def _reference(expr: Any) -> _Ref:
+    """The :class:`_Ref` of an Aggregate or a hand-built head.
+
+    Raises:
+        NoSemantics: numerical or compound-selector Aggregates, ReLU, set-valued, scored,
+            matching and memorising heads.
+    """
+    if isinstance(expr, rasp.Aggregate):
+        if not rasp.is_categorical(expr):
+            raise NoSemantics(f"numerical Aggregate {expr.label}: a mean over the selected keys is not "
+                              f"checked against the program here")
+        sel = expr.selector
+        if not isinstance(sel, rasp.Select):
+            raise NoSemantics(f"Aggregate {expr.label} uses a {type(sel).__name__}, not a Select")
+        return _Ref("select", [sel.queries.label], [sel.keys.label], predicate=sel.predicate)
+    head: HeadSpec = expr
+    kind = head.kind
+    if head.attention != "softmax":
+        raise NoSemantics(f"{kind} head {head.label} is a {head.attention} head")
+    if kind.selects == "position":
+        return _Ref("position", [], [], target=head.spec.target)
+    if kind.selects == "pointer":
+        return _Ref("pointer", [head.query.label], [])
+    if kind.selects == "search":
+        qs = [head.query.label] + ([head.pointer.label] if kind.pointer else [])
+        return _Ref("search", qs, [head.key.label], predicate=head.predicate,
+                    allowed=head.key_positions if kind.key_positions else None, prefix=kind.causal is True)
+    if kind.selects == "match" and head.spec.select in ("last", "first"):
+        spec = head.spec
+        return _Ref("match", [q.label for q, _ in spec.pairs], [k.label for _, k in spec.pairs],
+                    where=spec.where, first=spec.select == "first", prefix=kind.causal is True)
+    raise NoSemantics(f"{kind} head {head.label}: no table semantics for a '{kind.selects}' head here")
+
+
+def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, np.ndarray],
+          kpos: np.ndarray, n: int) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
+    """[nq, nk] bool: the keys the reference selects for each query (regular combinations only)."""
+    def as_int(col):
+        return np.array([int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else -1
+                         for v in col], int)
+    if ref.how == "select":
+        return _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
+    if ref.how == "position":
+        t = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
+        ok = (t >= 1) & (t <= qpos)
+        return ok[:, None] & (kpos[None, :] == t[:, None]), None
+    if ref.how == "pointer":
+        ptr = as_int(qv[ref.query_sops[0]])
+        return (ptr[:, None] >= 1) & (kpos[None, :] == ptr[:, None]), None
+    if ref.how == "match":  # every pair agrees (None never does), j <= i, inside the window
+        want = (kpos >= 1)[None, :] & np.ones((len(qpos), 1), bool)
+        for qs_, ks_ in zip(ref.query_sops, ref.key_sops):
+            agree, _ = _pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
+            want &= agree
+        if ref.where is not None:
+            want &= kpos[None, :] <= qpos[:, None]
+            want &= np.array([[bool(ref.where(int(i), int(j))) if j >= 1 else False for j in kpos] for i in qpos])
+        return want, None
+    want, raised = _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
+    want &= (kpos >= 1)[None, :]
+    if len(ref.query_sops) > 1:  # at or before a stored pointer
+        ptr = as_int(qv[ref.query_sops[1]])
+        want &= kpos[None, :] <= ptr[:, None]
+    if ref.allowed is not None:
+        want &= np.array([bool(ref.allowed(int(j))) for j in kpos])[None, :]
+    return want, raised
+
+
+def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: bool
+                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[nq, nk] bool each: the query surely sees the key (causal mask), surely does not, and the
+    key's position surely exists.
+
+    Surely exists: the key at or before the query's position (both known) or its guard
+    (positions 0..guard exist and, in a causal model, are visible to the query).
+    """
+    qp, kp, g = cq.position[qi][:, None], ck.position[kj][None, :], cq.guard[qi][:, None]
+    known = (qp >= 0) & (kp >= 0)
+    present = (known & (kp <= qp)) | ((kp >= 0) & (kp <= g))
+    if not causal:
+        return np.ones(present.shape, bool), np.zeros(present.shape, bool), present
+    return present, known & (kp > qp), present
+
+
+def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
+               n: int, causal: bool, eps: float) -> None:
+    """Check head ``h``'s selection and OV tables against the expression it implements.
+
+    Args:
+        state: the abstract state before the sublayer.
+        blocks: the residual blocks by name.
+        dec: the program's decoder.
+        spec: the sublayer's rows and ``qk_scale``; p: its weights (``w_q``... [heads, ...]).
+        h: the head; n: N; causal: the model masks later keys.
+        eps: the float64 rounding of the head's score table (:mod:`.heads`).
+    Raises:
+        Unclean: a table differs from the program (why, witness: query, key, what is selected).
+        NoSemantics: the head implements nothing checkable here.
+        TooLarge: too many combinations.
+    """
+    d = len(state.radius)
+    q_rows, k_rows, v_rows = spec.rows("q_rows", d), spec.rows("k_rows", d), spec.rows("v_rows", d)
+    out_rows = spec.rows("out_rows", d)
+    wq = np.asarray(p["w_q"][h], np.float64) * float(spec.qk_scale)
+    wk = np.asarray(p["w_k"][h], np.float64)
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    written = [nm for nm, b in blocks.items() if np.isin(out_rows[np.abs(wvo).sum(0) > 0], b.rows).any()]
+    expr = head_node(dec.link, written)
+    ref = _reference(expr)
+    qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
+    kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
+    q_pos = ref.how == "position" or ref.where is not None
+    cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=ref.query_sops)
+    ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions, w=wk, keep=ref.key_sops)
+    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    if len(qi) * len(ck.kind) > 50_000_000:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
+    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
+    qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+        for nm, col in side_vals.items():
+            bad = [i for i, v in enumerate(col) if v is _AMBIGUOUS]
+            if bad:
+                raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
+    always, never, present = _visibility(cq, qi, ck, kj, causal)
+    sk = s[:, kj]
+
+    def witness(a, b):
+        return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}},
+                "key": {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}},
+                "selects": bool(want[a, b])}
+
+    if raised is not None:
+        k, q, e = raised
+        raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
+                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+    hidden = want & ~always if not ref.prefix else np.zeros_like(want)
+    if hidden.any():
+        a, b = np.argwhere(hidden)[0]
+        raise Unclean(f"{_name(expr)}: the {'selector' if ref.how == 'select' else 'reference'} selects a key "
+                      f"that the causal mask may hide (a later position)", witness(a, b))
+    seen = ~never
+    if ref.how in ("position", "pointer"):
+        absent = want & ~present
+        if absent.any():
+            a, b = np.argwhere(absent)[0]
+            raise Unclean(f"{_name(expr)}: the position the reference attends to may not exist", witness(a, b))
+        _check_single(s, sk, want & seen, seen, kb, eps, expr, witness)
+    else:
+        bos_hi, bos_lo = s[:, kb].max(1)[:, None], s[:, kb].min(1)[:, None]
+        low = want & seen & ~(sk > bos_hi + 2 * eps)
+        if low.any():
+            a, b = np.argwhere(low)[0]
+            raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
+                          f"({sk[a, b]:.4g} vs {bos_hi[a, 0]:.4g})", witness(a, b))
+        high = ~want & seen & ~(sk < bos_lo - 2 * eps)
+        if high.any():
+            a, b = np.argwhere(high)[0]
+            raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
+                          f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
+        if ref.how in ("search", "match"):
+            _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
+    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+def _check_single(s, sk, sel, seen, kb, eps, expr, witness) -> None:
+    """A one-position head: the selected key (it exists whenever it is visible), or BOS when none,
+    beats every other key the query may see."""
+    big = np.where(sel, sk, np.inf).min(1)   # [nq] the selected key's lowest score
+    none = ~sel.any(1)
+    win = np.where(none, s[:, kb].min(1), big)  # BOS when nothing is selected
+    rest = np.where(seen & ~sel, sk, -np.inf).max(1)
+    rest = np.where(none, rest, np.maximum(rest, s[:, kb].max(1)))  # BOS loses to a selected key
+    bad = ~(win > rest + 2 * eps)
+    if bad.any():
+        a = int(np.flatnonzero(bad)[0])
+        b = int(np.argmax(np.where(seen[a] & ~sel[a], sk[a], -np.inf)))
+        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores at or above the one it "
+                      f"attends to ({rest[a]:.4g} vs {win[a]:.4g})", witness(a, b))
+
+
+def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> None:
+    """Among a query's selected keys, every later position scores above every earlier one
+    (``first``: every earlier one above every later one)."""
+    if (sel & (kpos < 0)[None, :]).any():
+        a, b = np.argwhere(sel & (kpos < 0)[None, :])[0]
+        raise Unclean(f"{_name(expr)}: the key reads no position, so the latest match is not determined",
+                      witness(a, b))
+    rank = -kpos if first else kpos
+    order = np.argsort(rank, kind="stable")
+    pos = rank[order]
+    starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+    lo = np.minimum.reduceat(np.where(sel, sk, np.inf)[:, order], starts, axis=1)   # [nq, positions]
+    hi = np.maximum.reduceat(np.where(sel, sk, -np.inf)[:, order], starts, axis=1)
+    before = np.concatenate([np.full((len(sk), 1), -np.inf), np.maximum.accumulate(hi, 1)[:, :-1]], 1)
+    bad = np.isfinite(lo) & ~(lo > before + 2 * eps)
+    if bad.any():
+        a, c = np.argwhere(bad)[0]
+        cols = order[starts[c]:(starts[c + 1] if c + 1 < len(starts) else len(order))]
+        b = int(cols[np.argmin(np.where(sel[a, cols], sk[a, cols], np.inf))])
+        raise Unclean(f"{_name(expr)}: a {'n earlier' if first else ' later'} match does not score above a "
+                      f"{'later' if first else 'n earlier'} one", witness(a, b))
+
+
+def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
+    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring)."""
+    if isinstance(expr, rasp.Aggregate):
+        reads = [(expr.label, expr.sop, None, expr.default)]
+    else:
+        reads = []
+        for nm in written:
+            r = dec.link.nodes[nm]
+            if r.multi:
+                raise NoSemantics(f"the read {nm!r} is set-valued")
+            reads.append((nm, r.read.source, r.read.fn, r.bos_value))
+    for nm, src, fn, default in reads:  # each output block on its own: only what writes into it matters
+        cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+        w = wvo[:, cols]
+        keep = [] if src is POSITION else [src.label]
+        cv = combos(state, blocks, sorted(set(_read_blocks(blocks, v_rows, w)) | set(keep)), v_rows, n,
+                    positions=src is POSITION, w=w, keep=keep)
+        vecs = np.zeros((len(cv.x), len(blocks[nm].rows)))
+        vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = cv.x @ w
+        got_all = dec.decode_rows(nm, vecs)
+        source = None if src is POSITION else _column(state, blocks, dec, cv, src.label)
+        for i in range(len(cv.x)):
+            if cv.kind[i] == 0:
+                want = default
+            elif src is POSITION:
+                want = apply_fn(fn, int(cv.position[i]))
+            elif source[i] is _AMBIGUOUS:
+                raise Unclean(f"the value's {src.label} is no single value", {"value": _where(cv, i)})
+            else:
+                want = apply_fn(fn, source[i])
+            got = got_all[i]
+            if _same_value(got, want):
+                continue
+            got = [round(float(v), 4) for v in vecs[i]] if got is _AMBIGUOUS else got
+            raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {_value(got)!r} where the program "
+                          f"has {_value(want)!r}", {"value": _where(cv, i), "expected": _value(want),
+                                                    "got": _value(got)})
+
+
+def _same_value(got: Any, want: Any) -> bool:
+    """A decoded value equals the program's (None only equals None; no single value equals nothing)."""
+    if got is _AMBIGUOUS:
+        return False
+    if got is None or want is None:
+        return got is None and want is None
+    return bool(got == want)
+
+
+# ----------------------------------------------------------------------------- the MLPs
+
+
+def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], n: int) -> None:
+    """Check one MLP sublayer's look-up tables against the Map / SequenceMap of every block it writes.
+
+    Raises:
+        Unclean: an output differs from the function (witness: input values, expected, got).
+        NoSemantics: the MLP writes a block of another expression (SelectorWidth, numerical...).
+        TooLarge: too many combinations.
+    """
+    d = len(state.radius)
+    in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
+    w1, b1 = np.asarray(p["w_1"], np.float64), np.asarray(p["b_1"], np.float64)
+    w2, b2 = np.asarray(p["w_2"], np.float64), np.asarray(p["b_2"], np.float64)
+    written = [nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any()]
+    maps = []
+    for nm in written:
+        expr = dec.link.nodes.get(nm)
+        if isinstance(expr, rasp.Map) and not isinstance(expr, rasp.SequenceMap):
+            maps.append((nm, expr, [expr.inner.label]))
+        elif isinstance(expr, rasp.SequenceMap):
+            maps.append((nm, expr, [expr.fst.label, expr.snd.label]))
+        else:
+            what = type(expr).__name__ if expr is not None else "no expression of the program"
+            raise NoSemantics(f"the MLP writes {nm!r} ({what}): no look-up semantics to check")
+        if not rasp.is_categorical(expr):
+            raise NoSemantics(f"the MLP writes the numerical SOp {nm!r}")
+    names = sorted(set(_read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
+    c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
+    y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
+    inputs = {lab: _column(state, blocks, dec, c, lab) for lab in {s for _, _, ins in maps for s in ins}}
+    for nm, expr, ins in maps:
+        cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+        vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
+        vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
+        got_all = dec.decode_rows(nm, vecs)
+        for i in np.flatnonzero(c.kind == 1):
+            xs = [inputs[lab][i] for lab in ins]
+            if any(x is _AMBIGUOUS for x in xs):
+                raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
+            try:
+                want = None if any(x is None for x in xs) else expr.f(*xs)
+            except Exception as e:  # the function has no value here: the program raises
+                raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
+                              {"input": dict(zip(ins, map(_value, xs)))})
+            got = got_all[i]
+            if _same_value(got, want):
+                continue
+            got = [round(float(v), 4) for v in vecs[i]] if got is _AMBIGUOUS else got
+            raise Unclean(f"{expr.label}: the MLP writes {_value(got)!r} where the function gives {_value(want)!r}",
+                          {"input": dict(zip(ins, map(_value, xs))), "expected": _value(want), "got": _value(got)})
+
+
+# -------------------------------------------------------------------------- the read-out
+
+
+def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder) -> None:
+    """Every ideal vector of the output SOp decodes through the unembedding to the value it holds.
+
+    Raises:
+        Unclean: a read-out value differs (witness: expected, got).
+        NoSemantics: the output is numerical, or the unembedding reads another block.
+    """
+    sink = dec.link.sink
+    if sink not in blocks or not dec.decodable(sink):
+        raise NoSemantics(f"the output SOp {sink!r} is not a categorical block")
+    u = np.asarray(model.params["unembed"]["w"], np.float64)
+    other = np.setdiff1d(np.flatnonzero(np.abs(u).sum(1) > 0), blocks[sink].rows)
+    if len(other):
+        raise NoSemantics("the read-out reads rows outside the output SOp")
+    for vec in state.sets[1][sink]:
+        want = dec.decode(sink, vec)
+        logits = vec @ u[blocks[sink].rows]
+        got = None if logits.max() < 0.5 else model.output_values[int(logits.argmax())]
+        if not (got is None and want is None) and (got is None or want is None or got != want):
+            raise Unclean(f"the read-out decodes {sink} = {_value(want)!r} as {_value(got)!r}",
+                          {"expected": _value(want), "got": _value(got)})
+
+
+# ------------------------------------------------------------------ causal selectors (no weights)
+
+
+def causal_selector_failures(model: CompiledModel) -> List[Dict[str, Any]]:
+    """RASP selectors that select a key after the query in a causal model, from the program alone.
+
+    A RASP ``Select`` is bidirectional; a causal compile masks later keys, so such a selector
+    computes something else (SPEC §8). Decided only where it is certain from the value sets:
+    keys and queries that are ``indices`` (RASP index = position - 1) or ``tokens`` (any token
+    at any position); a selector over other SOps (whose values depend on positions) is left to
+    the certificate's table check (:func:`check_head`). Needs no certificate.
+
+    Args:
+        model: a compiled model (its :attr:`~constructions.model.CompiledModel.program`).
+    Returns:
+        One ``{"selector", "key", "query", "why"}`` per such selector, with a witness pair of
+        RASP values (indices where the SOp is ``indices``); [] for a bidirectional model or a
+        model with no program linked.
+    """
+    link = model.program
+    if link is None or not model.arch.causal:
+        return []
+    n = int(model.max_seq_len)
+    vocab = list(model.vocab)
+    out = []
+    for label, expr in link.nodes.items():
+        if not isinstance(expr, rasp.Select):
+            continue
+        ks, qs = expr.keys, expr.queries
+        if not all(isinstance(x, (rasp.IndicesType, rasp.TokensType)) for x in (ks, qs)):
+            continue
+        kvals = list(range(n)) if isinstance(ks, rasp.IndicesType) else vocab
+        qvals = list(range(n)) if isinstance(qs, rasp.IndicesType) else vocab
+        for k, q in itertools.product(kvals, qvals):
+            if isinstance(ks, rasp.IndicesType):  # the key sits at index k: a query before it needs k >= 1
+                later = k > q if isinstance(qs, rasp.IndicesType) else k >= 1
+            else:  # any token at any index after the query's
+                later = q < n - 1 if isinstance(qs, rasp.IndicesType) else n >= 2
+            if not later:
+                continue
+            try:
+                hit = bool(expr.predicate(k, q))
+            except Exception:  # no value here: the certificate's table check names it
+                continue
+            if hit:
+                out.append({"selector": label, "key": _value(k), "query": _value(q),
+                            "why": "causal model: the selector selects a key after the query, which the mask hides"})
+                break
+    return out
+
+
+# -------------------------------------------------------------------------------- helpers
+
+
+def _where(c: Combos, i: Optional[int]) -> Dict[str, Any]:
+    if i is None:
+        return {}
+    return {"position": "BOS" if c.kind[i] == 0 else (int(c.position[i]) if c.position[i] >= 0 else "any")}
+
+
+def _name(expr: Any) -> str:
+    if isinstance(expr, rasp.Aggregate):
+        return f"Aggregate {expr.label}"
+    return f"{expr.kind} head {expr.label}"

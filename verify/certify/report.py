@@ -1,0 +1,261 @@
+"""The driver: runs the abstract state through every sublayer, checks the read-out, builds the report.
+
+Soundness argument. By induction over the sublayers: before each one, every residual row of
+every position of every input of length 1..N lies within its radius of one of the block's
+ideal vectors (the embedding is exact: radius 0). Each sublayer is certified from that
+state (:mod:`.heads`, :mod:`.mlps`); its ideal writes and radii extend the state
+(:func:`state.write`), so the invariant holds after it. Heads of one sublayer add their
+writes: every combination of their ideal outputs is an ideal vector of the sum, and their
+radii add. At the read-out every ideal output vector must decode (argmax, or "no value"
+below 0.5) with a margin above twice the read-out error, so the float32 forward decodes to
+what the exact hardmax evaluation decodes. The first sublayer that cannot be certified
+stops the analysis (later inputs are not defined); it is named with a witness.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from depthcraft.constructions.model import CompiledModel, sublayer_names
+from depthcraft.verify.certify import float32
+from depthcraft.verify.certify.float32 import U32, gamma, terms
+from depthcraft.verify.certify.heads import certify_head
+from depthcraft.verify.certify.mlps import certify_mlp
+from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
+from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
+                                             initial_state, lin_err, side, unique_min, write)
+
+
+def _num(x: Optional[float]) -> Optional[float]:
+    """JSON-safe float: inf becomes None."""
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _readout(model: CompiledModel, state: State, blocks: Dict[str, Block]):
+    """(decode margin, error bound, uncertified or None) for every ideal output."""
+    u = np.asarray(model.params["unembed"]["w"], np.float64)
+    rows = np.flatnonzero(np.abs(u).sum(1) > 0)
+    sd = side(state, blocks, rows, u[rows], model.max_seq_len)
+    reg = sd.kind == 1
+    logits = sd.contrib[reg]
+    err = (lin_err(state, list(blocks.values()), rows, u[rows])[None, :]
+           + gamma(terms(u[rows]) + 1, U32) * sd.absval[reg])
+    err = err.max(1)
+    if not model.categorical_output:
+        return None, float(err.max()), {"why": "numerical read-out: the certifier proves categorical outputs",
+                                        "witness": None}
+    top = np.sort(logits, 1)
+    best = top[:, -1]
+    second = top[:, -2] if logits.shape[1] > 1 else np.full(len(logits), -np.inf)
+    none = best < 0.5
+    # a value: the top logit must beat the others and stay >= 0.5; no value: every logit must stay < 0.5
+    margin = np.where(none, 0.5 - best, np.minimum(best - second, 2 * (best - 0.5)))
+    ok = margin > 2 * err
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        return float(margin.min()), float(err.max()), {
+            "why": f"read-out margin {margin[i]:.4g} is not above twice the error bound {err[i]:.4g}",
+            "witness": {"output": describe(sd, int(np.flatnonzero(reg)[i]), blocks, state)}}
+    return float(margin.min()), float(err.max()), None
+
+
+def _program_entry(layer: str, head: Optional[int], check: Callable[[], None]) -> Optional[Dict[str, Any]]:
+    """Run one program check (:mod:`.program`); its ``uncertified`` entry, or None when it holds."""
+    try:
+        check()
+    except Unclean as e:
+        return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": e.witness}
+    except NoSemantics as e:
+        return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
+                "witness": None}
+    except TooLarge as e:
+        return {"layer": layer, "head": head, "check": "program", "why": f"program table too large: {e}",
+                "witness": None}
+    return None
+
+
+def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p,
+               n: int, causal: bool, dec: Optional[Decoder]) -> Optional[Dict[str, Any]]:
+    """Certify one attention sublayer, head by head, and write its heads' sum into the state.
+
+    Returns the ``uncertified`` entry of the first head whose float32 part fails (None when all
+    hold); appends one ``per_layer`` entry per certified head, and to ``cert["program_failures"]``
+    the first program-check entry of each head (``dec`` None: no program linked, not checked).
+    """
+    d = len(state.radius)
+    out_rows = spec.rows("out_rows", d)
+    writes, radius, l1_sum = [], np.zeros(len(out_rows)), {}
+    r_in = float(state.radius[np.unique(np.concatenate(
+        [spec.rows(k, d) for k in ("q_rows", "k_rows", "v_rows")]))].max(initial=0))
+    nh = np.asarray(p["w_q"]).shape[0]
+    for h in range(nh):
+        hc = certify_head(state, blocks, spec, p, h, n, causal)
+        if hc.failure is not None:
+            return {"layer": name, "head": h, "check": "float32", **hc.failure}
+        if dec is not None:
+            eps = hc.tables[1]
+            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps))
+            if bad is not None:
+                cert["program_failures"].append(bad)
+        writes.append(hc.outs)
+        radius = radius + hc.r_out[0]
+        for k, v in hc.r_out[1].items():
+            l1_sum[k] = l1_sum.get(k, 0.0) + v
+        e = hc.entry
+        cert["per_layer"].append({"layer": name, "head": h, "min_gap": _num(e["min_gap"]),
+                                  "delta": _num(e["delta"]), "leak_bound": _num(e["leak_bound"]),
+                                  "radius_in": r_in, "radius_out": None})
+    # heads add their writes: every combination of the heads' ideal outputs, per position kind
+    totals = []
+    for kind in (0, 1):
+        total, tg = writes[0][kind]
+        for w in writes[1:]:
+            wv, wg = w[kind]
+            if len(total) * len(wv) > MAX_TUPLES:
+                raise TooLarge("combinations of the heads' outputs")
+            total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
+                                   np.maximum(tg[:, None], wg[None, :]).ravel())
+        totals.append((total, tg))
+    write(state, blocks, out_rows, totals, (radius, l1_sum))
+    for e in cert["per_layer"][-nh:]:
+        e["radius_out"] = float(state.radius[out_rows].max(initial=0))
+    return None
+
+
+def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
+         dec: Optional[Decoder]) -> None:
+    """Certify one MLP sublayer, check its tables against the program, and write its ideal outputs
+    into the state (one ``per_layer`` entry)."""
+    d = len(state.radius)
+    out_rows = spec.rows("out_rows", d)
+    r_in = float(state.radius[spec.rows("in_rows", d)].max(initial=0))
+    ideal, sd, r_out = certify_mlp(state, blocks, spec, p, n)
+    if dec is not None:
+        bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, spec, p, n))
+        if bad is not None:
+            cert["program_failures"].append(bad)
+    write(state, blocks, out_rows, [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)], r_out)
+    cert["per_layer"].append({"layer": name, "head": None, "min_gap": None, "delta": None,
+                              "leak_bound": None, "radius_in": r_in,
+                              "radius_out": float(state.radius[out_rows].max(initial=0))})
+
+
+def _scopes(model: CompiledModel) -> Dict[str, str]:
+    """The ``scope`` sentence of each outcome: the program proved, only the weights' hardmax, nothing."""
+    n = int(model.max_seq_len)
+    inputs = (f"every input of length 1..{n} over the {len(model.vocab)}-token vocabulary (BOS first), every "
+              f"position 1..n")
+    hardmax = (f"the float32 {model.arch.attention} forward decodes to the output of the exact hardmax "
+               f"evaluation of the same weights")
+    return {
+        "program": f"{inputs}: the float32 forward decodes to the RASP program's output (tracr's evaluator, "
+                   f"with the hand-built heads' reference semantics): every head's selection and OV tables "
+                   f"and every MLP's look-up table equal their RASP expressions over the value sets, and "
+                   f"{hardmax}",
+        "hardmax": f"{inputs}: only that {hardmax} (float32_matches_hardmax); NOT that the weights compute "
+                   f"the RASP program (see uncertified)",
+        "none": f"{inputs}: nothing proved (see uncertified)"}
+
+
+def certify(model: CompiledModel) -> Dict[str, Any]:
+    """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
+
+    Two facts, both over every input: the float32 forward decodes like the exact hardmax
+    evaluation of the same weights (``float32_matches_hardmax``: :mod:`.heads`, :mod:`.mlps`),
+    and every head's and MLP's tables equal the RASP expression it was compiled from
+    (:mod:`.program`, from ``model.program``). ``certified`` is their conjunction: the weights
+    compute the RASP program (SPEC §6).
+
+    Args:
+        model: a compiled model (softmax attention; tracr's one-hot SOp layout).
+    Returns:
+        ``{"certified": bool, "float32_matches_hardmax": bool, "scope": str, "per_layer":
+        [{"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}], "uncertified":
+        [{"layer", "head", "check", "why", "witness"}], "readout": {"margin", "error"},
+        "float32": str, "seconds": float}``. ``layer`` is the sublayer's display name
+        (``attn 2``, ``MLP 1``) and ``head`` the 0-based head (None for an MLP); ``check`` is
+        ``"float32"`` (the weights' own hardmax: the first sublayer it cannot prove; later
+        sublayers are not analysed, their inputs are not defined) or ``"program"`` (a table
+        differs from its expression, or has no semantics here: one entry per head or MLP,
+        in sublayer order, the float32 analysis goes on).
+    Raises:
+        ValueError: the model is not a compiled model's layout (biases, layer norm).
+    """
+    t0 = time.perf_counter()
+    n = int(model.max_seq_len)
+    scopes = _scopes(model)
+    cert: Dict[str, Any] = {"certified": False, "float32_matches_hardmax": False, "scope": scopes["none"],
+                            "per_layer": [], "uncertified": [], "readout": None, "seconds": None,
+                            "float32": float32.DESCRIPTION, "program_failures": []}
+
+    def done():
+        program = cert.pop("program_failures")
+        float_fail = list(cert["uncertified"])
+        cert["uncertified"] = sorted(program + float_fail, key=lambda e: _order.get((e["layer"], e["head"]), 1 << 30))
+        cert["certified"] = cert["float32_matches_hardmax"] and not program
+        cert["scope"] = scopes["program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"]
+                               else "none"]
+        cert["seconds"] = round(time.perf_counter() - t0, 3)
+        return cert
+
+    _order: Dict[Any, int] = {}
+
+    if model.arch.layer_norm:
+        raise ValueError("certify: the model has layer norm (a trained model, not a compiled one)")
+    if model.arch.attention != "softmax":
+        cert["uncertified"].append({"layer": None, "head": None, "check": "float32", "witness": None,
+                                    "why": f"{model.arch.attention} attention: the certifier proves softmax models"})
+        return done()
+    blocks = {b.name: b for b in blocks_of(model)}
+    state = initial_state(model, list(blocks.values()))
+    names = sublayer_names(model.arch)
+    for i, name in enumerate(names):
+        for h in range(np.asarray(model.params["layers"][i].get("w_q", np.zeros((1,)))).shape[0]):
+            _order[(name, h)] = 2 * i
+        _order[(name, None)] = 2 * i + 1
+    _order[("read-out", None)] = 2 * len(names)
+    dec = Decoder.of(model, blocks) if model.program is not None else None
+    if dec is None:
+        cert["program_failures"].append({"layer": None, "head": None, "check": "program", "witness": None,
+                                         "why": "no RASP program is linked to these weights (a loaded or "
+                                                "hand-made model): only float32_matches_hardmax can be proved"})
+        _order[(None, None)] = -1
+    soft = {i for i in model.meta.get("soft_attention_layers", ())}
+    attn_no = -1
+    for name, spec, p in zip(names, model.arch.sublayers, model.params["layers"]):
+        if any(k.startswith("b_") for k in p if k not in ("b_1", "b_2")) or "ln" in p:
+            raise ValueError(f"certify: sublayer {name} has biases or layer norm (not a compiled model)")
+        try:
+            if spec.kind == "attn":
+                attn_no += 1
+                if attn_no in soft:
+                    raise Unclean("soft by design (a memorising head averages over several keys)",
+                                  {"layer": name})
+                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec)
+                if fail is not None:
+                    cert["uncertified"].append(fail)
+                    return done()
+            else:
+                _mlp(cert, state, blocks, name, spec, p, n, dec)
+        except Unclean as e:
+            cert["uncertified"].append({"layer": name, "head": None, "check": "float32", "why": e.why,
+                                        "witness": e.witness})
+            return done()
+        except TooLarge as e:
+            cert["uncertified"].append({"layer": name, "head": None, "check": "float32",
+                                        "why": f"table too large to enumerate: {e}", "witness": None})
+            return done()
+    margin, err, bad = _readout(model, state, blocks)
+    cert["readout"] = {"margin": margin, "error": err}
+    if bad is not None:
+        cert["uncertified"].append({"layer": "read-out", "head": None, "check": "float32", **bad})
+        return done()
+    if dec is not None:
+        bad = _program_entry("read-out", None, lambda: check_readout(model, state, blocks, dec))
+        if bad is not None:
+            cert["program_failures"].append(bad)
+    cert["float32_matches_hardmax"] = True
+    return done()
