@@ -15,10 +15,10 @@ Everything here calls ``depthcraft.check_program(..., certify=True)`` and reads 
   the committed ``results/certify/tracr_corpus.json`` of ``benchmarks/tracr_corpus.py``;
 * a report never says ``certified: true`` beside ``passed: false``.
 
-Two SPEC §8 pitfalls are certified by the certifier as it stands (it proves the float32 forward
-equals the hardmax evaluation of the same weights, not that the weights compute the program;
-issue 30, Deliver 0): they are strict xfails, so the day the certificate closes that gap they
-XPASS and fail, and the marker must go.
+The two selector-table pitfalls (a causal compile whose selector reads a later position, a
+selector whose query can be None) were certified while the certificate only proved the float32
+forward against the hardmax evaluation of the same weights; the program check (issue 30,
+Deliver 0) refuses them, and these tests keep it that way.
 """
 
 import json
@@ -81,7 +81,7 @@ def _shift(sop):
 
 # SPEC §8, one program per pitfall: (id, program factory, vocab, max_seq_len, check_program extras).
 # The SelectorWidth pitfall (pitfalls.histogram and pitfalls.length) is searched for below, the
-# two selector-table pitfalls are the strict xfails, and the 1-hop SelectorWidth program is slow.
+# two selector-table pitfalls have their own test, and the 1-hop SelectorWidth program is slow.
 PITFALLS = [
     ("categorical_aggregate_over_several_positions", pitfalls.first_token_non_unique, [0, 1, 2], 4, {}),
     ("none_from_aggregate_chain_read_as_a_value", pitfalls.none_read_downstream, [0, 1, 2], 4, {}),
@@ -106,11 +106,6 @@ def none_query_selector():
                           rasp.tokens)
 
 
-GAP = ("issue 30, Deliver 0: the certificate proves the weights against their own hardmax, "
-       "not the selector tables against the RASP predicates")
-
-
-@pytest.mark.xfail(strict=True, reason=GAP)
 @pytest.mark.parametrize("make, causal", [(future_reading_selector, True), (none_query_selector, False)],
                          ids=["causal_compile_reads_a_later_position", "selector_query_can_be_none"])
 def test_spec8_table_pitfalls_are_not_certified(make, causal):
@@ -118,8 +113,9 @@ def test_spec8_table_pitfalls_are_not_certified(make, causal):
     # the model is wrong against the RASP semantics (prefix semantics under causal masking) ...
     report = check_program(program, vocab=[0, 1, 2], max_seq_len=6, causal=causal, certify=True, **FAST)
     assert report["passed"] is False
-    # ... so it must not be certified (today it is: this is the gap the xfail records)
+    # ... so it must not be certified: the head's selection table is not the selector's predicate
     assert report["certificate"]["certified"] is False
+    assert any(u.get("check") == "program" for u in report["certificate"]["uncertified"])
 
 
 @pytest.mark.slow
