@@ -8,7 +8,10 @@ The report (one dict per construction and parameter set) has the keys of SPEC §
      "redundant"}, ...], "ablation_ok", "passed", "seconds", ...}
 
 ``passed`` needs the bound, exactness on every check, and no redundant attention layer
-(:mod:`verify.ablation`).
+(:mod:`verify.ablation`). Where layer necessity cannot be tested (n = 1, or no input's output
+depends on another position: :func:`verify.ablation.not_applicable`), the ablation does not run,
+``ablation`` is ``[]``, ``ablation_applicable`` is False, ``ablation_not_applicable`` gives the
+reason, and ``passed`` rests on the bound and exactness.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
-from depthcraft.verify.ablation import ablate, ablation_inputs
+from depthcraft.verify.ablation import ablate, ablation_inputs, not_applicable
 from depthcraft.verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
 from depthcraft.verify.shrink import shrink as shrink_counterexample
 from depthcraft.verify.structure import measure
@@ -191,7 +194,9 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     margin, warnings = margins(checks, model.meta.get("soft_attention_layers", ()))
     bound_ok = all(b["ok"] for b in bounds.values())
     exact = all(r.exact for r in checks.values() if r is not None)
-    ablation = ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
+    ablation_na = not_applicable(task, p)
+    ablation = [] if ablation_na else \
+        ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
     redundant = [a["layer"] for a in ablation if a["redundant"]]
     if redundant:
         warnings.append(f"attention layer(s) {redundant} are redundant: removing one leaves the model exact")
@@ -214,6 +219,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         "counterexample": cx.to_json() if cx else None,
         "ablation": ablation,
         "ablation_ok": not redundant,
+        "ablation_applicable": ablation_na is None,
+        "ablation_not_applicable": ablation_na,
         "passed": bool(bound_ok and exact and not redundant),
         "seconds": None,
     }

@@ -261,7 +261,8 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     theorem = report.get("theorem")
     if theorem and not (theorem["exhaustive"]["exact"] and theorem["random"]["exact"]):
         cert_lines = cert_lines + wrap(f"theorem's half FAILED: {theorem['claim']}", columns, indent="  ")
-    if not (cx or bad_bounds or warnings or cert_lines or reduced or not report["passed"]):
+    na = report.get("ablation_not_applicable")
+    if not (cx or bad_bounds or warnings or cert_lines or reduced or na or not report["passed"]):
         return []
     title = f"{report['construction']} {params_text(report['params'])}".strip()
     if report.get("loaded_from"):
@@ -277,6 +278,8 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     for w in warnings:
         out += [Text(line, style="yellow") for line in wrap(f"warning: {w}", columns, indent="  ")]
     out += [Text(line, style="yellow") for line in cert_lines]
+    if na:
+        out += [Text(line) for line in wrap(f"layer ablation: not applicable: {na}", columns, indent="  ")]
     if reduced:
         s = report["sampling"]
         out += [Text(line) for line in wrap(f"certified: sampled checks reduced to {s['samples']} random, "

@@ -248,7 +248,7 @@ def for_construction(name: str, params: Dict[str, Any], text: str, details: bool
     """
     from depthcraft.verify import lookup
 
-    r = lookup.resolve(name, params)
+    r = lookup.resolve(name, params, sampling=False)  # one given input: no sampling constraint applies
     c, p, task = r.construction, r.params, r.task
     tokens = task.parse_tokens(p, text)
     if len(tokens) > task.max_seq_len(p):  # refuse before compiling
