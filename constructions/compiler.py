@@ -208,6 +208,26 @@ def numerical_means(label: str, values: Iterable[Any], n: int, limit: int = MAX_
     return {float(v) for v in out}
 
 
+def plan_graph(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, positions: str = "onehot",
+               dedupe: bool = True) -> nx.DiGraph:
+    """Steps 0-2 of the pipeline only: the expression graph with every SOp's value set and basis.
+
+    No block and no weight is built, so this is cheap (value sets, and one call of each Map /
+    SequenceMap function per value or pair of values): :mod:`verify.cost` sizes a build from it.
+
+    Returns:
+        tracr's graph (``nodes.VALUE_SET`` and ``nodes.OUTPUT_BASIS`` set on every SOp).
+    Raises:
+        CompileError: bad vocab or length, an unsupported SOp.
+    """
+    vocab = _check_vocab(vocab, max_seq_len)
+    if dedupe:
+        program = dedupe_program(program).program
+    graph = rasp_to_graph.extract_rasp_graph(program).graph
+    _infer_bases(graph, vocab, int(max_seq_len), positions)
+    return graph
+
+
 def _infer_bases(graph: nx.DiGraph, vocab: set, n: int, positions: str = "onehot") -> None:
     for node_id in nx.topological_sort(graph):
         expr = graph.nodes[node_id][nodes.EXPR]

@@ -51,8 +51,12 @@ def certificate_cell(cert: Optional[Dict[str, Any]]) -> Text:
     return Text("exh" if cert.get("method") == "exhaustive" else "yes", style="green")
 
 
-def certificate_lines(cert: Dict[str, Any], columns: int) -> List[str]:
-    """What a certificate that does not hold names: the sublayer, the head, why, and the witness."""
+def certificate_lines(cert: Dict[str, Any], columns: int, names: Optional[Dict[int, str]] = None) -> List[str]:
+    """What a certificate that does not hold names: the sublayer, the head, why, and the witness.
+
+    ``names``: token id -> the name a user types (:meth:`Task.token_names`); a witness's ``tokens``
+    entries print as those names (ids where ``names`` is None).
+    """
     out = []
     for u in cert.get("uncertified", []):
         where = " ".join(str(x) for x in (u.get("layer"), f"head {u['head']}" if u.get("head") is not None else None)
@@ -60,8 +64,36 @@ def certificate_lines(cert: Dict[str, Any], columns: int) -> List[str]:
         label = "not proved by the tables" if cert["certified"] else "not certified"
         out += wrap(f"{label}: {where}: {u['why']}", columns, indent="  ", hanging="    ")
         if u.get("witness"):
-            out += wrap(f"witness: {_compact(u['witness'])}", columns, indent="    ", hanging="      ")
+            witness = named_tokens(u["witness"], names) if names else u["witness"]
+            out += wrap(f"witness: {_compact(witness)}", columns, indent="    ", hanging="      ")
     return out
+
+
+def named_tokens(obj: Any, names: Dict[int, str]) -> Any:
+    """A copy of a witness with the value of every ``tokens`` entry (an id, or a list of ids) as its name."""
+    if isinstance(obj, dict):
+        return {k: (_name(v, names) if k == "tokens" else named_tokens(v, names)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [named_tokens(v, names) for v in obj]
+    return obj
+
+
+def _name(v: Any, names: Dict[int, str]) -> Any:
+    if isinstance(v, list):
+        return [_name(x, names) for x in v]
+    return names.get(v, v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def report_token_names(report: Dict[str, Any]) -> Optional[Dict[int, str]]:
+    """Token id -> name for a registered construction's report (None for a user's program or an unknown one)."""
+    from depthcraft.constructions.errors import DepthcraftError
+    from depthcraft.verify import lookup
+
+    try:
+        r = lookup.resolve(report["construction"], report.get("params") or {}, sampling=False)
+    except (DepthcraftError, KeyError, TypeError):
+        return None
+    return r.task.token_names(r.params)
 
 
 def _compact(obj: Any) -> str:
@@ -196,11 +228,13 @@ class ReportLines:
         self.columns = columns or width()
         self.fixed = COLUMNS + ((CERT_COLUMN,) if certify else ())
         want = max([len("construction")] + [2 + cell_len(label) for label in labels])
-        self.first = max(min(want, self.columns - sum(w + 1 for _, w in self.fixed)), 14)
+        # at least 2 columns; below 14 the header is cut (``constr…``) and a label that does not fit
+        # goes on its own line(s) above its cells (:meth:`row`)
+        self.first = max(min(want, self.columns - sum(w + 1 for _, w in self.fixed)), 2)
 
     def header(self) -> Text:
         """The column headers."""
-        t = Text("construction".ljust(self.first), style="bold")
+        t = Text(fit("construction", self.first).ljust(self.first), style="bold")
         for name, w in self.fixed:
             t.append(" " + name.rjust(w), style="bold")
         return t
@@ -210,8 +244,19 @@ class ReportLines:
         return Text(name, style="bold")
 
     def row(self, report: Dict[str, Any], label: str) -> List[Text]:
-        """The report's line (more lines only when ``label`` is wider than the first column)."""
-        first = wrap(label or "(defaults)", self.first, indent="  ", hanging="  ")
+        """The report's line (more lines only when ``label`` is wider than the first column).
+
+        When the first column is narrower than wrapping needs (14), a label that does not fit
+        in it goes on its own line(s), wrapped at the full width, and the cells follow on a line
+        of their own.
+        """
+        label = label or "(defaults)"
+        above: List[Text] = []
+        if self.first < 14 and 2 + cell_len(label) > self.first:
+            above = [Text(line) for line in wrap(label, self.columns, indent="  ", hanging="  ")]
+            first = [""]
+        else:
+            first = wrap(label, self.first, indent="  ", hanging="  ")
         t = Text(first[0].ljust(self.first))
         passed = report["passed"]
         cells = [bound_cell(report, "attn_layers"), bound_cell(report, "heads"), bound_cell(report, "d_model"),
@@ -222,7 +267,7 @@ class ReportLines:
         for (_, w), cell in zip(self.fixed, cells):
             t.append(" " * (1 + max(w - cell.cell_len, 0)))
             t.append_text(cell)
-        return [t] + [Text(line) for line in first[1:]]
+        return above + [t] + [Text(line) for line in first[1:]]
 
 
 def _tokens(text: str, count: int) -> Optional[List[str]]:
@@ -256,7 +301,8 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     cx = report.get("counterexample")
     warnings = report.get("warnings", [])
     cert = report.get("certificate")
-    cert_lines = certificate_lines(cert, columns) if cert and cert.get("uncertified") else []
+    cert_lines = certificate_lines(cert, columns, report_token_names(report)) if cert and cert.get("uncertified") \
+        else []
     reduced = (report.get("sampling") or {}).get("reduced_by_certificate")
     theorem = report.get("theorem")
     if theorem and not (theorem["exhaustive"]["exact"] and theorem["random"]["exact"]):
