@@ -4,7 +4,9 @@
 
 Each parameter set of :data:`CASES` runs as its own process (``depthcraft verify NAME -p ...
 --max-memory 0 --samples S --hypothesis H [--certify]``: imports, build, every check, ablation),
-waited for with ``os.wait4`` (peak RSS of that process, ``ru_maxrss``; wall time around it). The
+waited for with ``os.wait4`` (peak RSS of that process, ``ru_maxrss``; its CPU time, user + system,
+which is the wall time on an idle core and, unlike the wall time, does not grow when other processes
+share the cores; the wall time is kept too). The
 estimate is :func:`verify.cost.estimate` with the same checks, computed here before the run.
 
 Fitting and testing: the sets alternate between ``fit`` (even index) and ``test`` (odd index).
@@ -48,6 +50,8 @@ CASES = [
     ("retrieval_tripling", {"d": 7, "distractors": 6}, 100, 10, False),
     ("retrieval_tripling", {"d": 9, "distractors": 8}, 50, 5, False),
     ("retrieval_tripling", {"d": 12, "distractors": 10}, 20, 5, False),
+    ("retrieval_doubling", {"d": 12, "distractors": 8}, 20, 5, False),
+    ("khop_doubling", {"k": 8, "n": 256}, 50, 5, False),
     ("graph_connectivity", {}, 100, 10, False),
     ("sc_memorize", {}, 100, 10, False),
     ("icqa_copy_match", {}, 100, 10, False),
@@ -58,12 +62,13 @@ CASES = [
     ("retrieval_tripling", {"d": 4, "distractors": 2}, 50, 5, True),
 ]
 
-MEMORY_KEYS = ("one", "cells", "forward_bytes", "cert_cells")
+MEMORY_KEYS = tuple(cost.MEM)
 TIME_KEYS = tuple(cost.TIME)
 
 
 def measure(name, params, samples, hyp, certify):
-    """Run ``depthcraft verify`` in a fresh process; return (peak RSS bytes, wall seconds, report or None)."""
+    """Run ``depthcraft verify`` in a fresh process; return (peak RSS bytes, CPU seconds, wall seconds,
+    report or None, exit code)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "r.json"
         args = [sys.executable, "-c", "from depthcraft.verify.cli import main; main()", "verify", name,
@@ -76,9 +81,10 @@ def measure(name, params, samples, hyp, certify):
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        cpu = usage.ru_utime + usage.ru_stime
         proc.returncode = os.waitstatus_to_exitcode(status)
         report = json.loads(out.read_text())["results"][0] if out.exists() else None
-        return usage.ru_maxrss * 1024, wall, report, proc.returncode
+        return usage.ru_maxrss * 1024, cpu, wall, report, proc.returncode
 
 
 def predict(feats, mem_consts, time_consts):
@@ -90,9 +96,7 @@ def predict(feats, mem_consts, time_consts):
 
 def shipped():
     """The constants in verify/cost.py, as the two dicts :func:`predict` takes."""
-    mem = {"one": cost.MEM_BASE, "cells": cost.MEM_PER_CELL, "forward_bytes": cost.MEM_PER_FORWARD_BYTE,
-           "cert_cells": cost.MEM_PER_CERT_CELL}
-    return mem, dict(cost.TIME)
+    return dict(cost.MEM), dict(cost.TIME)
 
 
 def fit(rows, keys, target):
@@ -128,14 +132,15 @@ def main() -> None:
                               certify=certify)
         key = json.dumps([name, params, samples, certify])
         if key in old:
-            rss, wall, rc, d_model = old[key]["rss"], old[key]["seconds"], old[key]["rc"], old[key]["d_model"]
+            o = old[key]
+            rss, cpu, wall, rc, d_model = o["rss"], o["seconds"], o["wall_seconds"], o["rc"], o["d_model"]
         else:
-            rss, wall, report, rc = measure(name, params, samples, hyp, certify)
+            rss, cpu, wall, report, rc = measure(name, params, samples, hyp, certify)
             d_model = report["structure"]["d_model"] if report else None
         rows.append({"construction": name, "params": params, "samples": samples, "hypothesis": hyp,
                      "certify": certify, "split": "fit" if i % 2 == 0 else "test", "rc": rc, "rss": rss,
-                     "seconds": round(wall, 2), "d_model": d_model, "d_model_est": est.d_model, "features": feats})
-        print(f"{i:2d} {name} {params} rss {rss / 1e6:.0f} MB  {wall:.1f} s", file=sys.stderr, flush=True)
+                     "seconds": round(cpu, 2), "wall_seconds": round(wall, 2), "d_model": d_model, "d_model_est": est.d_model, "features": feats})
+        print(f"{i:2d} {name} {params} rss {rss / 1e6:.0f} MB  cpu {cpu:.1f} s  wall {wall:.1f} s", file=sys.stderr, flush=True)
     mem_c, time_c = shipped()
     if a.fit:
         fitting = [r for r in rows if r["split"] == "fit"]

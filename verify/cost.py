@@ -36,17 +36,15 @@ from depthcraft.constructions.errors import ParameterError
 #: Fraction of the available memory (``MemAvailable``) a run may use when ``--max-memory`` is not given.
 BUDGET_FRACTION = 0.6
 
-#: Fitted constants (benchmarks/cost_model.py --fit; results/performance/cost_model.json). Memory in bytes:
-#: the process before any build (Python, JAX, tracr, depthcraft imported; a small model compiled by XLA),
-#: bytes per table cell (tracr's float64 block matrices, their copies, the weights), per byte of one
-#: forward call's working set, per score-table cell x key position of the certifier.
-MEM_BASE = 520e6
-MEM_PER_CELL = 40.0
-MEM_PER_FORWARD_BYTE = 4.0
-MEM_PER_CERT_CELL = 24.0
-#: Seconds per unit of each :func:`features` entry: fixed (imports, XLA compiles), per attention layer
-#: (its compiles), per table cell, per Python evaluation, per forward multiply-add, per certifier cell.
-TIME = {"one": 6.0, "layers": 0.5, "cells": 2.0e-7, "evals": 4.0e-6, "flops": 1.5e-10, "cert_cells": 2.0e-6}
+#: Fitted constants (benchmarks/cost_model.py --fit; results/performance/cost_model.json), per unit of each
+#: :func:`features` entry. Memory, bytes of peak RSS: the process before any build (Python, JAX, tracr,
+#: depthcraft; XLA compiles), per table cell (tracr's float64 blocks, their copies, the weights), per residual
+#: entry of one row (XLA buffers), per d_model^2 entry of a layer, per certifier cell.
+MEM = {"one": 520e6, "cells": 40.0, "width": 40.0, "square": 8.0, "cert_cells": 24.0}
+#: Seconds of CPU time (user + system; the wall time on an idle core): fixed (imports, XLA compiles), per
+#: attention layer, per table cell, per Python evaluation, per forward call, per multiply-add, per certifier cell.
+TIME = {"one": 6.0, "layers": 0.5, "cells": 2.0e-7, "evals": 4.0e-6, "calls": 5e-3, "flops": 1.5e-10,
+        "cert_cells": 2.0e-6}
 
 
 @dataclasses.dataclass
@@ -253,15 +251,15 @@ def estimate(name: str, params: Mapping[str, Any], *, samples: int = 1000, hypot
     g = graph_counts(graph, n)
     f = features(g, n, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
                  exhaustive_inputs=exhaustive_inputs)
-    build = MEM_PER_CELL * f["cells"]
-    check = MEM_PER_FORWARD_BYTE * f["forward_bytes"]
-    cert = MEM_PER_CERT_CELL * f["cert_cells"]
+    build = MEM["cells"] * f["cells"]
+    check = MEM["width"] * f["width"] + MEM["square"] * f["square"]
+    cert = MEM["cert_cells"] * f["cert_cells"]
     secs = sum(TIME[k] * f[k] for k in TIME)
     return Estimate(construction=c.name, params=dict(p), seq_len=n + 1, d_model=g["d_model"],
                     attn_layers=g["attn_layers"], heads=g["heads"], score_cells=g["score_cells"],
                     largest_score_table=g["largest_score_table"], mlp_cells=g["mlp_cells"],
                     evaluations=g["evaluations"], forward_flops=f["flops"], inputs=f["rows"], build_bytes=build,
-                    check_bytes=check, certify_bytes=cert, peak_bytes=MEM_BASE + build + check + cert, seconds=secs)
+                    check_bytes=check, certify_bytes=cert, peak_bytes=MEM["one"] + build + check + cert, seconds=secs)
 
 
 def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples: int, certify: bool,
@@ -270,29 +268,34 @@ def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples:
 
     Returns:
         ``{"one": 1, "layers", "cells" (score + MLP table cells), "evals", "rows" (inputs the
-        checks run), "flops" (their forward multiply-adds), "forward_bytes" (one forward call's
-        working set), "cert_cells" (score-table cells x key positions when certifying, else 0)}``.
+        checks run), "calls" (forward calls: rows in batches of :func:`verify.checks.batch_rows`'s
+        size), "flops" (the forwards' multiply-adds), "width" (d_model x T x layers: one row's
+        residual streams), "square" (d_model^2 x layers: dense per-layer maps), "cert_cells"
+        (score-table cells x key positions when certifying, else 0)}``, floats.
     """
     t = n + 1
+    d = g["d_model"]
     layers = max(g["attn_layers"], 1)
-    heads_per_layer = max(1, math.ceil(g["heads"] / layers))
     checking = samples > 0 or hypothesis_examples > 0
     # random + hypothesis + ~64 edge cases; the ablation reruns up to 500 + edges, about half a forward per layer
     ablation = (min(samples, 500) + 64) * layers // 2 if samples and n > 1 else 0
     rows = samples + hypothesis_examples + 64 + exhaustive_inputs + ablation if checking else 1
+    fit_rows = min(CACHE_BUDGET_BYTES // (t * d * 4), MAX_ATTENTION_ELEMENTS // t ** 2)
+    batch = BATCH if fit_rows >= BATCH else 1 << max(0, int(fit_rows).bit_length() - 1)
+    # per forward call: one per batch, and hypothesis / shrinking run one input per call
+    calls = math.ceil((rows - hypothesis_examples) / batch) + hypothesis_examples if checking else 1
     cells = g["score_cells"] + g["mlp_cells"]
     d_head = math.sqrt(max(g["largest_score_table"], 1))
     flops = rows * t * (cells + g["heads"] * t * d_head)  # projections on live rows + score rows
-    forward = min(CACHE_BUDGET_BYTES, rows * t * g["d_model"] * 4) + \
-        4 * min(MAX_ATTENTION_ELEMENTS, rows * t * t) * heads_per_layer
     return {"one": 1.0, "layers": float(layers), "cells": float(cells), "evals": float(g["evaluations"]),
-            "rows": float(rows), "flops": float(flops), "forward_bytes": float(forward),
-            "cert_cells": float(g["score_cells"] * t if certify else 0)}
+            "rows": float(rows), "calls": float(calls), "flops": float(flops), "width": float(d * t * layers),
+            "square": float(d * d * layers), "cert_cells": float(g["score_cells"] * t if certify else 0)}
 
 
-#: checks.CACHE_BUDGET and checks.MAX_ATTENTION_ELEMENTS (repeated here so that estimating imports no JAX).
+#: checks.CACHE_BUDGET, checks.MAX_ATTENTION_ELEMENTS and model.BATCH (repeated: estimating imports no JAX).
 CACHE_BUDGET_BYTES = 16 << 20
 MAX_ATTENTION_ELEMENTS = 1 << 20
+BATCH = 1024
 
 
 def admit(est: Estimate, budget: Optional[int]) -> None:

@@ -21,7 +21,7 @@ expected and got), then one summary line (:func:`summary`: ``23/23 passed in 2m3
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -165,6 +165,42 @@ def inputs_progress(bar: Progress):
             state.pop("check")
 
     return progress
+
+
+#: Parameter sets estimated to take at least this many seconds get a bar of their own (:func:`timed`).
+TIMED_FROM = 5.0
+
+
+def timed(bar: Progress, reports: Iterable[Dict[str, Any]], estimates: Sequence[Any],
+          labels: Sequence[str]) -> Iterator[Dict[str, Any]]:
+    """The reports, unchanged; while each one estimated at :data:`TIMED_FROM` seconds or more is computed,
+    ``bar`` shows a line for it whose total is the estimate (:class:`verify.cost.Estimate`), so that
+    rich's time-left column counts down from the estimate (the bar stops short of full until the
+    report arrives). Nothing shows where ``bar`` is off (not a terminal)."""
+    import threading
+    import time
+
+    it = iter(reports)
+    for est, label in zip(estimates, labels):
+        stop, task = threading.Event(), None
+        if est is not None and est.seconds >= TIMED_FROM and not bar.disable:
+            task = bar.add_task(f"  {fit(label, 20)} (est.)", total=est.seconds, inputs=True)
+            start = time.perf_counter()
+
+            def tick(task=task, start=start, total=est.seconds):
+                while not stop.wait(0.5):
+                    bar.update(task, completed=min(time.perf_counter() - start, 0.99 * total))
+
+            threading.Thread(target=tick, daemon=True).start()
+        try:
+            report = next(it)
+        except StopIteration:
+            return
+        finally:
+            stop.set()
+            if task is not None:
+                bar.remove_task(task)
+        yield report
 
 
 def fit(text: str, columns: int) -> str:

@@ -15,7 +15,7 @@ import click
 from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
-from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports
+from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports, timed
 from depthcraft.verify.report import markdown_table
 
 #: Random inputs per check when --samples is not given (one construction; --all).
@@ -102,7 +102,8 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, m
     estimates = [gate(resolve(n, p, sampling=False), max_memory, samples=count if samples is None else samples,
                       hypothesis_examples=hyp, certify=certify) for n, p in plan]
     shown = [f"{n} {label}".rstrip() for (n, _), label in zip(plan, labels)]
-    done = stream_reports(with_estimates(reports, estimates), labels, shown, bar, certify=certify)
+    done = stream_reports(timed(bar, with_estimates(reports, estimates), estimates, labels), labels, shown, bar,
+                          certify=certify)
     written = write_outputs(done, json_path, md_path, varying)
     finish(done, time.perf_counter() - started, written)
     sys.exit(0 if all(r["passed"] for r in done) else 1)
