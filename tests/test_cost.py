@@ -97,3 +97,19 @@ def test_estimate_grows_with_size():
     assert big.d_model > small.d_model and big.score_cells > small.score_cells
     assert big.peak_bytes > small.peak_bytes and big.seconds > small.seconds
     assert cost.estimate("khop_doubling", {"k": 2, "n": 8}, samples=0, hypothesis_examples=0).inputs == 1
+
+
+def test_check_program_estimates_and_refuses_above_its_budget():
+    from depthcraft.verify.api import check_program
+
+    sel = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
+    prog = rasp.categorical(rasp.Aggregate(sel, rasp.tokens))
+    with pytest.raises(ParameterError, match=r"^aggregate_\d+ is estimated at .* above the memory budget of 1 MB; "
+                                             r"--max-memory raises the budget \(0: no limit\)$"):
+        check_program(prog, vocab=["a", "b"], max_seq_len=3, max_memory="1M")
+    with pytest.raises(ParameterError, match="above the memory budget of 0 MB"):
+        check_program("khop_doubling", params={"k": 2, "n": 8}, max_memory=1)
+    report = check_program(prog, vocab=["a", "b"], max_seq_len=3, samples=10, hypothesis_examples=0,
+                           max_memory=0)
+    # tokens a, b; indices 0..2; the aggregate's a, b; one, BOS, PAD
+    assert report["cost_estimate"]["d_model"] == report["structure"]["d_model"] == 2 + 3 + 2 + 3

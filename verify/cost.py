@@ -241,24 +241,42 @@ def estimate(name: str, params: Mapping[str, Any], *, samples: int = 1000, hypot
     Raises:
         ParameterError: bad name or parameters (from resolving).
     """
-    from depthcraft.constructions.compiler import plan_graph
     from depthcraft.verify import lookup
 
     r = resolved if resolved is not None else lookup.resolve(name, params, sampling=False)
     c, p, task = r.construction, r.params, r.task
-    n = task.max_seq_len(p)
-    graph = plan_graph(c.program(p), task.vocab(p), n)
-    g = graph_counts(graph, n)
+    return estimate_program(c.program(p), task.vocab(p), task.max_seq_len(p), name=c.name, params=p,
+                            samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
+                            exhaustive_inputs=exhaustive_inputs)
+
+
+def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
+                     params: Optional[Mapping[str, Any]] = None, samples: int = 1000,
+                     hypothesis_examples: int = 100, certify: bool = False, exhaustive_inputs: int = 0) -> Estimate:
+    """:func:`estimate` for a RASP program (``verify.api.check_program``), from its value sets only.
+
+    Args:
+        program: the output ``rasp.SOp``.
+        vocab: input token values; max_seq_len: N.
+        name, params: what the estimate names (its message).
+        samples, hypothesis_examples, certify, exhaustive_inputs: the checks, as in :func:`estimate`.
+    Raises:
+        CompileError: an unsupported SOp, bad vocab or length (from the compiler's first steps).
+    """
+    from depthcraft.constructions.compiler import plan_graph
+
+    n = int(max_seq_len)
+    g = graph_counts(plan_graph(program, vocab, n), n)
     f = features(g, n, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
                  exhaustive_inputs=exhaustive_inputs)
     build = MEM["cells"] * f["cells"]
     check = MEM["width"] * f["width"] + MEM["square"] * f["square"]
     cert = MEM["cert_cells"] * f["cert_cells"]
     secs = sum(TIME[k] * f[k] for k in TIME)
-    return Estimate(construction=c.name, params=dict(p), seq_len=n + 1, d_model=g["d_model"],
+    return Estimate(construction=name, params=dict(params or {}), seq_len=n + 1, d_model=g["d_model"],
                     attn_layers=g["attn_layers"], heads=g["heads"], score_cells=g["score_cells"],
                     largest_score_table=g["largest_score_table"], mlp_cells=g["mlp_cells"],
-                    evaluations=g["evaluations"], forward_flops=f["flops"], inputs=f["rows"], build_bytes=build,
+                    evaluations=g["evaluations"], forward_flops=f["flops"], inputs=int(f["rows"]), build_bytes=build,
                     check_bytes=check, certify_bytes=cert, peak_bytes=MEM["one"] + build + check + cert, seconds=secs)
 
 
@@ -309,19 +327,26 @@ def admit(est: Estimate, budget: Optional[int]) -> None:
     """
     if budget is None or est.peak_bytes <= budget:
         return
-    shown = " ".join(f"{k}={v}" for k, v in est.params.items())
-    raise ParameterError(f"{est.construction} {shown} is estimated at {size(est.peak_bytes)} "
+    shown = " ".join([est.construction] + [f"{k}={v}" for k, v in est.params.items()])
+    raise ParameterError(f"{shown} is estimated at {size(est.peak_bytes)} "
                          f"({est.text().split(', ~')[0]}), above the memory budget of {size(budget)}; "
                          f"--max-memory raises the budget (0: no limit)")
 
 
-def budget(option: Optional[str]) -> Optional[int]:
-    """The memory budget in bytes for a ``--max-memory`` value (None given: :func:`default_budget`).
+def budget(option: Any) -> Optional[int]:
+    """The memory budget in bytes for a ``--max-memory`` value: None given: :func:`default_budget`; an int:
+    bytes (0: no limit); a str: :func:`parse_memory`.
 
     Raises:
         ParameterError: a value that is not a size (:func:`parse_memory`).
     """
-    return default_budget() if option is None else parse_memory(option)
+    if option is None:
+        return default_budget()
+    if isinstance(option, int) and not isinstance(option, bool):
+        if option < 0:
+            raise ParameterError(f"max_memory must be >= 0 bytes (0: no limit), got {option}")
+        return option or None
+    return parse_memory(option)
 
 
 def gate(resolved, max_memory: Optional[str], **kw: Any) -> Estimate:
@@ -338,4 +363,4 @@ def gate(resolved, max_memory: Optional[str], **kw: Any) -> Estimate:
     return est
 
 
-__all__ = ["budget", "features", "gate", "Estimate", "admit", "available_memory", "default_budget", "estimate", "graph_counts", "parse_memory"]
+__all__ = ["budget", "estimate_program", "features", "gate", "Estimate", "admit", "available_memory", "default_budget", "estimate", "graph_counts", "parse_memory"]
