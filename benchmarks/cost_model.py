@@ -60,6 +60,10 @@ CASES = [
     ("khop_doubling", {"k": 4, "n": 16}, 50, 5, True),
     ("khop_floor", {"k": 3, "n": 24}, 50, 5, True),
     ("retrieval_tripling", {"d": 4, "distractors": 2}, 50, 5, True),
+    ("khop_floor", {"k": 16, "n": 512}, 20, 5, False),
+    ("khop_doubling", {"k": 16, "n": 384}, 20, 5, False),
+    ("retrieval_doubling", {"d": 16, "distractors": 6}, 20, 5, False),
+    ("khop_constant_width", {"k": 16, "n": 512}, 20, 5, False),
 ]
 
 MEMORY_KEYS = tuple(cost.MEM)

@@ -42,6 +42,7 @@ def test_graph_counts_follow_the_definitions():
     ("khop_doubling", {"k": 5, "n": 16, "vocab": 3}),
     ("khop_floor", {"k": 3, "n": 12}),
     ("retrieval_tripling", {"d": 4, "distractors": 2}),
+    ("khop_constant_width", {"k": 4, "n": 32}),  # angle positions: 3 rows, not n
 ])
 def test_estimated_d_model_and_depth_are_the_built_models(name, params):
     est = cost.estimate(name, params)

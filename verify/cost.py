@@ -155,12 +155,14 @@ def default_budget() -> Optional[int]:
     return None if avail is None else int(avail * BUDGET_FRACTION)
 
 
-def graph_counts(graph, n: int) -> Dict[str, int]:
+def graph_counts(graph, n: int, positions: str = "onehot") -> Dict[str, int]:
     """Table sizes of a planned graph (value sets and bases inferred; no blocks).
 
     Args:
         graph: tracr's expression graph after :func:`constructions.compiler.plan_graph`.
         n: max_seq_len (positions 1..n plus BOS).
+        positions: ``onehot`` (a hand-built head's score table spans the n + 1 positions) or
+            ``angle`` (positions are 2-dimensional angles).
     Returns:
         ``{"d_model", "attn_layers", "heads", "score_cells", "largest_score_table", "mlp_cells",
         "evaluations"}`` (ints).
@@ -171,7 +173,7 @@ def graph_counts(graph, n: int) -> Dict[str, int]:
 
     from depthcraft.constructions.nodes import HeadRead, HeadSpec, SetMeet
 
-    t = n + 1
+    t = n + 1 if positions == "onehot" else 2
     size, values, dims = {}, {}, set()
     for i in graph.nodes:
         basis = graph.nodes[i].get(nodes.OUTPUT_BASIS)
@@ -194,7 +196,7 @@ def graph_counts(graph, n: int) -> Dict[str, int]:
             q, k = size.get(label(sel.queries), 1) + 2, size.get(label(sel.keys), 1) + 1
             cells = q * k
             if isinstance(expr, rasp.SelectorWidth):
-                mlp += t * (out + 2)
+                mlp += (n + 1) * (out + 2)
             heads += 1
             depth += 1
         elif isinstance(expr, HeadSpec):
@@ -218,7 +220,9 @@ def graph_counts(graph, n: int) -> Dict[str, int]:
         score += cells
         largest = max(largest, cells)
         attn_depth[i] = depth
-    if rasp.indices.label not in graph.nodes:  # the position embedding is always there
+    if positions == "angle":  # the one-hot indices give way to the angle block (constructions.angles): 3 rows
+        dims = {d for d in dims if d[0] != rasp.indices.label} | {("position", i) for i in range(3)}
+    elif rasp.indices.label not in graph.nodes:  # the position embedding is always there
         dims |= {(rasp.indices.label, i) for i in range(n)}
     return {"d_model": len(dims) + 3, "attn_layers": max(attn_depth.values(), default=0), "heads": heads,
             "score_cells": score, "largest_score_table": largest, "mlp_cells": mlp, "evaluations": evals}
@@ -246,12 +250,12 @@ def estimate(name: str, params: Mapping[str, Any], *, samples: int = 1000, hypot
     r = resolved if resolved is not None else lookup.resolve(name, params, sampling=False)
     c, p, task = r.construction, r.params, r.task
     return estimate_program(c.program(p), task.vocab(p), task.max_seq_len(p), name=c.name, params=p,
-                            samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
+                            positions=c.positions, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
                             exhaustive_inputs=exhaustive_inputs)
 
 
 def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
-                     params: Optional[Mapping[str, Any]] = None, samples: int = 1000,
+                     params: Optional[Mapping[str, Any]] = None, positions: str = "onehot", samples: int = 1000,
                      hypothesis_examples: int = 100, certify: bool = False, exhaustive_inputs: int = 0) -> Estimate:
     """:func:`estimate` for a RASP program (``verify.api.check_program``), from its value sets only.
 
@@ -266,7 +270,7 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
     from depthcraft.constructions.compiler import plan_graph
 
     n = int(max_seq_len)
-    g = graph_counts(plan_graph(program, vocab, n), n)
+    g = graph_counts(plan_graph(program, vocab, n, positions), n, positions)
     f = features(g, n, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
                  exhaustive_inputs=exhaustive_inputs)
     build = MEM["cells"] * f["cells"]
