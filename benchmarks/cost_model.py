@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from depthcraft.constructions.compiler import plan_graph
 from depthcraft.verify import cost, lookup
 
 #: (construction, params, samples, hypothesis examples, certify): small enough for a few minutes in all.
@@ -64,6 +65,14 @@ CASES = [
     ("khop_doubling", {"k": 16, "n": 384}, 20, 5, False),
     ("retrieval_doubling", {"d": 16, "distractors": 6}, 20, 5, False),
     ("khop_constant_width", {"k": 16, "n": 512}, 20, 5, False),
+]
+
+#: Runs measured once outside this script (too long to repeat here), evaluated but never fitted:
+#: (construction, params, samples, hypothesis, certify, peak RSS bytes, CPU seconds, wall seconds).
+#: retrieval_tripling d=14 distractors=16: ``/usr/bin/time -v depthcraft verify retrieval_tripling -p d=14
+#: -p distractors=16`` (default checks), 2026-12-04, 2 cores shared with other jobs (load ~8).
+EXTERNAL = [
+    ("retrieval_tripling", {"d": 14, "distractors": 16}, 1000, 100, False, 3051848 * 1024, 451.66 + 34.26, 1166.7),
 ]
 
 MEMORY_KEYS = tuple(cost.MEM)
@@ -129,11 +138,11 @@ def main() -> None:
             continue
         r = lookup.resolve(name, params, sampling=False)
         est = cost.estimate(name, params, samples=samples, hypothesis_examples=hyp, certify=certify, resolved=r)
-        g = cost.graph_counts(__import__("depthcraft.constructions.compiler", fromlist=["plan_graph"]).plan_graph(
-            r.construction.program(r.params), r.task.vocab(r.params), r.task.max_seq_len(r.params)),
-            r.task.max_seq_len(r.params))
-        feats = cost.features(g, r.task.max_seq_len(r.params), samples=samples, hypothesis_examples=hyp,
-                              certify=certify)
+        n, positions = r.task.max_seq_len(r.params), r.construction.positions
+        g = cost.graph_counts(plan_graph(r.construction.program(r.params), r.task.vocab(r.params), n, positions),
+                              n, positions)
+        feats = cost.features(g, n, samples=samples, hypothesis_examples=hyp, certify=certify,
+                              vocab=len(r.task.vocab(r.params)))
         key = json.dumps([name, params, samples, certify])
         if key in old:
             o = old[key]
@@ -145,6 +154,16 @@ def main() -> None:
                      "certify": certify, "split": "fit" if i % 2 == 0 else "test", "rc": rc, "rss": rss,
                      "seconds": round(cpu, 2), "wall_seconds": round(wall, 2), "d_model": d_model, "d_model_est": est.d_model, "features": feats})
         print(f"{i:2d} {name} {params} rss {rss / 1e6:.0f} MB  cpu {cpu:.1f} s  wall {wall:.1f} s", file=sys.stderr, flush=True)
+    for name, params, samples, hyp, certify, rss, cpu, wall in EXTERNAL:
+        r = lookup.resolve(name, params, sampling=False)
+        n, positions = r.task.max_seq_len(r.params), r.construction.positions
+        g = cost.graph_counts(plan_graph(r.construction.program(r.params), r.task.vocab(r.params), n, positions),
+                              n, positions)
+        rows.append({"construction": name, "params": params, "samples": samples, "hypothesis": hyp,
+                     "certify": certify, "split": "external", "rc": 0, "rss": rss, "seconds": cpu,
+                     "wall_seconds": wall, "d_model": None, "d_model_est": g["d_model"],
+                     "features": cost.features(g, n, samples=samples, hypothesis_examples=hyp, certify=certify,
+                                               vocab=len(r.task.vocab(r.params)))})
     mem_c, time_c = shipped()
     if a.fit:
         fitting = [r for r in rows if r["split"] == "fit"]
@@ -157,7 +176,7 @@ def main() -> None:
                  seconds_ratio=round(s / r["seconds"], 3))
     within = lambda rs, k: sum(0.5 <= r[k] <= 2.0 for r in rs)  # noqa: E731
     summary = {}
-    for split in ("fit", "test"):
+    for split in ("fit", "test", "external"):
         rs = [r for r in rows if r["split"] == split]
         summary[split] = {"rows": len(rs), "rss_within_2x": within(rs, "rss_ratio"),
                           "seconds_within_2x": within(rs, "seconds_ratio")}
@@ -173,7 +192,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"constants": {"memory": mem_c, "time": time_c}, "summary": summary, "rows": rows,
                                "cpu_count": os.cpu_count(), "note": "estimate/measured: RSS bytes, wall seconds; "
-                               "fit rows (even index) fitted the constants, test rows (odd) did not"},
+                               "fit rows (even index) fitted the constants, test rows (odd) and external rows did not"},
                               indent=1) + "\n")
     print(f"written to {out}")
 

@@ -37,14 +37,14 @@ from depthcraft.constructions.errors import ParameterError
 BUDGET_FRACTION = 0.6
 
 #: Fitted constants (benchmarks/cost_model.py --fit; results/performance/cost_model.json), per unit of each
-#: :func:`features` entry. Memory, bytes of peak RSS: the process before any build (Python, JAX, tracr,
-#: depthcraft; XLA compiles), per table cell (tracr's float64 blocks, their copies, the weights), per residual
-#: entry of one row (XLA buffers), per d_model^2 entry of a layer, per certifier cell.
-MEM = {"one": 520e6, "cells": 40.0, "width": 40.0, "square": 8.0, "cert_cells": 24.0}
+#: :func:`features` entry they name. Memory, bytes of peak RSS: the process before any build (Python, JAX,
+#: tracr, depthcraft; XLA compiles), per table cell (tracr's float64 blocks, their copies, the weights), per
+#: vocab x d_model x layer entry (an empirical term: the retrieval constructions, with hundreds of symbols,
+#: hold far more per table cell than k-hop over 4), per certifier cell.
+MEM = {"one": 3.7e8, "cells": 29.0, "vocab_width": 940.0, "cert_cells": 72.0}
 #: Seconds of CPU time (user + system; the wall time on an idle core): fixed (imports, XLA compiles), per
-#: attention layer, per table cell, per Python evaluation, per forward call, per multiply-add, per certifier cell.
-TIME = {"one": 6.0, "layers": 0.5, "cells": 2.0e-7, "evals": 4.0e-6, "calls": 5e-3, "flops": 1.5e-10,
-        "cert_cells": 2.0e-6}
+#: attention layer, per table cell, per forward call, per Python evaluation, per certifier cell.
+TIME = {"one": 0.0, "layers": 0.9, "cells": 8.8e-6, "calls": 0.079, "evals": 0.027, "cert_cells": 7.1e-6}
 
 
 @dataclasses.dataclass
@@ -271,10 +271,11 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
 
     n = int(max_seq_len)
     g = graph_counts(plan_graph(program, vocab, n, positions), n, positions)
+    vocab = list(vocab)
     f = features(g, n, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
-                 exhaustive_inputs=exhaustive_inputs)
+                 exhaustive_inputs=exhaustive_inputs, vocab=len(vocab))
     build = MEM["cells"] * f["cells"]
-    check = MEM["width"] * f["width"] + MEM["square"] * f["square"]
+    check = MEM["vocab_width"] * f["vocab_width"]
     cert = MEM["cert_cells"] * f["cert_cells"]
     secs = sum(TIME[k] * f[k] for k in TIME)
     return Estimate(construction=name, params=dict(params or {}), seq_len=n + 1, d_model=g["d_model"],
@@ -285,15 +286,16 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
 
 
 def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples: int, certify: bool,
-             exhaustive_inputs: int = 0) -> Dict[str, float]:
+             exhaustive_inputs: int = 0, vocab: int = 1) -> Dict[str, float]:
     """The quantities the estimate is linear in, from :func:`graph_counts` ``g`` and the checks asked for.
 
     Returns:
         ``{"one": 1, "layers", "cells" (score + MLP table cells), "evals", "rows" (inputs the
         checks run), "calls" (forward calls: rows in batches of :func:`verify.checks.batch_rows`'s
         size), "flops" (the forwards' multiply-adds), "width" (d_model x T x layers: one row's
-        residual streams), "square" (d_model^2 x layers: dense per-layer maps), "cert_cells"
-        (score-table cells x key positions when certifying, else 0)}``, floats.
+        residual streams), "square" (d_model^2 x layers: dense per-layer maps), "vocab_width"
+        (vocab x d_model x layers: per-token-value rows; ``vocab`` is the input vocabulary's size),
+        "cert_cells" (score-table cells x key positions when certifying, else 0)}``, floats.
     """
     t = n + 1
     d = g["d_model"]
@@ -311,7 +313,7 @@ def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples:
     flops = rows * t * (cells + g["heads"] * t * d_head)  # projections on live rows + score rows
     return {"one": 1.0, "layers": float(layers), "cells": float(cells), "evals": float(g["evaluations"]),
             "rows": float(rows), "calls": float(calls), "flops": float(flops), "width": float(d * t * layers),
-            "square": float(d * d * layers), "cert_cells": float(g["score_cells"] * t if certify else 0)}
+            "square": float(d * d * layers), "vocab_width": float(vocab * d * layers), "cert_cells": float(g["score_cells"] * t if certify else 0)}
 
 
 #: checks.CACHE_BUDGET, checks.MAX_ATTENTION_ELEMENTS and model.BATCH (repeated: estimating imports no JAX).
