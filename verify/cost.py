@@ -171,7 +171,7 @@ def graph_counts(graph, n: int, positions: str = "onehot") -> Dict[str, int]:
     from tracr.compiler import nodes
     from tracr.rasp import rasp
 
-    from depthcraft.constructions.nodes import HeadRead, HeadSpec, SetMeet
+    from depthcraft.constructions.nodes import HeadSpec, SetMeet
 
     t = n + 1 if positions == "onehot" else 2
     size, values, dims = {}, {}, set()
@@ -182,7 +182,9 @@ def graph_counts(graph, n: int, positions: str = "onehot") -> Dict[str, int]:
             dims |= {(d.name, d.value) for d in basis}
         vs = graph.nodes[i].get(nodes.VALUE_SET)
         values[i] = len(vs) if vs is not None else 0
-    label = lambda e: e.label  # noqa: E731
+    def label(e):
+        return e.label
+
     score = mlp = evals = heads = largest = 0
     attn_depth: Dict[Any, int] = {}
     for i in nx.topological_sort(graph):
@@ -215,8 +217,8 @@ def graph_counts(graph, n: int, positions: str = "onehot") -> Dict[str, int]:
             hidden = a if rasp.is_categorical(expr.inner) else 2 * values.get(label(expr.inner), 1) + 2
             mlp += a * hidden + hidden * out
             evals += values.get(label(expr.inner), 1)
-        elif isinstance(expr, (HeadRead, SetMeet)):
-            mlp += sum(size.get(p, 1) for p in preds) * out if isinstance(expr, SetMeet) else 0
+        elif isinstance(expr, SetMeet):  # a threshold MLP over its inputs' directions (a HeadRead costs nothing)
+            mlp += sum(size.get(p, 1) for p in preds) * out
         score += cells
         largest = max(largest, cells)
         attn_depth[i] = depth
