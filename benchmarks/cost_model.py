@@ -65,6 +65,8 @@ CASES = [
     ("khop_doubling", {"k": 16, "n": 384}, 20, 5, False),
     ("retrieval_doubling", {"d": 16, "distractors": 6}, 20, 5, False),
     ("khop_constant_width", {"k": 16, "n": 512}, 20, 5, False),
+    ("graph_connectivity", {"n": 32}, 20, 5, False),
+    ("graph_connectivity", {"n": 16}, 50, 5, False),
 ]
 
 #: Runs measured once outside this script (too long to repeat here), evaluated but never fitted:
@@ -142,7 +144,7 @@ def main() -> None:
         g = cost.graph_counts(plan_graph(r.construction.program(r.params), r.task.vocab(r.params), n, positions),
                               n, positions)
         feats = cost.features(g, n, samples=samples, hypothesis_examples=hyp, certify=certify,
-                              vocab=len(r.task.vocab(r.params)))
+                              vocab=len(r.task.vocab(r.params)), family=cost.family_of(r.construction.task))
         key = json.dumps([name, params, samples, certify])
         if key in old:
             o = old[key]
@@ -163,7 +165,8 @@ def main() -> None:
                      "certify": certify, "split": "external", "rc": 0, "rss": rss, "seconds": cpu,
                      "wall_seconds": wall, "d_model": None, "d_model_est": g["d_model"],
                      "features": cost.features(g, n, samples=samples, hypothesis_examples=hyp, certify=certify,
-                                               vocab=len(r.task.vocab(r.params)))})
+                                               vocab=len(r.task.vocab(r.params)),
+                                               family=cost.family_of(r.construction.task))})
     mem_c, time_c = shipped()
     if a.fit:
         fitting = [r for r in rows if r["split"] == "fit"]

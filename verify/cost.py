@@ -38,13 +38,14 @@ BUDGET_FRACTION = 0.6
 
 #: Fitted constants (benchmarks/cost_model.py --fit; results/performance/cost_model.json), per unit of each
 #: :func:`features` entry they name. Memory, bytes of peak RSS: the process before any build (Python, JAX,
-#: tracr, depthcraft; XLA compiles), per table cell (tracr's float64 blocks, their copies, the weights), per
-#: vocab x d_model x layer entry (an empirical term: the retrieval constructions, with hundreds of symbols,
-#: hold far more per table cell than k-hop over 4), per certifier cell.
-MEM = {"one": 3.7e8, "cells": 29.0, "vocab_width": 940.0, "cert_cells": 72.0}
+#: tracr, depthcraft; XLA compiles), per table cell of each family (tracr's float64 blocks, their copies, the
+#: weights, the checks' buffers: the retrieval constructions, with hundreds of symbols, hold several times
+#: more per cell than k-hop over 4), per certifier cell.
+MEM = {"one": 3.74e8, "cells_khop": 33.7, "cells_retrieval": 211.0, "cells_connectivity": 69.4, "cells_other": 0.0,
+       "cert_cells": 65.7}
 #: Seconds of CPU time (user + system; the wall time on an idle core): fixed (imports, XLA compiles), per
 #: attention layer, per table cell, per forward call, per Python evaluation, per certifier cell.
-TIME = {"one": 0.0, "layers": 0.9, "cells": 8.8e-6, "calls": 0.079, "evals": 0.027, "cert_cells": 7.1e-6}
+TIME = {"one": 0.0, "layers": 0.877, "cells": 7.89e-6, "calls": 0.0833, "evals": 0.0286, "cert_cells": 7.17e-6}
 
 
 @dataclasses.dataclass
@@ -63,7 +64,9 @@ class Estimate:
         evaluations: Python evaluations of Map / SequenceMap functions.
         forward_flops: multiply-adds of every forward the checks run (``inputs`` rows).
         inputs: rows the checks run (random, edge, hypothesis, and the ablation's per layer).
-        build_bytes, check_bytes, certify_bytes: the memory of each phase above the base.
+        build_bytes: the memory of the tables above the base (the build, and the checks on its weights).
+        check_bytes: kept for the report's shape; 0 (the checks' share is in ``build_bytes``).
+        certify_bytes: the certifier's memory above the base.
         peak_bytes: estimated peak RSS of the whole process (int, bytes).
         seconds: estimated wall time (float) of the whole command on one core.
     """
@@ -252,12 +255,13 @@ def estimate(name: str, params: Mapping[str, Any], *, samples: int = 1000, hypot
     r = resolved if resolved is not None else lookup.resolve(name, params, sampling=False)
     c, p, task = r.construction, r.params, r.task
     return estimate_program(c.program(p), task.vocab(p), task.max_seq_len(p), name=c.name, params=p,
-                            positions=c.positions, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
+                            positions=c.positions, family=family_of(c.task), samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
                             exhaustive_inputs=exhaustive_inputs)
 
 
 def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
-                     params: Optional[Mapping[str, Any]] = None, positions: str = "onehot", samples: int = 1000,
+                     params: Optional[Mapping[str, Any]] = None, positions: str = "onehot",
+                     family: Optional[str] = None, samples: int = 1000,
                      hypothesis_examples: int = 100, certify: bool = False, exhaustive_inputs: int = 0) -> Estimate:
     """:func:`estimate` for a RASP program (``verify.api.check_program``), from its value sets only.
 
@@ -265,6 +269,8 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
         program: the output ``rasp.SOp``.
         vocab: input token values; max_seq_len: N.
         name, params: what the estimate names (its message).
+        positions: the position encoding (``onehot`` or ``angle``).
+        family: one of :data:`FAMILIES` (None: the one with the most bytes per table cell, the safe side).
         samples, hypothesis_examples, certify, exhaustive_inputs: the checks, as in :func:`estimate`.
     Raises:
         CompileError: an unsupported SOp, bad vocab or length (from the compiler's first steps).
@@ -274,10 +280,12 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
     n = int(max_seq_len)
     g = graph_counts(plan_graph(program, vocab, n, positions), n, positions)
     vocab = list(vocab)
+    if family not in FAMILIES:
+        family = max(FAMILIES, key=lambda fam: MEM[f"cells_{fam}"])
     f = features(g, n, samples=samples, hypothesis_examples=hypothesis_examples, certify=certify,
-                 exhaustive_inputs=exhaustive_inputs, vocab=len(vocab))
-    build = MEM["cells"] * f["cells"]
-    check = MEM["vocab_width"] * f["vocab_width"]
+                 exhaustive_inputs=exhaustive_inputs, vocab=len(vocab), family=family)
+    build = sum(MEM[f"cells_{fam}"] * f[f"cells_{fam}"] for fam in FAMILIES)
+    check = 0.0
     cert = MEM["cert_cells"] * f["cert_cells"]
     secs = sum(TIME[k] * f[k] for k in TIME)
     return Estimate(construction=name, params=dict(params or {}), seq_len=n + 1, d_model=g["d_model"],
@@ -287,8 +295,18 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
                     check_bytes=check, certify_bytes=cert, peak_bytes=MEM["one"] + build + check + cert, seconds=secs)
 
 
+#: Families of constructions whose memory per table cell is fitted separately (their task; ``other``: the
+#: Chen & Zou tasks). A user's program (``check_program``) takes the family with the most bytes per cell.
+FAMILIES = ("khop", "retrieval", "connectivity", "other")
+
+
+def family_of(task: str) -> str:
+    """The :data:`FAMILIES` entry of a task name (``retrieval_slots`` -> ``retrieval``, ``sc`` -> ``other``)."""
+    return next((f for f in FAMILIES[:-1] if task.startswith(f)), "other")
+
+
 def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples: int, certify: bool,
-             exhaustive_inputs: int = 0, vocab: int = 1) -> Dict[str, float]:
+             exhaustive_inputs: int = 0, vocab: int = 1, family: str = "other") -> Dict[str, float]:
     """The quantities the estimate is linear in, from :func:`graph_counts` ``g`` and the checks asked for.
 
     Returns:
@@ -297,7 +315,8 @@ def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples:
         size), "flops" (the forwards' multiply-adds), "width" (d_model x T x layers: one row's
         residual streams), "square" (d_model^2 x layers: dense per-layer maps), "vocab_width"
         (vocab x d_model x layers: per-token-value rows; ``vocab`` is the input vocabulary's size),
-        "cert_cells" (score-table cells x key positions when certifying, else 0)}``, floats.
+        "cells_<family>" for each of :data:`FAMILIES` (the table cells under ``family``, 0 under the
+        others), "cert_cells" (score-table cells x key positions when certifying, else 0)}``, floats.
     """
     t = n + 1
     d = g["d_model"]
@@ -315,7 +334,9 @@ def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples:
     flops = rows * t * (cells + g["heads"] * t * d_head)  # projections on live rows + score rows
     return {"one": 1.0, "layers": float(layers), "cells": float(cells), "evals": float(g["evaluations"]),
             "rows": float(rows), "calls": float(calls), "flops": float(flops), "width": float(d * t * layers),
-            "square": float(d * d * layers), "vocab_width": float(vocab * d * layers), "cert_cells": float(g["score_cells"] * t if certify else 0)}
+            "square": float(d * d * layers), "vocab_width": float(vocab * d * layers),
+            **{f"cells_{f}": float(cells if f == family else 0) for f in FAMILIES},
+            "cert_cells": float(g["score_cells"] * t if certify else 0)}
 
 
 #: checks.CACHE_BUDGET, checks.MAX_ATTENTION_ELEMENTS and model.BATCH (repeated: estimating imports no JAX).
@@ -371,4 +392,4 @@ def gate(resolved, max_memory: Optional[str], **kw: Any) -> Estimate:
     return est
 
 
-__all__ = ["budget", "estimate_program", "features", "gate", "Estimate", "admit", "available_memory", "default_budget", "estimate", "graph_counts", "parse_memory"]
+__all__ = ["FAMILIES", "budget", "estimate_program", "family_of", "features", "gate", "Estimate", "admit", "available_memory", "default_budget", "estimate", "graph_counts", "parse_memory"]
