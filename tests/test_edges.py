@@ -38,7 +38,7 @@ def test_ablation_not_applicable_at_n1_only_for_khop():
     assert not_applicable(task, p1).startswith("n = 1:")
     # n = 2: hop_1 at position 2 is x_2 when x_1 = x_2, else ⊥: it reads position 1, so it applies
     assert not_applicable(task, task.resolve({"n": 2, "k": 3, "vocab": 2})) is None
-    # too many inputs to enumerate (4 + 16 + ... + 4^8 > 4096): applies, sampled inputs decide
+    # too many inputs to enumerate (4 + 16 + ... + 4^8 > 1024): applies, sampled inputs decide
     assert not_applicable(task, task.resolve({"n": 8, "k": 1})) is None
 
 

@@ -28,9 +28,9 @@ from depthcraft.verify.checks import batch_rows, bucket, check_batches, pack
 from depthcraft.verify.tasks.base import Task
 
 
-#: Most inputs :func:`not_applicable` enumerates (all lengths together) to decide whether any
-#: scored output depends on another position's token.
-ENUMERATE_LIMIT = 1 << 12
+#: Most inputs :func:`not_applicable` enumerates (all lengths together; each runs the reference) to
+#: decide whether any scored output depends on another position's token.
+ENUMERATE_LIMIT = 1 << 10
 
 
 def not_applicable(task: Task, p: Dict[str, Any]) -> Optional[str]:
