@@ -4,7 +4,9 @@
 its expression graph and the value set of every SOp (:func:`constructions.compiler.plan_graph`),
 no block, no weight. From the value sets it counts, exactly:
 
-* ``d_model``: the residual directions (every SOp's basis, the positions, plus ``one``, BOS and PAD);
+* ``d_model``: the residual directions (every SOp's basis, the positions, plus ``one``, BOS and PAD;
+  exact for every benchmarked construction but ``khop_rasp`` (2 short) and ``graph_connectivity``
+  (its set heads' scratch rows are not in the value sets));
 * score tables: per attention head, query rows x key columns of its score table
   (tracr's ``w_qk`` over the query and key SOps' directions; a hand-built head reads the
   one-hot positions too), summed in ``score_cells``; the largest is ``largest_score_table``;
@@ -12,15 +14,16 @@ no block, no weight. From the value sets it counts, exactly:
   hidden unit per input value, a SequenceMap one per pair of values), summed in ``mlp_cells``;
 * ``evaluations``: the Python calls of Map / SequenceMap functions the compiler makes.
 
-Then memory and time are linear in those counts (and in the checks' forward work) with
-constants measured by ``benchmarks/cost_model.py`` (fitted on half its parameter sets, tested
-on the other half: docs/performance.md, "Cost model"). The estimate is of the whole
-``depthcraft verify`` process (imports, build, checks), peak RSS in bytes and wall seconds on
-one core; ``--certify`` adds a term per score-table cell and key position.
+Then memory and time are linear in those counts (memory in the table cells, with a constant per
+family of constructions; time in layers, cells, forward calls and evaluations), with constants
+measured by ``benchmarks/cost_model.py`` (fitted on half its parameter sets, tested on the other
+half: docs/cost.md). The estimate is of the whole ``depthcraft verify`` process (imports, build,
+checks): peak RSS in bytes, and CPU seconds (the wall time on an idle core); ``--certify`` adds a
+term per score-table cell and key position.
 
 :func:`admit` refuses (ParameterError: exit 2, one line) what would exceed the memory budget:
-``--max-memory`` on ``verify``, ``run``, ``save``; default :data:`BUDGET_FRACTION` of the
-machine's available memory.
+``--max-memory`` on ``verify``, ``run``, ``show``, ``save`` and ``max_memory`` of
+``verify.api.check_program``; default :data:`BUDGET_FRACTION` of the machine's available memory.
 """
 
 from __future__ import annotations
