@@ -179,10 +179,76 @@ def _value_set(expr: rasp.SOp, graph: nx.DiGraph, vocab: set, n: int) -> set:
         inner = vs(expr.sop)
         if rasp.is_categorical(expr):
             return set(inner)
-        if not set(inner) <= {0, 1}:  # exact: 0.5 is not a 0/1 value
-            raise CompileError(f"numerical Aggregate {expr.label} can only average 0/1 values, got {sorted(inner)}")
-        return {x / length for x in inner for length in range(1, n + 1)}
+        if set(inner) <= {0, 1}:  # tracr's rule, kept as it is (the existing constructions' widths depend on it)
+            return {x / length for x in inner for length in range(1, n + 1)}
+        return numerical_means(expr.label, inner, n)
     raise CompileError(f"unsupported SOp {expr.label} ({type(expr).__name__})")
+
+
+#: Most values :func:`numerical_means` enumerates before it refuses.
+MAX_MEAN_VALUES = 1 << 14
+
+
+def numerical_means(label: str, values: Iterable[Any], n: int, limit: int = MAX_MEAN_VALUES) -> set:
+    """Every value a numerical Aggregate of ``values`` can output: the mean of any 1..n of them.
+
+    tracr's basis inference accepts a numerical Aggregate whose values truncate to 0/1
+    (``int(x)``: 0.5, 1.0, 1.5 pass) and gives it the value set ``{x / length}``: right for a
+    selector that picks one position (the mean of one value is that value), wrong for a mean of
+    several non-0/1 values (0.5 and 1.0 average to 0.75, not in the set), which a later
+    numerical-to-categorical MLP would then decode wrongly. Here the value set is every such
+    mean, computed exactly (``fractions.Fraction``, then ``float``): a superset of what any
+    selector produces, so any selector compiles correctly; a one-position selector's outputs
+    are the values themselves.
+
+    Args:
+        label: the Aggregate's label (for the error).
+        values: the aggregated SOp's value set (numbers).
+        n: max_seq_len: the most positions a selector can pick.
+        limit: most means to enumerate.
+    Returns:
+        A set of floats.
+    Raises:
+        CompileError: a value is not a number, or the means are more than ``limit`` (the
+            feature left out: averaging many distinct values over long inputs makes a value
+            set too large for an exact numerical-to-categorical read-out).
+    """
+    from fractions import Fraction
+
+    try:
+        inner = sorted({Fraction(v) for v in values})
+    except (TypeError, ValueError):
+        raise CompileError(f"numerical Aggregate {label} averages non-numbers {sorted(map(repr, values))}") from None
+    sums, out = {Fraction(0)}, set()
+    for length in range(1, n + 1):
+        sums = {s + v for s in sums for v in inner}
+        out |= {s / length for s in sums}
+        if len(out) > limit:
+            raise CompileError(f"numerical Aggregate {label}: the means of up to n={n} of its {len(inner)} values "
+                               f"are more than {limit} distinct values; tracr's value set (x/length) holds only "
+                               f"for 0/1 values or one-position selectors, so this compiler leaves it out; "
+                               f"use 0/1 values or a shorter max_seq_len")
+    return {float(v) for v in out}
+
+
+def plan_graph(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, positions: str = "onehot",
+               dedupe: bool = True) -> nx.DiGraph:
+    """Steps 0-2 of the pipeline only: the expression graph with every SOp's value set and basis.
+
+    No block and no weight is built, so this is cheap (value sets, and one call of each Map /
+    SequenceMap function per value or pair of values): :mod:`verify.cost` sizes a build from it.
+
+    Returns:
+        tracr's graph (``nodes.VALUE_SET`` and ``nodes.OUTPUT_BASIS`` set on every SOp).
+    Raises:
+        CompileError: bad vocab or length, an unsupported SOp.
+    """
+    vocab = _check_vocab(vocab, max_seq_len)
+    if dedupe:
+        program = dedupe_program(program).program
+    graph = rasp_to_graph.extract_rasp_graph(program).graph
+    _infer_bases(graph, vocab, int(max_seq_len), positions)
+    return graph
 
 
 def _infer_bases(graph: nx.DiGraph, vocab: set, n: int, positions: str = "onehot") -> None:

@@ -17,11 +17,15 @@ from depthcraft.rasp_programs.doubling import odd_doubling_layers, odd_doubling_
 #: The "no value" output (no fact with that key).
 BOT = -1
 
+#: Largest symbol pool S, given (``symbols``) or implied ((c+1)(D+1) when ``symbols`` is 0): one cap for both.
+MAX_SYMBOLS = 512
+
 #: Parameters shared by the retrieval task and its constructions.
 PARAMS = (
     ParamSpec("d", int, 4, "chain length D (hops from the query to the answer)", minimum=1, maximum=64),
     ParamSpec("distractors", int, 2, "distractor chains c (disjoint symbols)", minimum=0, maximum=16),
-    ParamSpec("symbols", int, 0, "symbol pool size S (0 = the minimum (c+1)(D+1))", minimum=0, maximum=512),
+    ParamSpec("symbols", int, 0, "symbol pool size S (0 = the minimum (c+1)(D+1))", minimum=0,
+              maximum=MAX_SYMBOLS),
     ParamSpec("hops", int, 0, "hops asked for at the query (0 = D; 1..D-1: the implicit-curriculum targets)",
               minimum=0, maximum=64),
 )
@@ -60,6 +64,9 @@ def check_params(p) -> None:
     if p.get("hops", 0) > p["d"]:
         raise ParameterError(f"hops={p['hops']} is more than the chain length d={p['d']}")
     need = (p["distractors"] + 1) * (p["d"] + 1)
+    if not p["symbols"] and need > MAX_SYMBOLS:
+        raise ParameterError(f"d={p['d']} and distractors={p['distractors']} imply a symbol pool of (c+1)(D+1) = "
+                             f"{need}, above the cap of {MAX_SYMBOLS} on symbols; use (c+1)(D+1) <= {MAX_SYMBOLS}")
     if p["symbols"] and p["symbols"] < need:
         raise ParameterError(f"symbols={p['symbols']} is too few: {p['distractors'] + 1} disjoint chains of "
                              f"length d={p['d']} need (c+1)(D+1) = {need} symbols")

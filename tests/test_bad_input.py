@@ -219,8 +219,10 @@ def test_api_bad_inputs(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_numerical_aggregate_of_non_binary_values_is_refused():
-    """tracr's numerical Aggregate is exact only for 0/1 values; 0.5 must not slip through (int(0.5) == 0)."""
+def test_numerical_aggregate_of_non_binary_values_gets_every_mean():
+    """tracr's value set for a numerical Aggregate ({x/length}) is right only for 0/1 values or one
+    selected position; 0.5 averaged over a prefix is compiled with the exact set of means (issue 33),
+    and refused only where that set is too large."""
     from tracr.rasp import rasp
 
     from depthcraft.constructions.compiler import compile_program
@@ -229,5 +231,11 @@ def test_numerical_aggregate_of_non_binary_values_is_refused():
     half = rasp.numerical(rasp.Map(lambda t: 0.5 if t == 1 else 0, rasp.tokens))
     mean = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), half,
                                          default=0))
-    with pytest.raises(CompileError, match=r"can only average 0/1 values, got \[0, 0.5\]"):
-        compile_program(mean, vocab=range(3), max_seq_len=4)
+    model = compile_program(mean, vocab=range(3), max_seq_len=4)
+    # prefix means of 0, 0, 0, 0.5 and of 0.5 x 4
+    assert model.run([[0, 2, 0, 1], [1, 1, 1, 1]]).tolist() == [[0.0, 0.0, 0.0, 0.125], [0.5] * 4]
+    many = rasp.numerical(rasp.Map(lambda t: t / 7 + 0.01, rasp.tokens))
+    spread = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), many,
+                                           default=0))
+    with pytest.raises(CompileError, match=r"tracr's value set \(x/length\) holds only for 0/1 values"):
+        compile_program(spread, vocab=range(40), max_seq_len=12)

@@ -6,12 +6,19 @@ tight for this construction. :func:`ablate` removes each attention sublayer in t
 (the layer adds nothing to the residual stream, as with its output projection zeroed,
 :func:`without_layer`) and runs the same inputs; ``exact_fraction`` is the fraction of inputs still exact at every scored
 position. A layer with ``exact_fraction == 1`` is redundant.
+
+Where no input can tell a necessary layer from a redundant one, the check does not apply
+(:func:`not_applicable` gives the reason; the verifier reports it and bases the verdict on the
+checks that apply): at n = 1 (the only token and BOS are all an attention layer could read, and the
+embedding already holds both), and wherever the task's whole input set is small enough to enumerate
+and every scored output is a function of its own position's token and the input length (what a model
+with no attention layer computes).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
@@ -19,6 +26,63 @@ from depthcraft.constructions.model import CompiledModel
 from depthcraft.constructions.runtime import ablated_logits, as_jax
 from depthcraft.verify.checks import batch_rows, bucket, check_batches, pack
 from depthcraft.verify.tasks.base import Task
+
+
+#: Most inputs :func:`not_applicable` enumerates (all lengths together; each runs the reference) to
+#: decide whether any scored output depends on another position's token.
+ENUMERATE_LIMIT = 1 << 10
+
+
+def not_applicable(task: Task, p: Dict[str, Any]) -> Optional[str]:
+    """Why layer necessity cannot be tested at these parameters, or None when it can.
+
+    A layer is shown necessary by an input on which the model without it is wrong. If every
+    scored output is a function of (input length, position, the token at that position), a
+    model with no attention layer at all can compute it, so no input can show an attention
+    layer necessary, whatever the construction does; a redundant layer then says nothing.
+
+    Decided without running the model: from ``task.max_seq_len(p) == 1``, or, where the task's
+    input set has at most :data:`ENUMERATE_LIMIT` inputs (every length 1..n; tasks with
+    ``free_sequences`` only), from the reference on every input.
+
+    Returns:
+        A one-sentence reason (str), or None: the ablation applies (also when the input set
+        is too large to enumerate; then sampled inputs decide, as before).
+    """
+    n = task.max_seq_len(p)
+    if n == 1:
+        return ("n = 1: an attention layer can only read BOS and the one token, which the embedding "
+                "already holds, so no attention layer can be necessary")
+    batches = _small_input_set(task, p, n)
+    if batches is None or not any(len(b) for b in batches):
+        return None
+    for x in batches:
+        if len(x) == 0:
+            continue
+        target, scored = task.reference(p, x)
+        target, scored = np.asarray(target), np.asarray(scored, bool)
+        for pos in range(x.shape[1]):
+            seen: Dict[Any, Any] = {}
+            for tok, out, sc in zip(x[:, pos].tolist(), target[:, pos].tolist(), scored[:, pos].tolist()):
+                if not sc:
+                    continue
+                if seen.setdefault(tok, out) != out:
+                    return None  # this output depends on another position's token
+    return (f"every scored output is a function of its own token and position on all "
+            f"{sum(len(b) for b in batches)} inputs of length <= {n}, so no attention layer can be necessary")
+
+
+def _small_input_set(task: Task, p: Dict[str, Any], n: int) -> Optional[List[np.ndarray]]:
+    """Every input of length 1..n as one [v^m, m] batch per length m, for tasks with ``free_sequences``;
+    None for other tasks (their layouts) or when there are more than :data:`ENUMERATE_LIMIT`."""
+    from depthcraft.verify.tasks.base import enumerate_sequences
+
+    if not task.free_sequences:
+        return None
+    vocab = np.asarray(task.vocab(p))
+    if sum(len(vocab) ** m for m in range(1, n + 1)) > ENUMERATE_LIMIT:
+        return None
+    return [np.concatenate(list(enumerate_sequences(vocab, m, ENUMERATE_LIMIT))) for m in range(1, n + 1)]
 
 
 def without_layer(model: CompiledModel, attn_index: int) -> CompiledModel:

@@ -103,7 +103,8 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
                   samples: int = 1000, hypothesis_examples: int = 100, seed: int = 0,
                   params: Optional[Mapping[str, Any]] = None, causal: bool = False, compiler: str = "depthcraft",
                   mlp_exactness: int = 100, numerical: Optional[bool] = None, atol: float = 1e-3,
-                  name: Optional[str] = None, attention: str = "softmax", certify: bool = False) -> Dict[str, Any]:
+                  name: Optional[str] = None, attention: str = "softmax", certify: bool = False,
+                  max_memory: Union[int, str, None] = None) -> Dict[str, Any]:
     """Verify a RASP program, a registered construction or a compiled model; return the report.
 
     Args:
@@ -149,6 +150,10 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
             finite tables (:func:`verify.certify.certify`; report key ``certificate``: certified,
             or the head that cannot be proved with a witness). A certificate that holds at
             N >= 256 lets the sampled checks run fewer inputs (``sampling`` says so).
+        max_memory: refuse (ParameterError) a program or construction whose estimated peak memory
+            (:mod:`verify.cost`, from the value sets, before compiling) is above this budget: bytes
+            (int; 0: no limit) or a size such as ``"8G"``; None: 60% of the available memory. The
+            estimate is the report's ``cost_estimate``.
     Returns:
         The report dict of :func:`verify.verifier.verify_model` (keys of SPEC §6:
         construction, task, params, structure, bound, bound_ok, checks,
@@ -175,20 +180,38 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
     user_bound = None if bound is None else check_bound(bound)
     run = dict(samples=samples, exhaustive=bool(exhaustive), seed=int(seed), hypothesis_examples=hypothesis_examples,
                certify=bool(certify))
+    from depthcraft.verify import cost
+
+    limit = cost.budget(max_memory)
+    check_kw = dict(samples=samples, hypothesis_examples=hypothesis_examples, certify=bool(certify))
+    estimate = None
 
     if isinstance(program, str):
         if vocab is not None or max_seq_len is not None:
             raise ParameterError("vocab and max_seq_len come from the construction's parameters; "
                                  "pass them in params (e.g. params={'vocab': 4, 'n': 12})")
+        estimate = cost.estimate(program, params or {}, **check_kw)
+        cost.admit(estimate, limit)
         report = _check_construction(program, params or {}, reference, strategy, user_bound, run)
     elif isinstance(program, CompiledModel):
         report = _check_model(program, reference, strategy, user_bound, run, params or {}, name, numerical, atol, t0)
     elif isinstance(program, rasp.SOp):
+        if vocab is not None and isinstance(max_seq_len, (int, np.integer)) and not isinstance(max_seq_len, bool) \
+                and 1 <= max_seq_len <= MAX_SEQ_LEN_LIMIT and compiler == "depthcraft":
+            try:
+                estimate = cost.estimate_program(program, vocab_list(vocab), int(max_seq_len),
+                                                 name=name or program.label, **check_kw)
+            except Exception:  # noqa: BLE001 - the compile below names what is wrong (bad vocab, a failing Map)
+                estimate = None
+            if estimate is not None:
+                cost.admit(estimate, limit)
         report = _check_rasp(program, vocab, max_seq_len, reference, strategy, user_bound, run, params or {},
                              causal, compiler, mlp_exactness, numerical, atol, name, t0, attention)
     else:
         raise ParameterError(f"program must be a RASP SOp, a construction name or a CompiledModel, "
                              f"got {type(program).__name__}")
+    if estimate is not None:
+        report["cost_estimate"] = estimate.to_json()
     return to_json(report)
 
 

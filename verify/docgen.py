@@ -809,6 +809,29 @@ def render_ablation(root: pathlib.Path) -> str:
                    "speed-up (compiled)", "compiled runs", "same result", "load"], rows))
 
 
+COST_MODEL = "results/performance/cost_model.json"
+
+
+def render_cost_model(root: pathlib.Path) -> str:
+    """docs/cost.md: the cost model's estimate against measured peak RSS and CPU time, per parameter set."""
+    d = load_json(root, COST_MODEL)
+    rows = []
+    for r in d["rows"]:
+        rows.append([f"`{r['construction']}` {params_text(r['params']) or '(defaults)'}" +
+                     (" `--certify`" if r["certify"] else ""), r["split"],
+                     f"{r['d_model_est']:,} / {r['d_model']:,}" if r["d_model"] else f"{r['d_model_est']:,} / —",
+                     f"{r['rss_est'] / 1e6:,.0f} / {r['rss'] / 1e6:,.0f} MB", f"{r['rss_ratio']:.2f}",
+                     f"{r['seconds_est']:.1f} / {r['seconds']:.1f} s", f"{r['seconds_ratio']:.2f}"])
+    s = d["summary"]
+    head = (f"Estimate / measured per parameter set ({len(d['rows'])} rows; `depthcraft verify` in a fresh process, "
+            f"peak RSS and CPU time), {link(COST_MODEL)}. Within 2x: fit rows {s['fit']['rss_within_2x']}/"
+            f"{s['fit']['rows']} (memory), {s['fit']['seconds_within_2x']}/{s['fit']['rows']} (time); test rows "
+            f"{s['test']['rss_within_2x']}/{s['test']['rows']}, {s['test']['seconds_within_2x']}/{s['test']['rows']}; "
+            f"external {s['external']['rss_within_2x']}/{s['external']['rows']}, "
+            f"{s['external']['seconds_within_2x']}/{s['external']['rows']}.\n\n")
+    return head + table(["case", "rows", "d_model", "peak RSS", "ratio", "CPU time", "ratio"], rows)
+
+
 SPARSE_SCORES = "results/performance/sparse_scores.json"
 
 
@@ -1139,6 +1162,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "certify_scale": render_certify_scale,
     "certify_speed": render_certify_speed,
     "ablation": render_ablation,
+    "cost_model": render_cost_model,
     "sparse_scores": render_sparse_scores,
     "train_speed": render_train_speed,
     "build": render_build,

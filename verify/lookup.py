@@ -81,12 +81,15 @@ def param_specs(construction: Union[str, Construction]) -> Tuple[ParamSpec, ...]
     return tuple(c.params) + tuple(s for s in get_task(c.task).params if s.name not in own)
 
 
-def resolve(construction: Union[str, Construction], given: Optional[Mapping[str, Any]] = None) -> Resolved:
+def resolve(construction: Union[str, Construction], given: Optional[Mapping[str, Any]] = None,
+            sampling: bool = True) -> Resolved:
     """Look a construction up and resolve its parameters (strings or values).
 
     Args:
         construction: a catalogue name or entry.
         given: parameter values by name (``"8"`` or ``8``); missing ones take their defaults.
+        sampling: also check the random-input distribution's constraints
+            (:meth:`Task.check_sampling`); False for callers that sample nothing (``run``, ``show``).
     Returns:
         The :class:`Resolved` construction.
     Raises:
@@ -99,6 +102,8 @@ def resolve(construction: Union[str, Construction], given: Optional[Mapping[str,
     if c.check is not None:
         c.check(p)
     task.check(p)
+    if sampling:
+        task.check_sampling(p)
     return Resolved(c, task, p)
 
 

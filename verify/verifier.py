@@ -8,7 +8,10 @@ The report (one dict per construction and parameter set) has the keys of SPEC §
      "redundant"}, ...], "ablation_ok", "passed", "seconds", ...}
 
 ``passed`` needs the bound, exactness on every check, and no redundant attention layer
-(:mod:`verify.ablation`).
+(:mod:`verify.ablation`). Where layer necessity cannot be tested (n = 1, or no input's output
+depends on another position: :func:`verify.ablation.not_applicable`), the ablation does not run,
+``ablation`` is ``[]``, ``ablation_applicable`` is False, ``ablation_not_applicable`` gives the
+reason, and ``passed`` rests on the bound and exactness.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
-from depthcraft.verify.ablation import ablate, ablation_inputs
+from depthcraft.verify.ablation import ablate, ablation_inputs, not_applicable
 from depthcraft.verify.certify.program import causal_selector_failures
 from depthcraft.verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
 from depthcraft.verify.shrink import shrink as shrink_counterexample
@@ -198,7 +201,9 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     for f in selectors:
         warnings.append(f"selector {f['selector']} selects a later key (key {f['key']!r} for query "
                         f"{f['query']!r}) in a causal model: the mask hides it")
-    ablation = ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
+    ablation_na = not_applicable(task, p)
+    ablation = [] if ablation_na else \
+        ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
     redundant = [a["layer"] for a in ablation if a["redundant"]]
     if redundant:
         warnings.append(f"attention layer(s) {redundant} are redundant: removing one leaves the model exact")
@@ -222,6 +227,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
         "ablation": ablation,
         "ablation_ok": not redundant,
         "causal_selectors": selectors,
+        "ablation_applicable": ablation_na is None,
+        "ablation_not_applicable": ablation_na,
         "passed": bool(bound_ok and exact and not redundant and not selectors),
         "seconds": None,
     }

@@ -34,7 +34,7 @@ def _register_khop(name: str, program: Callable[[int], rasp.SOp], *, params: Tup
         name=name, task="khop", attention="softmax", causal=True, params=params, bounds=bounds,
         program=lambda p: program(p["k"]),
         builder=lambda p: compiler(program(p["k"]), vocab=range(p["vocab"]), max_seq_len=p["n"], causal=True, **kw),
-        check=lambda p: check_k(p["k"]), **fields))
+        check=lambda p: check_k(p["k"]), positions=kw.get("positions", "onehot"), **fields))
 
 
 _register_khop(

@@ -60,6 +60,8 @@ class Construction:
         notes: caveats shown by ``depthcraft list``.
         exhaustive_in_all: ``verify --all`` also runs the task's exhaustive check at every
             default (for tasks whose whole input set is small, e.g. a memorised dataset).
+        positions: the position encoding the builder compiles with (``onehot`` or ``angle``), for
+            estimating its width before building (:mod:`verify.cost`).
     """
 
     name: str
@@ -76,6 +78,7 @@ class Construction:
     notes: str = ""
     check: Optional[Callable[[Mapping[str, Any]], None]] = None
     exhaustive_in_all: bool = False
+    positions: str = "onehot"
 
     def bound_values(self, p: Mapping[str, Any]) -> Dict[str, Optional[int]]:
         """Each bound at these parameters (None where the theorem gives none)."""

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 import click
 from rich import box
 from rich.table import Table
+from rich.cells import cell_len
 from rich.text import Text
 
 from depthcraft.constructions.files import json_text
@@ -65,15 +66,22 @@ def print_catalogue(constructions: List[Any]) -> None:
         for more in wrap(about, cols, indent="    ", hanging=""):
             echo(Text(more, style="dim"))
     echo()
-    echo("depthcraft list NAME: a construction's parameters, defaults and ranges")
+    for line in wrap("depthcraft list NAME: a construction's parameters, defaults and ranges", cols):
+        echo(line)
 
 
 def print_construction(c, specs) -> None:
     """One construction: what it is, its bounds and notes, and a table of its parameters."""
     cols = width()
+    about = f"(task {c.task}; {c.attention}, {'causal' if c.causal else 'bidirectional'})"
     head = Text(c.name, style="bold")
-    head.append(f" (task {c.task}; {c.attention}, {'causal' if c.causal else 'bidirectional'})")
-    echo(head)
+    if cell_len(c.name) + 1 + cell_len(about) <= cols:
+        head.append(" " + about)
+        echo(head)
+    else:  # the name alone on its line (printed in full), the rest wrapped below it
+        echo(head)
+        for line in wrap(about, cols, indent="  ", hanging=""):
+            echo(line)
     for label, text in (("", c.summary), ("source: ", c.source), ("bounds: ", bounds_text(c)),
                         ("notes: ", c.notes)):
         if text:

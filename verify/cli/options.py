@@ -64,6 +64,13 @@ def check_options(samples_default: Optional[int], samples_help: str) -> Decorato
                    seed_option())
 
 
+def max_memory_option() -> Decorator:
+    """``--max-memory SIZE`` -> ``max_memory`` (str or None: the default budget, :func:`verify.cost.default_budget`)."""
+    return click.option("--max-memory", "max_memory", default=None, metavar="SIZE",
+                        help="Refuse a parameter set whose estimated peak memory is above SIZE (e.g. 8G, 500M; "
+                             "0: no limit). Default: 60% of the available memory.")
+
+
 def json_option(help: str = "Write the JSON report here.") -> Decorator:
     """``--json FILE`` -> ``json_path`` (None when not given)."""
     return click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help=help)
@@ -80,4 +87,4 @@ def png_option(help: str) -> Decorator:
 
 
 __all__ = ["check_options", "exhaustive_option", "hypothesis_option", "input_option", "json_option",
-           "markdown_option", "params_option", "png_option", "samples_option", "seed_option", "stacked"]
+           "markdown_option", "max_memory_option", "params_option", "png_option", "samples_option", "seed_option", "stacked"]

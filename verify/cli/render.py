@@ -21,7 +21,7 @@ expected and got), then one summary line (:func:`summary`: ``23/23 passed in 2m3
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -51,8 +51,12 @@ def certificate_cell(cert: Optional[Dict[str, Any]]) -> Text:
     return Text("exh" if cert.get("method") == "exhaustive" else "yes", style="green")
 
 
-def certificate_lines(cert: Dict[str, Any], columns: int) -> List[str]:
-    """What a certificate that does not hold names: the sublayer, the head, why, and the witness."""
+def certificate_lines(cert: Dict[str, Any], columns: int, names: Optional[Dict[int, str]] = None) -> List[str]:
+    """What a certificate that does not hold names: the sublayer, the head, why, and the witness.
+
+    ``names``: token id -> the name a user types (:meth:`Task.token_names`); a witness's ``tokens``
+    entries print as those names (ids where ``names`` is None).
+    """
     out = []
     for u in cert.get("uncertified", []):
         where = " ".join(str(x) for x in (u.get("layer"), f"head {u['head']}" if u.get("head") is not None else None)
@@ -60,8 +64,36 @@ def certificate_lines(cert: Dict[str, Any], columns: int) -> List[str]:
         label = "not proved by the tables" if cert["certified"] else "not certified"
         out += wrap(f"{label}: {where}: {u['why']}", columns, indent="  ", hanging="    ")
         if u.get("witness"):
-            out += wrap(f"witness: {_compact(u['witness'])}", columns, indent="    ", hanging="      ")
+            witness = named_tokens(u["witness"], names) if names else u["witness"]
+            out += wrap(f"witness: {_compact(witness)}", columns, indent="    ", hanging="      ")
     return out
+
+
+def named_tokens(obj: Any, names: Dict[int, str]) -> Any:
+    """A copy of a witness with the value of every ``tokens`` entry (an id, or a list of ids) as its name."""
+    if isinstance(obj, dict):
+        return {k: (_name(v, names) if k == "tokens" else named_tokens(v, names)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [named_tokens(v, names) for v in obj]
+    return obj
+
+
+def _name(v: Any, names: Dict[int, str]) -> Any:
+    if isinstance(v, list):
+        return [_name(x, names) for x in v]
+    return names.get(v, v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def report_token_names(report: Dict[str, Any]) -> Optional[Dict[int, str]]:
+    """Token id -> name for a registered construction's report (None for a user's program or an unknown one)."""
+    from depthcraft.constructions.errors import DepthcraftError
+    from depthcraft.verify import lookup
+
+    try:
+        r = lookup.resolve(report["construction"], report.get("params") or {}, sampling=False)
+    except (DepthcraftError, KeyError, TypeError):
+        return None
+    return r.task.token_names(r.params)
 
 
 def _compact(obj: Any) -> str:
@@ -135,6 +167,42 @@ def inputs_progress(bar: Progress):
     return progress
 
 
+#: Parameter sets estimated to take at least this many seconds get a bar of their own (:func:`timed`).
+TIMED_FROM = 5.0
+
+
+def timed(bar: Progress, reports: Iterable[Dict[str, Any]], estimates: Sequence[Any],
+          labels: Sequence[str]) -> Iterator[Dict[str, Any]]:
+    """The reports, unchanged; while each one estimated at :data:`TIMED_FROM` seconds or more is computed,
+    ``bar`` shows a line for it whose total is the estimate (:class:`verify.cost.Estimate`), so that
+    rich's time-left column counts down from the estimate (the bar stops short of full until the
+    report arrives). Nothing shows where ``bar`` is off (not a terminal)."""
+    import threading
+    import time
+
+    it = iter(reports)
+    for est, label in zip(estimates, labels):
+        stop, task = threading.Event(), None
+        if est is not None and est.seconds >= TIMED_FROM and not bar.disable:
+            task = bar.add_task(f"  {fit(label, 20)} (est.)", total=est.seconds, inputs=True)
+            start = time.perf_counter()
+
+            def tick(task=task, start=start, total=est.seconds):
+                while not stop.wait(0.5):
+                    bar.update(task, completed=min(time.perf_counter() - start, 0.99 * total))
+
+            threading.Thread(target=tick, daemon=True).start()
+        try:
+            report = next(it)
+        except StopIteration:
+            return
+        finally:
+            stop.set()
+            if task is not None:
+                bar.remove_task(task)
+        yield report
+
+
 def fit(text: str, columns: int) -> str:
     """``text`` cut to ``columns`` cells, ending in ``…`` when cut."""
     if cell_len(text) <= columns:
@@ -196,11 +264,13 @@ class ReportLines:
         self.columns = columns or width()
         self.fixed = COLUMNS + ((CERT_COLUMN,) if certify else ())
         want = max([len("construction")] + [2 + cell_len(label) for label in labels])
-        self.first = max(min(want, self.columns - sum(w + 1 for _, w in self.fixed)), 14)
+        # at least 2 columns; below 14 the header is cut (``constr…``) and a label that does not fit
+        # goes on its own line(s) above its cells (:meth:`row`)
+        self.first = max(min(want, self.columns - sum(w + 1 for _, w in self.fixed)), 2)
 
     def header(self) -> Text:
         """The column headers."""
-        t = Text("construction".ljust(self.first), style="bold")
+        t = Text(fit("construction", self.first).ljust(self.first), style="bold")
         for name, w in self.fixed:
             t.append(" " + name.rjust(w), style="bold")
         return t
@@ -210,8 +280,19 @@ class ReportLines:
         return Text(name, style="bold")
 
     def row(self, report: Dict[str, Any], label: str) -> List[Text]:
-        """The report's line (more lines only when ``label`` is wider than the first column)."""
-        first = wrap(label or "(defaults)", self.first, indent="  ", hanging="  ")
+        """The report's line (more lines only when ``label`` is wider than the first column).
+
+        When the first column is narrower than wrapping needs (14), a label that does not fit
+        in it goes on its own line(s), wrapped at the full width, and the cells follow on a line
+        of their own.
+        """
+        label = label or "(defaults)"
+        above: List[Text] = []
+        if self.first < 14 and 2 + cell_len(label) > self.first:
+            above = [Text(line) for line in wrap(label, self.columns, indent="  ", hanging="  ")]
+            first = [""]
+        else:
+            first = wrap(label, self.first, indent="  ", hanging="  ")
         t = Text(first[0].ljust(self.first))
         passed = report["passed"]
         cells = [bound_cell(report, "attn_layers"), bound_cell(report, "heads"), bound_cell(report, "d_model"),
@@ -222,7 +303,7 @@ class ReportLines:
         for (_, w), cell in zip(self.fixed, cells):
             t.append(" " * (1 + max(w - cell.cell_len, 0)))
             t.append_text(cell)
-        return [t] + [Text(line) for line in first[1:]]
+        return above + [t] + [Text(line) for line in first[1:]]
 
 
 def _tokens(text: str, count: int) -> Optional[List[str]]:
@@ -256,12 +337,14 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     cx = report.get("counterexample")
     warnings = report.get("warnings", [])
     cert = report.get("certificate")
-    cert_lines = certificate_lines(cert, columns) if cert and cert.get("uncertified") else []
+    cert_lines = certificate_lines(cert, columns, report_token_names(report)) if cert and cert.get("uncertified") \
+        else []
     reduced = (report.get("sampling") or {}).get("reduced_by_certificate")
     theorem = report.get("theorem")
     if theorem and not (theorem["exhaustive"]["exact"] and theorem["random"]["exact"]):
         cert_lines = cert_lines + wrap(f"theorem's half FAILED: {theorem['claim']}", columns, indent="  ")
-    if not (cx or bad_bounds or warnings or cert_lines or reduced or not report["passed"]):
+    na = report.get("ablation_not_applicable")
+    if not (cx or bad_bounds or warnings or cert_lines or reduced or na or not report["passed"]):
         return []
     title = f"{report['construction']} {params_text(report['params'])}".strip()
     if report.get("loaded_from"):
@@ -277,6 +360,8 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
     for w in warnings:
         out += [Text(line, style="yellow") for line in wrap(f"warning: {w}", columns, indent="  ")]
     out += [Text(line, style="yellow") for line in cert_lines]
+    if na:
+        out += [Text(line) for line in wrap(f"layer ablation: not applicable: {na}", columns, indent="  ")]
     if reduced:
         s = report["sampling"]
         out += [Text(line) for line in wrap(f"certified: sampled checks reduced to {s['samples']} random, "

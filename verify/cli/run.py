@@ -24,11 +24,12 @@ from depthcraft.verify.cli.render import width
 @click.argument("name")
 @options.params_option()
 @options.input_option()
-def run_cmd(name, params, text) -> None:
+@options.max_memory_option()
+def run_cmd(name, params, text, max_memory) -> None:
     """Run a construction on one input and compare with the reference."""
     from depthcraft.verify import views
 
-    data, _ = views.for_construction(name, parse_assignments(params), text, details=False)
+    data, _ = views.for_construction(name, parse_assignments(params), text, details=False, max_memory=max_memory)
     click.echo("\n".join(views.outcome_lines(data, width())))
     sys.exit(0 if data.exact else 1)
 
@@ -38,7 +39,8 @@ def run_cmd(name, params, text) -> None:
 @options.params_option()
 @options.input_option()
 @options.png_option("Also write every head's attention map to this PNG.")
-def show_cmd(name, params, text, png) -> None:
+@options.max_memory_option()
+def show_cmd(name, params, text, png, max_memory) -> None:
     """Show a construction (or a saved .safetensors model) on one input, layer by layer.
 
     Prints the RASP program, where each head attends, every MLP, and the
@@ -55,7 +57,7 @@ def show_cmd(name, params, text, png) -> None:
             raise ParameterError("-p cannot be combined with a saved model (its parameters are in the file)")
         data, _ = views.for_saved(name, text)
     else:
-        data, _ = views.for_construction(name, parse_assignments(params), text)
+        data, _ = views.for_construction(name, parse_assignments(params), text, max_memory=max_memory)
     click.echo(views.render_text(data, width()))
     if png:
         views.attention_figure(data, png)

@@ -28,12 +28,15 @@ from depthcraft.verify.views.text import wrap
 @options.params_option()
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Output file (.safetensors); written atomically.")
-def save_cmd(name, params, out) -> None:
+@options.max_memory_option()
+def save_cmd(name, params, out, max_memory) -> None:
     """Compile a construction and save its weights + metadata (safetensors)."""
     from depthcraft.verify import lookup
+    from depthcraft.verify.cost import gate
 
     files.check_writable(out)
-    r = lookup.resolve(name, parse_assignments(params))
+    r = lookup.resolve(name, parse_assignments(params), sampling=False)  # saving samples nothing
+    gate(r, max_memory, samples=0, hypothesis_examples=0)
     p = r.params
     click.echo(f"compiling {name} {params_text(p)} ...", err=True)
     model = r.build()

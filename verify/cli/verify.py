@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Sequence
 
 import click
 
 from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
-from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports
+from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports, timed
 from depthcraft.verify.report import markdown_table
 
 #: Random inputs per check when --samples is not given (one construction; --all).
@@ -27,6 +27,13 @@ def varying_keys(params: Sequence[Dict[str, Any]]) -> List[str]:
     if not params:
         return []
     return [k for k in params[0] if any(p.get(k) != params[0][k] for p in params[1:])]
+
+
+def with_estimates(reports: Iterable[Dict[str, Any]], estimates: Sequence[Any]) -> Iterator[Dict[str, Any]]:
+    """The reports, each with its ``cost_estimate`` (:meth:`verify.cost.Estimate.to_json`) added."""
+    for r, est in zip(reports, estimates):
+        r["cost_estimate"] = est.to_json()
+        yield r
 
 
 def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Sequence[str]) -> List[str]:
@@ -50,15 +57,18 @@ def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Se
                              f"{DEFAULT_SAMPLES_ALL} with --all).")
 @click.option("--certify", is_flag=True, help="Also prove exactness for every input up to N from the heads' "
               "finite tables (docs/certification.md).")
+@options.max_memory_option()
 @options.json_option()
 @options.markdown_option()
-def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, json_path, md_path) -> None:
+def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, max_memory, json_path,
+               md_path) -> None:
     """Compile a construction, measure it, check its bound and its exactness.
 
     Prints one line per report (construction, parameters, L and H against their
     bounds, d_model, inputs checked, passed, time), the counterexample of any
     failure, and a summary line. --markdown writes the wide table.
     """
+    from depthcraft.verify.cost import gate
     from depthcraft.verify.lookup import all_constructions, resolve
     from depthcraft.verify.verifier import verify, verify_all
 
@@ -87,8 +97,13 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, j
         reports = (verify(name, p, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive,
                           seed=seed, hypothesis_examples=hyp, progress=inputs_progress(bar), certify=certify)
                    for p in sweep)
+    # every parameter set estimated (value sets only) and held to the memory budget before any build
+    count = DEFAULT_SAMPLES_ALL if run_all else DEFAULT_SAMPLES
+    estimates = [gate(resolve(n, p, sampling=False), max_memory, samples=count if samples is None else samples,
+                      hypothesis_examples=hyp, certify=certify) for n, p in plan]
     shown = [f"{n} {label}".rstrip() for (n, _), label in zip(plan, labels)]
-    done = stream_reports(reports, labels, shown, bar, certify=certify)
+    done = stream_reports(timed(bar, with_estimates(reports, estimates), estimates, labels), labels, shown, bar,
+                          certify=certify)
     written = write_outputs(done, json_path, md_path, varying)
     finish(done, time.perf_counter() - started, written)
     sys.exit(0 if all(r["passed"] for r in done) else 1)

@@ -51,10 +51,17 @@ class Task(abc.ABC):
         """
         p = resolve(self.params, given, f"task {self.name}")
         self.check(p)
+        self.check_sampling(p)  # the task's own callers (strategies, cross-check) sample
         return p
 
     def check(self, p: Dict[str, Any]) -> None:
-        """Cross-parameter constraints; raise ParameterError. Default: none."""
+        """Cross-parameter constraints of the task itself (what building and running need);
+        raise ParameterError. Default: none."""
+
+    def check_sampling(self, p: Dict[str, Any]) -> None:
+        """Constraints of the random-input distribution only (:meth:`sample`): checked by
+        :func:`verify.lookup.resolve` unless the caller samples nothing (``depthcraft run``,
+        ``show``); raise ParameterError. Default: none."""
 
     @abc.abstractmethod
     def vocab(self, p: Dict[str, Any]) -> List[int]:

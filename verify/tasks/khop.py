@@ -96,7 +96,8 @@ class KHopTask(Task):
     causal = True
     free_sequences = True
 
-    def check(self, p: Dict[str, Any]) -> None:
+    def check_sampling(self, p: Dict[str, Any]) -> None:
+        """The paper's distribution needs two symbols once n > 1; running one input does not."""
         if p["distribution"] == "paper" and p["vocab"] < 2 and p["n"] > 1:
             raise ParameterError("distribution=paper (no two equal neighbours) needs vocab >= 2; "
                                  "use -p distribution=uniform")

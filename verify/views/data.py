@@ -237,22 +237,26 @@ def build(model: CompiledModel, tokens: Sequence[Any], *, title: str, program: O
                     program=program_listing(program) if details and program is not None else [])
 
 
-def for_construction(name: str, params: Dict[str, Any], text: str, details: bool = True) -> Tuple[ShowData, CompiledModel]:
+def for_construction(name: str, params: Dict[str, Any], text: str, details: bool = True,
+                     max_memory: Optional[str] = None) -> Tuple[ShowData, CompiledModel]:
     """Views of the registered construction ``name`` at ``params`` on the input ``text`` (e.g. ``"b a e b"``).
 
     ``details=False`` collects the outputs and the reference only (see :func:`build`).
+    ``max_memory``: the ``--max-memory`` budget (None: the default, :func:`verify.cost.budget`).
 
     Raises:
         ParameterError: unknown construction or bad parameters.
         InputError: bad input text (checked before compiling).
     """
     from depthcraft.verify import lookup
+    from depthcraft.verify.cost import gate
 
-    r = lookup.resolve(name, params)
+    r = lookup.resolve(name, params, sampling=False)  # one given input: no sampling constraint applies
     c, p, task = r.construction, r.params, r.task
     tokens = task.parse_tokens(p, text)
     if len(tokens) > task.max_seq_len(p):  # refuse before compiling
         raise InputError(f"input of length {len(tokens)} is longer than max_seq_len={task.max_seq_len(p)}")
+    gate(r, max_memory, samples=0, hypothesis_examples=0)  # refuse a build above the memory budget
     model = r.build()
     return _for_registered(c, p, task, model, tokens, details), model
 

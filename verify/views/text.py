@@ -150,11 +150,16 @@ def residual_lines(data: ShowData, width: int = WIDTH) -> List[str]:
     d = sum(g[2] - g[1] + 1 for g in data.layout)
     nw = max([len(g[0]) for g in data.layout] + [3])
     ww = max([len(g[4]) for g in data.layout] + [10])
-    room = max(width - (2 + 10 + nw + 2 + ww + 2), 12)
-    lines = [f"Residual stream (d_model = {d})", f"  {'dims':<9} {'SOp':<{nw}}  {'written by':<{ww}}  values"]
+    room = width - (2 + 10 + nw + 2 + ww + 2)
+    own_line = room < 12  # too narrow: each row's values go on a line of their own, under it
+    lines = [f"Residual stream (d_model = {d})",
+             f"  {'dims':<9} {'SOp':<{nw}}  {'written by':<{ww}}" + ("" if own_line else "  values")]
     for name, lo, hi, vals, who in data.layout:
         dims = f"{lo}" if lo == hi else f"{lo}-{hi}"
-        lines.append(f"  {dims:<9} {name:<{nw}}  {who:<{ww}}  {_shortened(vals, room)}")
+        if own_line:
+            lines += [f"  {dims:<9} {name:<{nw}}  {who}", f"      values: {_shortened(vals, max(width - 14, 4))}"]
+        else:
+            lines.append(f"  {dims:<9} {name:<{nw}}  {who:<{ww}}  {_shortened(vals, room)}")
     return lines
 
 
