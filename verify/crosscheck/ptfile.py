@@ -231,7 +231,7 @@ def save_state_dict(path: str, state: Mapping[str, np.ndarray], name: str = "arc
             pickle.REDUCE, pickle.MARK]
     blobs = []
     for i, (key, arr) in enumerate(state.items()):
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C", copy=True)  # (ascontiguousarray would make a 0-d array 1-d)
         kind = _DTYPE_STORAGE.get(arr.dtype.newbyteorder("<"))
         if kind is None:
             raise InputError(f"{key}: dtype {arr.dtype} has no torch storage type")

@@ -43,7 +43,7 @@ import math
 import os
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -539,3 +539,138 @@ def evaluate_runs(repo: str, out: str, size: int = SIZE, seed: int = SEED, ks: S
         write_json_atomic(path, rec)
         done[run] = rec
     return done
+
+
+# ----------------------------------------------------------------------------- the reference forward
+
+def port_check(repo: str, runs: Sequence[str], size: int = 4, seed: int = SEED, dropout_size: int = 0,
+               progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+    """Compare the runtime's logits with Hugging Face's ``GPT2Model`` on the same weights and inputs.
+
+    Needs torch and transformers (not dependencies of depthcraft: ``pip install torch transformers``).
+    The reference model is built as the authors' ``src/models.py`` builds it (``GPT2Config`` with
+    vocab_size, n_positions, n_embd, n_layer, n_head from the config; ``use_cache=False``), its
+    weights loaded from the same state dict (read by :func:`~verify.crosscheck.ptfile.load_state_dict`,
+    never by ``torch.load``), in eval mode (no dropout).
+
+    With ``dropout_size`` > 0 it also measures each run's error at every k on ``dropout_size`` inputs
+    with the reference model in *training* mode (GPT-2's default dropout 0.1 on embeddings,
+    attention weights and residual branches, torch seed ``seed``): the authors' evaluation loads
+    the models with ``get_model_from_run`` and never calls ``.eval()``, so their errors.json was
+    measured with dropout active.
+
+    Args:
+        repo: a checkout of the authors' repository.
+        runs: run names to compare.
+        size: inputs per k (k = 0..16) for the logit comparison.
+        seed: evaluation stream (inputs) and torch seed.
+        dropout_size: inputs per k for the dropout-mode error (0 = skip).
+    Returns:
+        ``{"runs": {run: {"max_abs_logit_diff", "max_abs_logit", "argmax_agree", "dropout_error":
+        {k: error}}}, "max_abs_logit_diff", "torch", "transformers", "inputs_per_k"}``.
+    Raises:
+        InputError: torch or transformers is missing.
+    """
+    try:
+        import torch
+        import transformers
+        from transformers import GPT2Config, GPT2Model
+    except ImportError as e:
+        raise InputError(f"the port check needs torch and transformers ({e.name} is not installed); "
+                         f"pip install torch transformers") from None
+    torch.set_num_threads(1)
+    fmt = AuthorsFormat()
+    out: Dict[str, Any] = {}
+    for run in runs:
+        folder = os.path.join(repo, MODELS_DIR, run)
+        m = load_run(folder)
+        ref = GPT2Model(GPT2Config(vocab_size=m.vocab_size, n_positions=m.n_positions, n_embd=m.width,
+                                   n_layer=m.depth, n_head=m.heads, use_cache=False, bos_token_id=None,
+                                   eos_token_id=None))
+        state = load_state_dict(os.path.join(folder, CHECKPOINT))
+        ref.load_state_dict({k[len("backbone."):]: torch.from_numpy(v.copy()) for k, v in state.items()},
+                            strict=True)
+        ref.eval()
+        ours = logits_fn(m)
+        diff, top, agree, total = 0.0, 0.0, 0, 0
+        for k in range(MAX_HOPS + 1):
+            ids, _, _ = fmt.eval_set(k, size, seed)
+            with torch.no_grad():
+                r = ref(torch.from_numpy(ids.astype(np.int64))).last_hidden_state.numpy()
+            o = ours(ids)
+            diff = max(diff, float(np.abs(r - o).max()))
+            top = max(top, float(np.abs(r).max()))
+            agree += int((r.argmax(-1) == o.argmax(-1)).sum())
+            total += r.shape[0] * r.shape[1]
+        rec: Dict[str, Any] = {"max_abs_logit_diff": diff, "max_abs_logit": top,
+                               "argmax_agree": agree / total}
+        if dropout_size:
+            ref.train()
+            torch.manual_seed(seed)
+            rec["dropout_error"] = {}
+            for k in range(MAX_HOPS + 1):
+                ids, targets, scored = fmt.eval_set(k, dropout_size, seed + 1)
+                with torch.no_grad():
+                    pred = ref(torch.from_numpy(ids.astype(np.int64))).last_hidden_state.numpy().argmax(-1)
+                rec["dropout_error"][str(k)] = float(((pred != targets) & scored).sum() / scored.sum())
+        out[run] = rec
+        if progress:
+            progress(f"{run}: max |logit diff| {diff:.2e} (max |logit| {top:.1f})")
+    return {"runs": out, "max_abs_logit_diff": max([r["max_abs_logit_diff"] for r in out.values()] or [0.0]),
+            "inputs_per_k": size, "dropout_inputs_per_k": dropout_size, "seed": seed,
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+# ----------------------------------------------------------------------------- the finite-sample claim
+
+#: Sample sizes of the finite-sample runs (training sequences, reused for 100k steps).
+SAMPLE_SIZES = (1000, 3000, 10000)
+
+
+def judge_finite_sample(errors: Mapping[Tuple[int, int], Tuple[float, float]]) -> Dict[str, Any]:
+    """The finite-sample claim's rule (issue 31, item 6), written 2026-12-04 before the finite-sample
+    models were evaluated.
+
+    Claim (Sanford, Hsu & Telgarsky 2024, their appendix's finite-sample runs): from the same 1k, 3k or
+    10k training sequences, a deeper model generalises better.
+
+    The measure: a model's error e = its mean error over k = 1..16 (k = 0, copying the input, is
+    left out), with its standard error s (the k's errors' standard errors combined as independent).
+    For each sample size n and each pair of consecutive present depths (L, L+1), the step is
+    *better* when e(L+1) < e(L) - 2 sqrt(s(L)^2 + s(L+1)^2), *worse* when e(L+1) > e(L) + 2 sqrt(...),
+    else *tied*.
+
+    * reproduced: no step is worse, and at every sample size at least half of the steps are better;
+    * not reproduced: some step is worse (a deeper model generalises clearly worse);
+    * inconclusive: otherwise (no sample size with two depths, or mostly ties).
+
+    One model per configuration (the authors trained one seed each), so the standard errors are
+    over fresh test inputs only, not over training seeds.
+
+    Args:
+        errors: (samples, depth) -> (e, s).
+    Returns:
+        ``{"verdict", "reason", "steps": [{"samples", "from", "to", "e_from", "e_to", "step"}]}``.
+    """
+    steps = []
+    for n in sorted({n for n, _ in errors}):
+        ds = sorted(d for m, d in errors if m == n)
+        for a, b in zip(ds, ds[1:]):
+            (ea, sa), (eb, sb) = errors[(n, a)], errors[(n, b)]
+            margin = 2 * math.sqrt(sa ** 2 + sb ** 2)
+            kind = "better" if eb < ea - margin else "worse" if eb > ea + margin else "tied"
+            steps.append({"samples": n, "from": a, "to": b, "e_from": round(ea, 4), "e_to": round(eb, 4),
+                          "step": kind})
+    sizes = sorted({s["samples"] for s in steps})
+    worse = [s for s in steps if s["step"] == "worse"]
+    if worse:
+        w = worse[0]
+        return {"verdict": "not reproduced", "steps": steps,
+                "reason": f"at n = {w['samples']} depth {w['to']} is worse than depth {w['from']} "
+                          f"({w['e_to']} vs {w['e_from']})"}
+    if sizes and all(2 * sum(s["step"] == "better" for s in steps if s["samples"] == n)
+                     >= sum(s["samples"] == n for s in steps) for n in sizes):
+        return {"verdict": "reproduced", "steps": steps,
+                "reason": "no deeper model is worse; at every sample size at least half the depth steps are clearly better"}
+    return {"verdict": "inconclusive", "steps": steps,
+            "reason": "no sample size with two depths" if not sizes else "more than half the depth steps are ties at some sample size"}
