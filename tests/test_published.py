@@ -273,3 +273,56 @@ def test_finite_sample_rule():
     e = {(1000, 2): (0.5, 0.05), (1000, 3): (0.45, 0.05), (1000, 4): (0.44, 0.05)}
     assert published.judge_finite_sample(e)["verdict"] == "inconclusive"
     assert published.judge_finite_sample({(1000, 2): (0.5, 0.0)})["verdict"] == "inconclusive"
+
+
+# ----------------------------------------------------------------------------- the command
+
+def _fake_repo(root):
+    """Two tiny GPT-2 runs in the authors' layout (width 8, 2 heads), and an errors.json for all 25."""
+    for run, seed in (("width4-depth2", 0), ("width4-depth3-samples1k", 1)):
+        d = published.RUNS[run][0]
+        _write_run(str(root / published.MODELS_DIR / run), _state(d, 2, 8, n_pos=100, seed=seed), depth=d,
+                   heads=2, width=8, n_pos=100)
+    (root / "local").mkdir()
+    errs = {f"(({d}, {h}, {n}), {k})": 0.5 for (d, h, n) in published.RUNS.values() for k in range(17)}
+    (root / "local" / "errors.json").write_text(json.dumps(errs))
+
+
+def test_published_command_writes_results(tmp_path):
+    from depthcraft.verify.cli import main
+
+    _fake_repo(tmp_path / "hop")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main(["published", str(tmp_path / "hop"), "--out", str(out), "--size", "3"])
+    assert e.value.code == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["evaluated"] == ["width4-depth2", "width4-depth3-samples1k"] and len(doc["absent"]) == 23
+    r = doc["runs"]["width4-depth2"]
+    assert set(r["errors"]) == {str(k) for k in range(17)}
+    assert all(abs(r["diff"][k] - (r["errors"][k] - 0.5)) < 1e-4 for k in r["errors"])
+    assert doc["max_abs_diff"] == pytest.approx(max(abs(v) for x in doc["runs"].values() for v in x["diff"].values()),
+                                                abs=1e-4)
+    assert (out / "COMMAND").is_file() and (out / "errors.png").is_file() and (out / "alignment_L2.png").is_file()
+    al = doc["alignment"]["width4-depth2"]
+    assert [l["expected"] for l in al["layers"]] == ["prev", "find1"]
+    # a rerun reads the per-model files back instead of evaluating again
+    before = (out / "models" / "width4-depth2.json").stat().st_mtime_ns
+    with pytest.raises(SystemExit):
+        main(["published", str(tmp_path / "hop"), "--out", str(out), "--size", "3"])
+    assert (out / "models" / "width4-depth2.json").stat().st_mtime_ns == before
+
+
+def test_published_command_bad_input_exits_2(tmp_path, capsys):
+    from depthcraft.verify.cli import main
+
+    for argv in (["published", str(tmp_path)], ["published", str(tmp_path), "--size", "0"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+    _fake_repo(tmp_path / "hop")
+    with pytest.raises(SystemExit) as e:
+        main(["published", str(tmp_path / "hop"), "--runs", "width8-depth6"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("depthcraft: error: --runs: width8-depth6 is absent") and "Traceback" not in "".join(err)
