@@ -291,11 +291,15 @@ def _fake_repo(root):
 def test_published_command_writes_results(tmp_path):
     from depthcraft.verify.cli import main
 
+    from depthcraft.verify import docgen
+
     _fake_repo(tmp_path / "hop")
-    out = tmp_path / "out"
+    out = tmp_path / "results" / "crosscheck" / "published"
     with pytest.raises(SystemExit) as e:
-        main(["published", str(tmp_path / "hop"), "--out", str(out), "--size", "3"])
+        main(["published", str(tmp_path / "hop"), "--root", str(tmp_path), "--size", "3"])
     assert e.value.code == 0
+    text = docgen.render_published(tmp_path)
+    assert "| L | errors | k=1 |" in text and "pending" not in text and "width8-depth6" in text
     doc = json.loads((out / "results.json").read_text())
     assert doc["evaluated"] == ["width4-depth2", "width4-depth3-samples1k"] and len(doc["absent"]) == 23
     r = doc["runs"]["width4-depth2"]
@@ -309,7 +313,7 @@ def test_published_command_writes_results(tmp_path):
     # a rerun reads the per-model files back instead of evaluating again
     before = (out / "models" / "width4-depth2.json").stat().st_mtime_ns
     with pytest.raises(SystemExit):
-        main(["published", str(tmp_path / "hop"), "--out", str(out), "--size", "3"])
+        main(["published", str(tmp_path / "hop"), "--root", str(tmp_path), "--size", "3"])
     assert (out / "models" / "width4-depth2.json").stat().st_mtime_ns == before
 
 
@@ -326,3 +330,17 @@ def test_published_command_bad_input_exits_2(tmp_path, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("depthcraft: error: --runs: width8-depth6 is absent") and "Traceback" not in "".join(err)
+
+
+def test_claims_gain_the_authors_models_row(tmp_path):
+    from depthcraft.verify.crosscheck import c1, claims
+
+    assert claims.published_c1(tmp_path) is None
+    by_depth = {d: {k: (0.0 if k <= 2 ** (d - 2) else 0.5) for k in range(17)} for d in range(2, 6)}
+    doc = {"c1": {"ours": c1.calibrate(by_depth), "theirs": None}, "protocol": {"inputs_per_k": 2048}}
+    path = tmp_path / claims.PUBLISHED_RESULTS
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    row = claims.published_c1(tmp_path)
+    assert row["id"] == claims.C1_AUTHORS and row["verdict"] == c1.REPRODUCED
+    assert "L=2: 1, L=3: 2, L=4: 4, L=5: 8" in row["evidence"]

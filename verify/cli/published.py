@@ -40,7 +40,7 @@ def _runs_option(value):
 @click.option("--port-check", is_flag=True,
               help="Compare logits with Hugging Face's GPT-2 (needs torch, transformers); write port.json.")
 @click.option("--dropout-size", default=100, show_default=True, type=click.IntRange(0, 1 << 16),
-              help="With --port-check: inputs per k for the dropout-on error of the fresh-sample runs.")
+              help="With --port-check: inputs per k for the dropout-on error (their protocol; 0: skip).")
 def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size) -> None:
     """Evaluate and align Sanford et al.'s published k-hop models (REPO: a checkout of their repository)."""
     from depthcraft.constructions.files import write_json_atomic, write_text_atomic
@@ -61,9 +61,7 @@ def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size) -
     todo = present if chosen is None else chosen
     echo(f"present: {len(present)} of {len(P.RUNS)} runs in {repo}")
     if port_check:
-        fresh = [r for r in todo if P.RUNS[r][2] == -1]
-        res = P.port_check(repo, todo, size=2, seed=seed, dropout_size=dropout_size, dropout_runs=fresh,
-                           progress=echo)
+        res = P.port_check(repo, todo, size=2, seed=seed, dropout_size=dropout_size, progress=echo)
         path = os.path.join(out, "port.json")
         os.makedirs(out, exist_ok=True)
         write_json_atomic(path, res)

@@ -609,12 +609,14 @@ def port_check(repo: str, runs: Sequence[str], size: int = 4, seed: int = SEED, 
         if dropout_size and (dropout_runs is None or run in dropout_runs):
             ref.train()
             torch.manual_seed(seed)
-            rec["dropout_error"] = {}
+            rec["dropout_error"], rec["dropout_se"] = {}, {}
             for k in range(MAX_HOPS + 1):
                 ids, targets, scored = fmt.eval_set(k, dropout_size, seed + 1)
                 with torch.no_grad():
                     pred = ref(torch.from_numpy(ids.astype(np.int64))).last_hidden_state.numpy().argmax(-1)
-                rec["dropout_error"][str(k)] = float(((pred != targets) & scored).sum() / scored.sum())
+                wrong = ((pred != targets) & scored).sum(-1)
+                rec["dropout_error"][str(k)] = float(wrong.sum() / scored.sum())
+                rec["dropout_se"][str(k)] = ratio_se(wrong, scored.sum(-1))
         out[run] = rec
         if progress:
             progress(f"{run}: max |logit diff| {diff:.2e} (max |logit| {top:.1f})")
@@ -826,13 +828,16 @@ def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignment
                 item = {"run": run, "k": int(k), "ours": round(errs[k], 4), "theirs": round(th[k], 4),
                         "diff": round(d, 4)}
                 if drop:
-                    # their 100-input estimate's standard error, from ours (2048 inputs) scaled by sqrt(2048/100)
-                    se100 = rec["k"][k]["se"] * math.sqrt(rec["size"] / 100)
+                    # the standard error of a dropout-on estimate from 100 inputs (theirs is one such estimate;
+                    # the port check's is another, on other inputs and other dropout masks)
+                    se = port_runs[run].get("dropout_se", {}).get(k)
+                    n_drop = (port or {}).get("dropout_inputs_per_k") or 100
+                    se100 = se * math.sqrt(n_drop / 100) if se is not None else float("nan")
                     item.update({"dropout": round(drop[k], 4), "dropout_minus_theirs": round(drop[k] - th[k], 4),
                                  "se_100_inputs": round(se100, 4)})
                 over.append(item)
     checked = [o for o in over if "dropout" in o]
-    within = [o for o in checked if abs(o["dropout_minus_theirs"]) <= 3 * math.sqrt(2) * max(o["se_100_inputs"], 1e-3)]
+    within = [o for o in checked if abs(o["dropout_minus_theirs"]) <= 3 * math.sqrt(2) * o["se_100_inputs"]]
     fresh4 = {runs[r]["depth"]: r for r in runs if RUNS[r][1:] == (4, -1)}
     ours_by_depth = {d: {int(k): v for k, v in runs[r]["errors"].items()} for d, r in sorted(fresh4.items())}
     theirs_by_depth = {d: theirs[f"width4-depth{d}"] for d in range(2, 7) if f"width4-depth{d}" in theirs}
