@@ -429,14 +429,18 @@ def render_published(root: pathlib.Path) -> str:
     arows = []
     for r in fresh:
         if r in al:
-            arows.append([str(runs[r]["depth"]), *(f"{l['best_ref']} {l['best_ref_alignment']:.2f} "
-                                                    f"({l['expected']} {l['alignment']:.2f})" for l in al[r]["layers"])])
+            arows.append([str(runs[r]["depth"]), str(al[r]["reference_k"]),
+                          *(f"{l['expected']} {l['alignment']:.2f}"
+                            + ("" if l["best_ref"] == l["expected"] else f" (best: {l['best_ref']} {l['best_ref_alignment']:.2f})")
+                            for l in al[r]["layers"])])
     if arows:
         width = max(len(a) for a in arows)
         arows = [a + [""] * (width - len(a)) for a in arows]
-        out += ["", "Alignment per layer (fresh-sample runs, k = 2^(L-2)): the construction map the layer's best "
-                    "head matches best, and in brackets the construction's own map for that layer:", "",
-                table(["L", *(f"layer {i}" for i in range(1, width))], arows)]
+        out += ["", "Alignment per layer (fresh-sample runs, at k = 2^(L-2)): the doubling construction's map for "
+                    "that layer and the best alignment of one of the layer's heads with it; in brackets, when "
+                    "another construction map fits one of its heads better, that map (chance, uniform causal "
+                    "attention: about 0.2):", "",
+                table(["L", "k", *(f"layer {i}" for i in range(1, width - 1))], arows)]
     return "\n".join(out)
 
 
