@@ -288,7 +288,7 @@ def _fake_repo(root):
     (root / "local" / "errors.json").write_text(json.dumps(errs))
 
 
-def test_published_command_writes_results(tmp_path):
+def test_published_command_writes_results(tmp_path, capsys):
     from depthcraft.verify.cli import main
 
     from depthcraft.verify import docgen
@@ -298,6 +298,8 @@ def test_published_command_writes_results(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["published", str(tmp_path / "hop"), "--root", str(tmp_path), "--size", "3"])
     assert e.value.code == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed and max(len(line) for line in printed if not line.startswith("written: ")) <= 80
     text = docgen.render_published(tmp_path)
     assert "| L | errors | k=1 |" in text and "pending" not in text and "width8-depth6" in text
     doc = json.loads((out / "results.json").read_text())

@@ -59,7 +59,7 @@ def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size) -
         if missing:
             raise InputError(f"--runs: {missing[0]} is absent from {repo} ({absent[missing[0]]})")
     todo = present if chosen is None else chosen
-    echo(f"present: {len(present)} of {len(P.RUNS)} runs in {repo}")
+    echo(f"present: {len(present)} of {len(P.RUNS)} runs")
     if port_check:
         res = P.port_check(repo, todo, size=2, seed=seed, dropout_size=dropout_size, progress=echo)
         path = os.path.join(out, "port.json")

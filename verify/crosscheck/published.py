@@ -529,7 +529,7 @@ def evaluate_runs(repo: str, out: str, size: int = SIZE, seed: int = SEED, ks: S
             if rec.get("size") == size and rec.get("seed") == seed and rec.get("ks") == ks:
                 done[run] = rec
                 if progress:
-                    progress(f"{run}: already evaluated ({path})")
+                    progress(f"{run}: already evaluated")
                 continue
         model = load_run(os.path.join(repo, MODELS_DIR, run))
         res = evaluate_model(model, fmt, ks, size, seed, progress=progress)
@@ -995,9 +995,14 @@ def summary_lines(doc: Mapping[str, Any]) -> List[str]:
     """The command's report, lines of at most 80 columns."""
     lines = [f"present: {len(doc['present'])} of {len(RUNS)} runs; evaluated {len(doc['evaluated'])}"
              + (f", pending {len(doc['pending'])}" if doc["pending"] else "")]
-    absent = list(doc["absent"])
-    for i in range(0, len(absent), 3):
-        lines.append("absent: " + ", ".join(absent[i:i + 3]))
+    line = ""
+    for name in doc["absent"]:  # packed into lines of at most 80 columns
+        if line and len(line) + len(name) + 2 > 80:
+            lines.append(line + ",")
+            line = ""
+        line = f"{line}, {name}" if line else f"absent: {name}"
+    if line:
+        lines.append(line)
     show = (1, 2, 4, 8, 16)
     lines.append(f"{'error by k':<24}" + "".join(f"{'k=' + str(k):>10}" for k in show))
     for r, v in doc["runs"].items():
@@ -1006,8 +1011,8 @@ def summary_lines(doc: Mapping[str, Any]) -> List[str]:
         if "dropout_error" in v:
             lines.append(f"{'  ours, dropout on':<24}" + "".join(f"{v['dropout_error'][str(k)]:>10.3f}" for k in show))
     at = doc["max_abs_diff_at"]
-    lines.append(f"max |ours - theirs| = {doc['max_abs_diff']:.3f} ({at['run']}, k={at['k']}); "
-                 f"{len(doc['over_threshold'])} above {doc['threshold']}")
+    lines.append(f"max |ours - theirs| = {doc['max_abs_diff']:.3f} ({at['run']}, k={at['k']})")
+    lines.append(f"  {len(doc['over_threshold'])} (run, k) cells differ by more than {doc['threshold']}")
     ex = doc["explained_by_dropout"]
     if ex["checked"]:
         lines.append(f"  with dropout on: {ex['within_noise']} of {ex['checked']} within their sampling noise")
