@@ -1000,7 +1000,8 @@ def summary_lines(doc: Mapping[str, Any]) -> List[str]:
         if line and len(line) + len(name) + 2 > 80:
             lines.append(line + ",")
             line = ""
-        line = f"{line}, {name}" if line else f"absent: {name}"
+        line = f"{line}, {name}" if line else (f"  {name}" if len(lines) > 1 and lines[-1].endswith(",")
+                                                else f"absent: {name}")
     if line:
         lines.append(line)
     show = (1, 2, 4, 8, 16)
