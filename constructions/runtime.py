@@ -43,6 +43,8 @@ from depthcraft.constructions.cache import enable_jax_cache
 enable_jax_cache()  # compilations persist across processes (constructions/cache.py)
 
 ATTENTION_KINDS = ("softmax", "hardmax", "relu")
+#: MLP hidden activations (:attr:`SublayerSpec.activation`).
+MLP_ACTIVATIONS = ("relu", "gelu_tanh")
 #: Relative tolerance for hardmax ties.
 HARDMAX_TOL = 1e-4
 #: For the attention margin, a head's intended keys are those scoring within this many nats of the
@@ -73,6 +75,9 @@ class SublayerSpec:
         in_rows: residual directions an MLP reads (None = every direction).
         out_rows: residual directions the sublayer writes (None = every direction).
         qk_scale: factor applied to attention scores (tracr: 1/sqrt(key_size)).
+        activation: an MLP's hidden activation, one of :data:`MLP_ACTIVATIONS`: ``"relu"``
+            (compiled and trained models) or ``"gelu_tanh"`` (GPT-2's ``gelu_new``,
+            0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), for published GPT-2 models).
     """
 
     kind: str
@@ -82,6 +87,11 @@ class SublayerSpec:
     in_rows: Optional[Tuple[int, ...]] = None
     out_rows: Optional[Tuple[int, ...]] = None
     qk_scale: float = 1.0
+    activation: str = "relu"
+
+    def __post_init__(self):
+        if self.activation not in MLP_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {MLP_ACTIVATIONS}, got {self.activation!r}")
 
     def rows(self, name: str, d_model: int) -> np.ndarray:
         """The residual rows of ``name`` (``"q_rows"``, ..., ``"out_rows"``) as an int array; None = all d_model."""
@@ -320,7 +330,8 @@ def _head_outputs(z, p):
 
 
 def _mlp(x, h, p, spec: SublayerSpec, rnd=lambda a: a):
-    hidden = rnd(jax.nn.relu(rnd(_proj(h, p, "w_1", spec.in_rows) + p["b_1"])))
+    act = jax.nn.relu if spec.activation == "relu" else functools.partial(jax.nn.gelu, approximate=True)
+    hidden = rnd(act(rnd(_proj(h, p, "w_1", spec.in_rows) + p["b_1"])))
     return rnd(_write(x, spec.out_rows, rnd(_proj(hidden, p, "w_2") + p["b_2"])))
 
 

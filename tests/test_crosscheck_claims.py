@@ -95,8 +95,12 @@ def test_c1_doubling_reproduced_and_flat_not():
     assert out["verdict"] == C.REPRODUCED
     assert out["measured"]["k_star"] == {"2": 1, "3": 2, "4": 4, "5": 8}
     assert [s["ratio"] for s in out["measured"]["steps"]] == [2.0, 2.0, 2.0]
+    assert out["measured"]["growth"]["slope"] == pytest.approx(1.0)
     flat = C.judge_c1(Res({"khop": _khop_doc({2: 2, 3: 2, 4: 3, 5: 4})}))
-    assert flat["verdict"] == C.NOT_REPRODUCED  # 2 -> 2 grows by x1.0
+    assert flat["verdict"] == C.NOT_REPRODUCED  # log2 k* grows 0.36 per layer
+    # the calibrated rule (issue 31): a plateau on a coarse grid does not by itself reject (1, 3, 6, 6: b = 0.88)
+    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 3, 4: 6, 5: 6})}))["verdict"] == C.REPRODUCED
+    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 4, 4: 2, 5: 8})}))["verdict"] == C.NOT_REPRODUCED
     one_step = C.judge_c1(Res({"khop": _khop_doc({2: 4, 3: 8})}))
     assert one_step["verdict"] == C.INCONCLUSIVE  # the step from 4 reaches max k: nothing measured past it
 
@@ -104,7 +108,7 @@ def test_c1_doubling_reproduced_and_flat_not():
 def test_c1_verdict_is_the_longest_sweeps_and_both_step_counts_are_reported(tmp_path):
     from depthcraft.verify import docgen
 
-    short = _khop_doc({2: 1, 3: 2, 4: 2, 5: 4})  # 2 -> 2: not reproduced at 2500 steps
+    short = _khop_doc({2: 2, 3: 2, 4: 2, 5: 3})  # b = 0.18 < 0.5: not reproduced at 2500 steps
     long = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})  # doubling at 5000 steps
     out = C.judge_c1(Res({"khop": short, "khop_long": long}))
     assert out["verdict"] == C.REPRODUCED and out["measured"]["train_steps"] == 5000

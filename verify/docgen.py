@@ -363,6 +363,87 @@ def render_c1_table(root: pathlib.Path) -> str:
     return table(["L", "steps", *[f"k={k} (ours)" for k in ks], *[f"k={k} (paper)" for k in paper_ks]], rows)
 
 
+PUBLISHED = "results/crosscheck/published/results.json"
+
+
+def render_published(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: the k-hop paper's published models (``depthcraft published``, issue 31): error
+    by depth and k, ours (eval mode) beside their errors.json and our dropout-on re-measurement; the
+    port's logit difference; C1's rule on them; the finite-sample runs; the alignment per layer."""
+    if not (root / PUBLISHED).is_file():
+        return f"No `{PUBLISHED}` yet (run `depthcraft published HOP_REPO`)."
+    d = load_json(root, PUBLISHED)
+    runs = d.get("runs") or {}
+    show = ("1", "2", "4", "8", "16")
+    rows = []
+    fresh = sorted((r for r in runs if r.startswith("width4-depth") and "samples" not in r),
+                   key=lambda r: runs[r]["depth"])
+    for r in fresh:
+        v = runs[r]
+        rows.append([str(v["depth"]), "ours, no dropout", *(f"{v['errors'][k]:.3f}" for k in show)])
+        if "dropout_error" in v:
+            rows.append([str(v["depth"]), "ours, dropout on", *(f"{v['dropout_error'][k]:.3f}" for k in show)])
+        rows.append([str(v["depth"]), "their errors.json", *(f"{v['theirs'][k]:.3f}" for k in show)])
+    n = (d.get("protocol") or {}).get("inputs_per_k")
+    at = d.get("max_abs_diff_at") or {}
+    ex = d.get("explained_by_dropout") or {}
+    port = d.get("port") or {}
+    out = [f"{len(d.get('present', []))} of 25 runs present, {len(d.get('evaluated', []))} evaluated "
+           f"({n} fresh inputs per k, k = 0..16); absent: {', '.join(d.get('absent', {})) or 'none'}"
+           + (f"; pending: {', '.join(d['pending'])}" if d.get("pending") else "") + f" ({link(PUBLISHED)}).", ""]
+    out.append(table(["L", "errors", *(f"k={k}" for k in show)], rows))
+    out.append("")
+    out.append(f"max |ours - theirs| = {d.get('max_abs_diff', 0):.3f} ({at.get('run')}, k={at.get('k')}); "
+               f"{len(d.get('over_threshold', []))} (run, k) cells differ by more than {d.get('threshold')}; "
+               f"with dropout on, {ex.get('within_noise', 0)} of the {ex.get('checked', 0)} such cells measured "
+               f"agree with theirs within 3 sqrt(2) standard errors of a 100-input estimate. "
+               + (f"Port: max |logit difference| against Hugging Face's GPT2Model "
+                  f"{port['max_abs_logit_diff']:.1e} over {port['runs_checked']} runs "
+                  f"(torch {port.get('torch')}, transformers {port.get('transformers')})." if port else ""))
+    c1 = d.get("c1") or {}
+    crow = []
+    for who, label in (("ours", "published models, ours (no dropout)"), ("theirs", "their errors.json")):
+        c = c1.get(who)
+        if not c:
+            continue
+        for grid, gl in (("paper_grid", "k = 1..16"), ("sweep_grid", "{1,2,3,4,6,8}")):
+            g = c[grid]
+            crow.append([label, gl, ", ".join(f"{x}" for x in g["k_star"].values()), f"{g['slope']}", g["verdict"]])
+    if crow:
+        out += ["", table(["C1 (rule of " + str(c1.get("rule_written")) + ")", "grid", "k* by L", "b", "verdict"], crow)]
+    fs = d.get("finite_sample") or {}
+    if fs.get("ours_mean_error"):
+        sizes = sorted({k.split(" ")[0] for k in fs["ours_mean_error"]}, key=lambda t: int(t[2:]))
+        depths = sorted({int(k.split("L=")[1]) for k in fs["ours_mean_error"]})
+        frows = []
+        for t in sizes:
+            frows.append([t, "ours", *(f"{fs['ours_mean_error'][f'{t} L={L}']:.3f}" if f"{t} L={L}" in fs["ours_mean_error"]
+                                       else "—" for L in depths)])
+            frows.append([t, "theirs", *(f"{fs['theirs_mean_error'][f'{t} L={L}']:.3f}" if f"{t} L={L}" in fs.get("theirs_mean_error", {})
+                                         else "—" for L in depths)])
+        verdict = (fs.get("ours") or {}).get("verdict", "—")
+        out += ["", f"Finite training sets (mean error over k = 1..16; rule of {fs.get('rule_written')}: "
+                    f"**{verdict}**, {(fs.get('ours') or {}).get('reason', '')}):", "",
+                table(["samples", "errors", *(f"L={L}" for L in depths)], frows)]
+    al = d.get("alignment") or {}
+    arows = []
+    for r in fresh:
+        if r in al:
+            arows.append([str(runs[r]["depth"]), str(al[r]["reference_k"]),
+                          *(f"{l['expected']} {l['alignment']:.2f}"
+                            + ("" if l["best_ref"] == l["expected"] else f" (best: {l['best_ref']} {l['best_ref_alignment']:.2f})")
+                            for l in al[r]["layers"])])
+    if arows:
+        width = max(len(a) for a in arows)
+        arows = [a + [""] * (width - len(a)) for a in arows]
+        out += ["", "Alignment per layer (fresh-sample runs, at k = 2^(L-2)): the doubling construction's map for "
+                    "that layer and the best alignment of one of the layer's heads with it; in brackets, when "
+                    "another construction map fits one of its heads better, that map (chance, uniform causal "
+                    "attention: about 0.2):", "",
+                table(["L", "k", *(f"layer {i}" for i in range(1, width - 1))], arows)]
+    return "\n".join(out)
+
+
 def render_claim_rules(root: pathlib.Path) -> str:
     """docs/crosscheck.md: each claim's verdict rule and the commands of its sweeps (``claims.json``)."""
     if not (root / CLAIMS).is_file():
@@ -1142,6 +1223,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "claim_rules": render_claim_rules,
     "claim_recipes": render_claim_recipes,
     "c1_table": render_c1_table,
+    "published": render_published,
     "precision": render_precision,
     "dedupe": render_dedupe,
     "architecture": render_architecture,

@@ -6,7 +6,8 @@ library and printing: :mod:`~depthcraft.verify.cli.catalogue` (``list``),
 (``run``, ``show``), :mod:`~depthcraft.verify.cli.explore` (``explore``),
 :mod:`~depthcraft.verify.cli.saved` (``save``, ``verify-saved``),
 :mod:`~depthcraft.verify.cli.precision` (``precision``), :mod:`~depthcraft.verify.cli.dedupe` (``dedupe``),
-:mod:`~depthcraft.verify.cli.train` (``train``), :mod:`~depthcraft.verify.cli.claims` (``claims``) and :mod:`~depthcraft.verify.cli.docs` (``docs``). Shared options live in
+:mod:`~depthcraft.verify.cli.train` (``train``), :mod:`~depthcraft.verify.cli.claims` (``claims``), :mod:`~depthcraft.verify.cli.docs` (``docs``)
+and :mod:`~depthcraft.verify.cli.published` (``published``). Shared options live in
 :mod:`~depthcraft.verify.cli.options`, output in :mod:`~depthcraft.verify.cli.render`.
 Every command is registered here, in :data:`COMMANDS`.
 
@@ -25,7 +26,7 @@ import click
 from depthcraft.constructions.allocator import keep_freed_memory
 from depthcraft.constructions.devices import use_cpu_devices
 from depthcraft.constructions.errors import DepthcraftError
-from depthcraft.verify.cli import catalogue, claims, dedupe, docs, explore, precision, run, saved, train, verify
+from depthcraft.verify.cli import catalogue, claims, dedupe, docs, explore, precision, published, run, saved, train, verify
 from depthcraft.verify.cli.render import err_console
 
 #: The one line printed (on stderr) when a run is interrupted.
@@ -54,7 +55,7 @@ def cli() -> None:
 #: Every command of the group.
 COMMANDS = (catalogue.list_cmd, verify.verify_cmd, run.run_cmd, run.show_cmd, explore.explore_cmd,
             saved.save_cmd, saved.verify_saved_cmd, precision.precision_cmd, train.train_cmd, claims.claims_cmd, docs.docs_cmd,
-            dedupe.dedupe_cmd)
+            dedupe.dedupe_cmd, published.published_cmd)
 for _command in COMMANDS:
     cli.add_command(_command)
 
