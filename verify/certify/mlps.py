@@ -8,9 +8,15 @@ then lies in an interval (plus the float32 rounding of x W_1 + b_1), ReLU is mon
 the hidden layer lies in [relu(lo), relu(hi)], and the output moves at most
 |h - [lo, hi]| |W_2| (plus the float32 rounding of h W_2 + b_2). A categorical output must
 be a clean one-hot (or zero) up to a quarter: it is snapped to that one-hot and the
-difference is added to the radius, so the next sublayer reads exact one-hot ideals. MLPs
-that read a numerical (non-one-hot) SOp are not certified: tracr's discretising MLPs only
-approximate their function, and the interval over a numerical input is not enumerated here.
+difference is added to the radius, so the next sublayer reads exact one-hot ideals.
+
+A numerical input (tracr's discretising MLPs: SelectorWidth's read-out, numerical Maps)
+is no different: its ideal values are a finite set (the means a head can write,
+:mod:`.heads`), and around each the real input lies in [x - r, x + r]; the interval through
+each hidden ReLU is exact for one input row (a monotone function of one variable), so the
+bound covers every real input of the interval. Where tracr's discretisation puts a
+threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
+clean one-hot and the MLP is not certified, with that input as witness.
 """
 
 from __future__ import annotations
@@ -37,17 +43,13 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         (ideal outputs [m, Dout] float64 of every input combination, the input side (its
         ``kind`` [m] and ``guard`` [m] go with each output), ([Dout] row radius, {block: l1})).
     Raises:
-        Unclean: the MLP reads a numerical SOp, or a categorical output is not a clean one-hot.
+        Unclean: a categorical output is not a clean one-hot.
         TooLarge: too many input combinations.
     """
     d = len(state.radius)
     in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
     w1, b1 = np.asarray(p["w_1"], np.float64), np.asarray(p["b_1"], np.float64)
     w2, b2 = np.asarray(p["w_2"], np.float64), np.asarray(p["b_2"], np.float64)
-    for b in blocks.values():
-        if np.isin(b.rows, in_rows).any() and b.kind == "written" and not b.categorical:
-            raise Unclean(f"MLP reads the numerical SOp {b.name!r}: tracr's discretising MLPs only approximate "
-                          f"their function", {"block": b.name})
     sd = side(state, blocks, in_rows, np.eye(len(in_rows)), n)
     x = sd.contrib  # [m, Din] ideal inputs
     r_in = state.radius[in_rows]

@@ -460,6 +460,10 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     wk = np.asarray(p["w_k"][h], np.float64)
     wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
     written = [nm for nm, b in blocks.items() if np.isin(out_rows[np.abs(wvo).sum(0) > 0], b.rows).any()]
+    sw = selector_width_of(dec.link, written)
+    if sw is not None:
+        return _check_selector_width_head(state, blocks, dec, sw, written[0], q_rows, k_rows, v_rows, out_rows,
+                                          wq, wk, wvo, n, causal, eps)
     expr = head_node(dec.link, written)
     ref = _reference(expr)
     qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
@@ -518,6 +522,94 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         if ref.how in ("search", "match"):
             _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+# ------------------------------------------------------------------------- SelectorWidth
+
+#: Suffix of the numerical direction tracr's SelectorWidth head writes 1 / (w + 1) into.
+SW_SUFFIX = "_selector_width_attn_output"
+#: The SelectorWidth MLP reads a = 1 / (w + 1) as the width w when 1 / a - 1 is within this of w.
+SW_TOL = 1e-6
+
+
+def selector_width_of(link: ProgramLink, written: Sequence[str]) -> Optional[Any]:
+    """The SelectorWidth whose attention head writes the blocks ``written`` (its 1 / (w + 1) direction), else None."""
+    if len(written) != 1 or not written[0].endswith(SW_SUFFIX):
+        return None
+    expr = link.nodes.get(written[0][: -len(SW_SUFFIX)])
+    return expr if isinstance(expr, rasp.SelectorWidth) else None
+
+
+def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, n,
+                               causal, eps) -> None:
+    """SelectorWidth's head (tracr: attend to BOS and to every selected key, value 1 at BOS, 0 elsewhere).
+
+    For every query combination: BOS and every key the selector selects score alike (their
+    scores within 2 eps of each other: one level), every other key the query may see scores
+    more than 2 eps below all of them; BOS's value writes exactly 1 into ``aux`` and every
+    regular value exactly 0. Then the top level is BOS plus the selected keys present, and
+    the hardmax mean is 1 / (w + 1), w the selector's width (:mod:`.heads` bounds the real
+    output around it).
+
+    Raises:
+        Unclean: a table differs (witness: query, key, what is selected); NoSemantics: a causal
+            model or a compound selector.
+    """
+    if causal:
+        raise NoSemantics(f"SelectorWidth {expr.label} in a causal model is not checked here")
+    sel = expr.selector
+    if not isinstance(sel, rasp.Select):
+        raise NoSemantics(f"SelectorWidth {expr.label} uses a {type(sel).__name__}, not a Select")
+    qsop, ksop = sel.queries.label, sel.keys.label
+    qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | {qsop})
+    kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | {ksop})
+    cq = combos(state, blocks, qn, q_rows, n, w=wq, keep=[qsop])
+    ck = combos(state, blocks, kn, k_rows, n, w=wk, keep=[ksop])
+    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    if len(qi) * len(ck.kind) > 50_000_000:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
+    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T
+    qv = _column(state, blocks, dec, cq, qsop)[qi]
+    kv = _column(state, blocks, dec, ck, ksop)[kj]
+    for col, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+        bad = [i for i, v in enumerate(col) if v is _AMBIGUOUS]
+        if bad:
+            raise Unclean(f"the {what}'s value is no single value", {what: _where(c, int(rows[bad[0]]))})
+    want, raised = _pair_table(sel.predicate, kv, qv, skip_none=False)
+    if raised is not None:
+        k, q, e = raised
+        raise Unclean(f"SelectorWidth {expr.label}: the selector's predicate raises on (key {k!r}, query {q!r}): "
+                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+    sk = s[:, kj]
+    sb = s[:, kb]
+    hi = np.maximum(sb.max(1), np.where(want, sk, -np.inf).max(1, initial=-np.inf))
+    lo = np.minimum(sb.min(1), np.where(want, sk, np.inf).min(1, initial=np.inf))
+
+    def witness(a, b):
+        return {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
+                "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}, "selects": bool(want[a, b])}
+
+    wide = ~(hi - lo <= 2 * eps)
+    if wide.any():
+        a = int(np.flatnonzero(wide)[0])
+        b = int(np.argmax(np.where(want[a], np.abs(sk[a] - sb[a].mean()), -1)))
+        raise Unclean(f"SelectorWidth {expr.label}: BOS and the selected keys do not score alike "
+                      f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+    high = ~want & ~(sk < lo[:, None] - 2 * eps)
+    if high.any():
+        a, b = np.argwhere(high)[0]
+        raise Unclean(f"SelectorWidth {expr.label}: a key the selector does not select scores with BOS "
+                      f"({sk[a, b]:.4g} vs {lo[a]:.4g})", witness(a, b))
+    cols = np.flatnonzero(np.isin(out_rows, blocks[aux].rows))
+    w = wvo[:, cols]
+    cv = combos(state, blocks, _read_blocks(blocks, v_rows, w), v_rows, n, w=w)
+    vals = cv.x @ w
+    target = np.where(cv.kind == 0, 1.0, 0.0)[:, None]
+    off = np.abs(vals - target).max(1) if vals.shape[1] else np.ones(len(vals))
+    if vals.shape[1] != 1 or (off > 1e-12).any():
+        i = int(np.argmax(off))
+        raise Unclean(f"SelectorWidth {expr.label}: the OV circuit writes {vals[i].round(6).tolist()} where "
+                      f"BOS must write 1 and every other key 0", {"value": _where(cv, i)})
 
 
 def _check_single(s, sk, sel, seen, kb, eps, expr, witness) -> None:
@@ -610,6 +702,17 @@ def _same_value(got: Any, want: Any) -> bool:
 # ----------------------------------------------------------------------------- the MLPs
 
 
+def _widths(state: State, c: Combos, label: str) -> np.ndarray:
+    """[m] object: the width w each combination's SelectorWidth value a = 1 / (w + 1) names (1 / a - 1
+    within :data:`SW_TOL` of an integer), else the value a itself (a float, never a width)."""
+    out = np.empty(len(c.kind), object)
+    for i in range(len(c.kind)):
+        a = float(state.sets[int(c.kind[i])][label][c.index[label][i]][0])
+        w = 1.0 / a - 1.0 if a > 0 else -1.0
+        out[i] = int(round(w)) if a > 0 and abs(w - round(w)) <= SW_TOL and round(w) >= 0 else a
+    return out
+
+
 def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], n: int) -> None:
     """Check one MLP sublayer's look-up tables against the Map / SequenceMap of every block it writes.
 
@@ -626,6 +729,16 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     maps = []
     for nm in written:
         expr = dec.link.nodes.get(nm)
+        if nm.endswith(SW_SUFFIX) and isinstance(dec.link.nodes.get(nm[: -len(SW_SUFFIX)]), rasp.SelectorWidth) \
+                and nm[: -len(SW_SUFFIX)] in written:
+            continue  # SelectorWidth's own 1 / (w + 1) direction (cleared at BOS): no program value
+        if isinstance(expr, rasp.SelectorWidth):
+            if not rasp.is_categorical(expr):
+                raise NoSemantics(f"the MLP writes the numerical SelectorWidth {nm!r}")
+            if nm + SW_SUFFIX not in blocks:
+                raise NoSemantics(f"SelectorWidth {nm!r} has no {SW_SUFFIX} direction")
+            maps.append((nm, expr, [nm + SW_SUFFIX]))
+            continue
         if isinstance(expr, rasp.Map) and not isinstance(expr, rasp.SequenceMap):
             maps.append((nm, expr, [expr.inner.label]))
         elif isinstance(expr, rasp.SequenceMap):
@@ -638,7 +751,8 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     names = sorted(set(_read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
-    inputs = {lab: _column(state, blocks, dec, c, lab) for lab in {s for _, _, ins in maps for s in ins}}
+    inputs = {lab: _column(state, blocks, dec, c, lab) if not lab.endswith(SW_SUFFIX) else _widths(state, c, lab)
+              for lab in {s for _, _, ins in maps for s in ins}}
     for nm, expr, ins in maps:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
@@ -648,11 +762,17 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
             xs = [inputs[lab][i] for lab in ins]
             if any(x is _AMBIGUOUS for x in xs):
                 raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
-            try:
-                want = None if any(x is None for x in xs) else expr.f(*xs)
-            except Exception as e:  # the function has no value here: the program raises
-                raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
-                              {"input": dict(zip(ins, map(_value, xs)))})
+            if isinstance(expr, rasp.SelectorWidth):
+                want = xs[0]  # the width the head's 1 / (w + 1) names
+                if not isinstance(want, int):
+                    raise Unclean(f"{expr.label}: the MLP reads {want!r}, which is 1 / (w + 1) for no width w",
+                                  {"input": _where(c, i)})
+            else:
+                try:
+                    want = None if any(x is None for x in xs) else expr.f(*xs)
+                except Exception as e:  # the function has no value here: the program raises
+                    raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
+                                  {"input": dict(zip(ins, map(_value, xs)))})
             got = got_all[i]
             if _same_value(got, want):
                 continue

@@ -62,6 +62,55 @@ def _readout(model: CompiledModel, state: State, blocks: Dict[str, Block]):
     return float(margin.min()), float(err.max()), None
 
 
+#: A wrong input found by :func:`_wrong_input` matches a numerical output within this.
+WITNESS_ATOL = 1e-3
+
+
+def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]]:
+    """A concrete input on which the float32 model's output differs from the RASP program's, or None.
+
+    Run after the certificate fails, to turn an abstract witness into a reproducible one: the
+    all-equal inputs of every length (where tracr's SelectorWidth and means break first), then
+    a few random inputs per length. The program's value is tracr's evaluator on the output
+    SOp (no value for hand-built heads: then None). A search, not a proof: None says only that
+    none of these inputs is wrong.
+    """
+    link = model.program
+    if link is None or link.sink not in link.nodes:
+        return None
+    from tracr.rasp import rasp  # the program's own evaluator
+    program = link.nodes[link.sink]
+    vocab = list(model.vocab)
+    n = int(model.max_seq_len)
+    rng = np.random.default_rng(seed)
+    lengths = list(range(1, n + 1)) if n <= 64 else sorted({1, 2, n} | set(int(x) for x in rng.integers(1, n, 13)))
+    for length in lengths:
+        batch = [[t] * length for t in vocab] + [list(rng.choice(len(vocab), length)) for _ in range(4)]
+        batch = [[vocab[int(i)] for i in b] if j >= len(vocab) else b for j, b in enumerate(batch)]
+        try:
+            got = model.run(batch)
+        except Exception:  # noqa: BLE001 - a witness is best effort
+            return None
+        for tokens, row in zip(batch, got):
+            try:
+                want = rasp.evaluate(program, list(tokens))
+            except Exception:  # noqa: BLE001 - no evaluator semantics (hand-built heads)
+                return None
+            wrong = []
+            for i, (g, w) in enumerate(zip(row.tolist(), want)):
+                if model.categorical_output:
+                    bad = g != w
+                else:
+                    bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
+                if bad:
+                    wrong.append(i)
+            if wrong:
+                val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+                return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
+                        "expected": [val(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+    return None
+
+
 def _program_entry(layer: str, head: Optional[int], check: Callable[[], None]) -> Optional[Dict[str, Any]]:
     """Run one program check (:mod:`.program`); its ``uncertified`` entry, or None when it holds."""
     try:
@@ -241,8 +290,10 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
             else:
                 _mlp(cert, state, blocks, name, spec, p, n, dec)
         except Unclean as e:
+            witness = dict(e.witness) if isinstance(e.witness, dict) else {"detail": e.witness}
+            witness["wrong_input"] = _wrong_input(model)  # a concrete input where the model errs, if found
             cert["uncertified"].append({"layer": name, "head": None, "check": "float32", "why": e.why,
-                                        "witness": e.witness})
+                                        "witness": witness})
             return done()
         except TooLarge as e:
             cert["uncertified"].append({"layer": name, "head": None, "check": "float32",
