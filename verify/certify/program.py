@@ -546,7 +546,8 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
 
     For every query combination: BOS and every key the selector selects score alike (their
     scores within 2 eps of each other: one level), every other key the query may see scores
-    more than 2 eps below all of them; BOS's value writes exactly 1 into ``aux`` and every
+    more than 2 eps below all of them; in a causal model every selected key is visible to the
+    query (RASP's selector is bidirectional), and keys the mask hides do not count; BOS's value writes exactly 1 into ``aux`` and every
     regular value exactly 0. Then the top level is BOS plus the selected keys present, and
     the hardmax mean is 1 / (w + 1), w the selector's width (:mod:`.heads` bounds the real
     output around it).
@@ -555,16 +556,14 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
         Unclean: a table differs (witness: query, key, what is selected); NoSemantics: a causal
             model or a compound selector.
     """
-    if causal:
-        raise NoSemantics(f"SelectorWidth {expr.label} in a causal model is not checked here")
     sel = expr.selector
     if not isinstance(sel, rasp.Select):
         raise NoSemantics(f"SelectorWidth {expr.label} uses a {type(sel).__name__}, not a Select")
     qsop, ksop = sel.queries.label, sel.keys.label
     qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | {qsop})
     kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | {ksop})
-    cq = combos(state, blocks, qn, q_rows, n, w=wq, keep=[qsop])
-    ck = combos(state, blocks, kn, k_rows, n, w=wk, keep=[ksop])
+    cq = combos(state, blocks, qn, q_rows, n, positions=causal, w=wq, keep=[qsop])
+    ck = combos(state, blocks, kn, k_rows, n, positions=causal, w=wk, keep=[ksop])
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     if len(qi) * len(ck.kind) > 50_000_000:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
@@ -580,8 +579,15 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
         k, q, e = raised
         raise Unclean(f"SelectorWidth {expr.label}: the selector's predicate raises on (key {k!r}, query {q!r}): "
                       f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+    always, never, _ = _visibility(cq, qi, ck, kj, causal)
     sk = s[:, kj]
     sb = s[:, kb]
+    hidden = want & ~always  # RASP's selector is bidirectional: a key the mask may hide is not counted
+    if hidden.any():
+        a, b = np.argwhere(hidden)[0]
+        raise Unclean(f"SelectorWidth {expr.label}: the selector selects a key that the causal mask may hide "
+                      f"(a later position)", {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
+                                              "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}})
     hi = np.maximum(sb.max(1), np.where(want, sk, -np.inf).max(1, initial=-np.inf))
     lo = np.minimum(sb.min(1), np.where(want, sk, np.inf).min(1, initial=np.inf))
 
@@ -595,7 +601,7 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
         b = int(np.argmax(np.where(want[a], np.abs(sk[a] - sb[a].mean()), -1)))
         raise Unclean(f"SelectorWidth {expr.label}: BOS and the selected keys do not score alike "
                       f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
-    high = ~want & ~(sk < lo[:, None] - 2 * eps)
+    high = ~want & ~never & ~(sk < lo[:, None] - 2 * eps)
     if high.any():
         a, b = np.argwhere(high)[0]
         raise Unclean(f"SelectorWidth {expr.label}: a key the selector does not select scores with BOS "

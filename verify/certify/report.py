@@ -111,12 +111,21 @@ def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]
     return None
 
 
-def _program_entry(layer: str, head: Optional[int], check: Callable[[], None]) -> Optional[Dict[str, Any]]:
-    """Run one program check (:mod:`.program`); its ``uncertified`` entry, or None when it holds."""
+def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
+                   model: Optional[CompiledModel] = None) -> Optional[Dict[str, Any]]:
+    """Run one program check (:mod:`.program`); its ``uncertified`` entry, or None when it holds.
+
+    Given ``model``, a table that differs from the program also gets ``witness["wrong_input"]``
+    (:func:`_wrong_input`: a concrete input where the model errs, or None when none is found).
+    """
     try:
         check()
     except Unclean as e:
-        return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": e.witness}
+        witness = e.witness
+        if model is not None:
+            witness = dict(witness) if isinstance(witness, dict) else {"detail": witness}
+            witness["wrong_input"] = _wrong_input(model)
+        return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": witness}
     except NoSemantics as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
                 "witness": None}
@@ -146,7 +155,8 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
             eps = hc.tables[1]
-            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps))
+            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps),
+                                 cert.get("model") if not cert["program_failures"] else None)
             if bad is not None:
                 cert["program_failures"].append(bad)
         writes.append(hc.outs)
@@ -183,7 +193,8 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
     r_in = float(state.radius[spec.rows("in_rows", d)].max(initial=0))
     ideal, sd, r_out = certify_mlp(state, blocks, spec, p, n)
     if dec is not None:
-        bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, spec, p, n))
+        bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, spec, p, n),
+                             cert.get("model") if not cert["program_failures"] else None)
         if bad is not None:
             cert["program_failures"].append(bad)
     write(state, blocks, out_rows, [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)], r_out)
@@ -238,10 +249,11 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
     scopes = _scopes(model)
     cert: Dict[str, Any] = {"certified": False, "float32_matches_hardmax": False, "scope": scopes["none"],
                             "per_layer": [], "uncertified": [], "readout": None, "seconds": None,
-                            "float32": float32.DESCRIPTION, "program_failures": []}
+                            "float32": float32.DESCRIPTION, "program_failures": [], "model": model}
 
     def done():
         program = cert.pop("program_failures")
+        cert.pop("model", None)
         float_fail = list(cert["uncertified"])
         cert["uncertified"] = sorted(program + float_fail, key=lambda e: _order.get((e["layer"], e["head"]), 1 << 30))
         cert["certified"] = cert["float32_matches_hardmax"] and not program
