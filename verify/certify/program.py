@@ -95,6 +95,8 @@ class Decoder:
     labels: Dict[str, List[Any]]
     angles: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
+    #: numerical SOp label -> bound on |ideal value - program value| (checked sublayers add to it)
+    num_dev: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         self.ok = {name: name in self.angles or all(v is not _MISSING for v in vals)
@@ -361,9 +363,6 @@ def _reference(expr: Any) -> _Ref:
             matching and memorising heads.
     """
     if isinstance(expr, rasp.Aggregate):
-        if not rasp.is_categorical(expr):
-            raise NoSemantics(f"numerical Aggregate {expr.label}: a mean over the selected keys is not "
-                              f"checked against the program here")
         sel = expr.selector
         if not isinstance(sel, rasp.Select):
             raise NoSemantics(f"Aggregate {expr.label} uses a {type(sel).__name__}, not a Select")
@@ -521,6 +520,17 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                           f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
         if ref.how in ("search", "match"):
             _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
+        if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
+            # a mean: every selected key in one level (scores within 2 eps), so the top level is all of them
+            sel_ = want & seen
+            hi = np.where(sel_, sk, -np.inf).max(1, initial=-np.inf)
+            lo = np.where(sel_, sk, np.inf).min(1, initial=np.inf)
+            wide = sel_.any(1) & ~(hi - lo <= 2 * eps)
+            if wide.any():
+                a = int(np.flatnonzero(wide)[0])
+                b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
+                raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
+                              f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
 
 
@@ -659,6 +669,8 @@ def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> Non
 
 def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
     """Every ideal value vector's OV write decodes to the expression's value (see the module docstring)."""
+    if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
+        return _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n)
     if isinstance(expr, rasp.Aggregate):
         reads = [(expr.label, expr.sop, None, expr.default)]
     else:
@@ -696,6 +708,46 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
                                                     "got": _value(got)})
 
 
+#: A numerical ideal value matches the program's within this (the rest is tracked in ``Decoder.num_dev``).
+NUM_TOL = 1e-4
+
+
+def numerical_block(blocks: Dict[str, Block], label: str) -> bool:
+    """Whether ``label`` is a one-row numerical block (tracr's numerical SOp encoding)."""
+    b = blocks.get(label)
+    return b is not None and b.kind == "written" and len(b.rows) == 1 and b.values[0] is None
+
+
+def _scalars(state: State, c: Combos, label: str) -> np.ndarray:
+    """[m] float: the numerical block ``label``'s ideal value in every combination."""
+    return np.array([float(state.sets[int(k)][label][j][0]) for k, j in zip(c.kind, c.index[label])])
+
+
+def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) -> None:
+    """A numerical mean's OV circuit: every regular key writes its SOp's value, BOS writes 0 (the default).
+
+    Each write is within :data:`NUM_TOL` of the source's ideal value; the deviation from the
+    program's value (this one plus the source's own) is recorded for the output, and the mean
+    of values each within d of the program's is within d of the program's mean.
+    """
+    src, nm = expr.sop.label, expr.label
+    if not numerical_block(blocks, nm) or not numerical_block(blocks, src):
+        raise NoSemantics(f"numerical Aggregate {nm}: its SOp or output is not a one-row numerical block")
+    if expr.default not in (0, None):
+        raise NoSemantics(f"numerical Aggregate {nm} with default {expr.default!r}")
+    cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+    w = wvo[:, cols]
+    cv = combos(state, blocks, sorted(set(_read_blocks(blocks, v_rows, w)) | {src}), v_rows, n, w=w, keep=[src])
+    got = (cv.x @ w)[:, 0]
+    want = np.where(cv.kind == 0, 0.0, _scalars(state, cv, src))
+    diff = np.abs(got - want)
+    if (diff > NUM_TOL).any():
+        i = int(np.argmax(diff))
+        raise Unclean(f"{_name(expr)}: the OV circuit writes {got[i]:.6g} where the program has {want[i]:.6g}",
+                      {"value": _where(cv, i), "expected": float(want[i]), "got": float(got[i])})
+    dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0)
+
+
 def _same_value(got: Any, want: Any) -> bool:
     """A decoded value equals the program's (None only equals None; no single value equals nothing)."""
     if got is _AMBIGUOUS:
@@ -717,6 +769,31 @@ def _widths(state: State, c: Combos, label: str) -> np.ndarray:
         w = 1.0 / a - 1.0 if a > 0 else -1.0
         out[i] = int(round(w)) if a > 0 and abs(w - round(w)) <= SW_TOL and round(w) >= 0 else a
     return out
+
+
+def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], inputs: Dict[str, np.ndarray],
+                         got: np.ndarray, c: Combos) -> None:
+    """A Map of categorical SOps to a number, or a LinearSequenceMap of numbers: every regular input's
+    output within :data:`NUM_TOL` of the function; the deviation from the program's value (with the
+    inputs' own, through the linear map's factors) is recorded for ``nm``."""
+    worst = 0.0
+    for i in np.flatnonzero(c.kind == 1):
+        xs = [inputs[lab][i] for lab in ins]
+        if any(x is _AMBIGUOUS or x is None for x in xs):
+            raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
+        try:
+            want = float(expr.f(*xs))
+        except Exception as e:  # noqa: BLE001 - the function has no value here: the program raises
+            raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
+                          {"input": dict(zip(ins, map(_value, xs)))})
+        d = abs(float(got[i]) - want)
+        if not d <= NUM_TOL:
+            raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the function gives {want:.6g}",
+                          {"input": dict(zip(ins, map(_value, xs))), "expected": want, "got": float(got[i])})
+        worst = max(worst, d)
+    if isinstance(expr, rasp.LinearSequenceMap):
+        worst += abs(expr.fst_fac) * dec.num_dev.get(ins[0], 0.0) + abs(expr.snd_fac) * dec.num_dev.get(ins[1], 0.0)
+    dec.num_dev[nm] = worst
 
 
 def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], n: int) -> None:
@@ -752,17 +829,31 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         else:
             what = type(expr).__name__ if expr is not None else "no expression of the program"
             raise NoSemantics(f"the MLP writes {nm!r} ({what}): no look-up semantics to check")
-        if not rasp.is_categorical(expr):
-            raise NoSemantics(f"the MLP writes the numerical SOp {nm!r}")
+        ins = maps[-1][2]
+        num_in = [numerical_block(blocks, lab) for lab in ins]
+        if rasp.is_categorical(expr) and any(num_in):
+            raise NoSemantics(f"the MLP maps a numerical SOp to the categorical {nm!r} (tracr's discretising "
+                              f"MLP): not checked here")
+        if rasp.is_numerical(expr):
+            if not numerical_block(blocks, nm):
+                raise NoSemantics(f"the numerical SOp {nm!r} is not a one-row block")
+            linear = isinstance(expr, rasp.LinearSequenceMap)
+            if (linear and not all(num_in)) or (not linear and any(num_in)):
+                raise NoSemantics(f"the MLP writes the numerical SOp {nm!r} from a numerical input by a "
+                                  f"discretising MLP: not checked here")
     names = sorted(set(_read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
-    inputs = {lab: _column(state, blocks, dec, c, lab) if not lab.endswith(SW_SUFFIX) else _widths(state, c, lab)
+    inputs = {lab: _widths(state, c, lab) if lab.endswith(SW_SUFFIX) else
+              _scalars(state, c, lab) if numerical_block(blocks, lab) else _column(state, blocks, dec, c, lab)
               for lab in {s for _, _, ins in maps for s in ins}}
     for nm, expr, ins in maps:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
+        if rasp.is_numerical(expr):
+            _check_numerical_map(dec, expr, nm, ins, inputs, vecs[:, 0], c)
+            continue
         got_all = dec.decode_rows(nm, vecs)
         for i in np.flatnonzero(c.kind == 1):
             xs = [inputs[lab][i] for lab in ins]
@@ -790,17 +881,28 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
 # -------------------------------------------------------------------------- the read-out
 
 
-def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder) -> None:
+def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder) -> Optional[float]:
     """Every ideal vector of the output SOp decodes through the unembedding to the value it holds.
+
+    A numerical output: returns a bound on |ideal read-out - program value| (the deviations the
+    checked sublayers recorded, :attr:`Decoder.num_dev`); the report adds the float32 radius and
+    compares with ``atol``. A categorical output returns None.
 
     Raises:
         Unclean: a read-out value differs (witness: expected, got).
         NoSemantics: the output is numerical, or the unembedding reads another block.
     """
     sink = dec.link.sink
-    if sink not in blocks or not dec.decodable(sink):
-        raise NoSemantics(f"the output SOp {sink!r} is not a categorical block")
     u = np.asarray(model.params["unembed"]["w"], np.float64)
+    if not model.categorical_output and numerical_block(blocks, sink):
+        other = np.setdiff1d(np.flatnonzero(np.abs(u).sum(1) > 0), blocks[sink].rows)
+        if len(other) or sink not in dec.num_dev:
+            raise NoSemantics("the numerical read-out reads rows outside the output SOp, or the output's "
+                              "value is not checked")
+        vals = state.sets[1][sink][:, 0]
+        out = vals * u[blocks[sink].rows[0], 0]
+        return float(np.abs(out - vals).max(initial=0.0)) + dec.num_dev[sink]
+    if sink not in blocks or not dec.decodable(sink):    u = np.asarray(model.params["unembed"]["w"], np.float64)
     other = np.setdiff1d(np.flatnonzero(np.abs(u).sum(1) > 0), blocks[sink].rows)
     if len(other):
         raise NoSemantics("the read-out reads rows outside the output SOp")

@@ -44,9 +44,8 @@ def _readout(model: CompiledModel, state: State, blocks: Dict[str, Block]):
     err = (lin_err(state, list(blocks.values()), rows, u[rows])[None, :]
            + gamma(terms(u[rows]) + 1, U32) * sd.absval[reg])
     err = err.max(1)
-    if not model.categorical_output:
-        return None, float(err.max()), {"why": "numerical read-out: the certifier proves categorical outputs",
-                                        "witness": None}
+    if not model.categorical_output:  # a number: its error bound, compared with atol by the caller
+        return None, float(err.max()), None
     top = np.sort(logits, 1)
     best = top[:, -1]
     second = top[:, -2] if logits.shape[1] > 1 else np.full(len(logits), -np.inf)
@@ -220,7 +219,7 @@ def _scopes(model: CompiledModel) -> Dict[str, str]:
         "none": f"{inputs}: nothing proved (see uncertified)"}
 
 
-def certify(model: CompiledModel) -> Dict[str, Any]:
+def certify(model: CompiledModel, atol: float = 1e-3) -> Dict[str, Any]:
     """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
 
     Two facts, both over every input: the float32 forward decodes like the exact hardmax
@@ -231,6 +230,8 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
 
     Args:
         model: a compiled model (softmax attention; tracr's one-hot SOp layout).
+        atol: a numerical output is certified when its proved error (float32 radius plus the
+            deviation of the weights' values from the program's) is within this.
     Returns:
         ``{"certified": bool, "float32_matches_hardmax": bool, "scope": str, "per_layer":
         [{"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}], "uncertified":
@@ -317,8 +318,21 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
         cert["uncertified"].append({"layer": "read-out", "head": None, "check": "float32", **bad})
         return done()
     if dec is not None:
-        bad = _program_entry("read-out", None, lambda: check_readout(model, state, blocks, dec))
+        dev = []
+        bad = _program_entry("read-out", None, lambda: dev.append(check_readout(model, state, blocks, dec)))
         if bad is not None:
             cert["program_failures"].append(bad)
+        elif not model.categorical_output:  # a number: within atol of the program's value, or not certified
+            total = err + dev[0]
+            cert["readout"].update(program_deviation=dev[0], atol=atol)
+            if not total <= atol:
+                cert["program_failures"].append({
+                    "layer": "read-out", "head": None, "check": "program", "witness": {"error": total, "atol": atol},
+                    "why": f"numerical output: error bound {total:.4g} (float32 {err:.4g} + program deviation "
+                           f"{dev[0]:.4g}) is not within atol {atol:g}"})
+    if not model.categorical_output and dec is None:
+        cert["uncertified"].append({"layer": "read-out", "head": None, "check": "float32", "witness": None,
+                                    "why": "numerical read-out with no program: no atol claim"})
+        return done()
     cert["float32_matches_hardmax"] = True
     return done()
