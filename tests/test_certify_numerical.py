@@ -84,8 +84,8 @@ def test_a_shrunk_selector_width_value_is_not_certified():
 
 
 SOUND = [("length", lib.make_length, ["a", "b"], 8), ("histogram", pitfalls.histogram, ["a", "b", "c"], 6),
-         ("frac_prevs", frac_prevs, ["a", "b"], 8), ("pair_balance", lambda: lib.make_pair_balance(rasp.tokens, "(", ")"),
-                                                      ["(", ")", "x"], 6)]
+         ("frac_prevs", frac_prevs, ["a", "b"], 8),
+         ("pair_balance", lambda: lib.make_pair_balance(rasp.tokens, "(", ")"), ["(", ")", "x"], 6)]
 
 
 @pytest.mark.parametrize("make, vocab, n", [s[1:] for s in SOUND], ids=[s[0] for s in SOUND])

@@ -148,7 +148,8 @@ def test_blocks_with_no_semantics_here_are_named_not_claimed():
     assert cert["certified"] is False
     program = [u for u in cert["uncertified"] if u["check"] == "program"]
     mlp = [u for u in program if (u["layer"], u["head"]) == ("MLP 2", None)]
-    assert len(mlp) == 1 and mlp[0]["why"].startswith("not checked against the program: the MLP writes the numerical SOp")
+    assert len(mlp) == 1
+    assert mlp[0]["why"].startswith("not checked against the program: the MLP writes the numerical SOp")
     assert "discretising" in mlp[0]["why"]
 
 

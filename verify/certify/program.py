@@ -41,9 +41,20 @@ holds tokens and indices exactly, and every sublayer maps decoded values as its 
 does. Together with the float32 part, the float32 forward decodes to the RASP program's
 output at every position of every input up to N.
 
-A block with no semantics here (numerical aggregates and MLPs, SelectorWidth, set-valued,
-scored and select-all heads, memorised read-outs, a model with no program linked)
-raises :class:`NoSemantics`: the certificate then does not claim the program.
+* **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
+  alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
+  1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
+  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w.
+* **Numbers.** A numerical Aggregate's selected keys all score alike (one level: the mean is
+  over all of them), and its OV writes each key's value (BOS: 0, the default); a Map from
+  categorical SOps to a number and a LinearSequenceMap of numbers are compared with the
+  function. Values match within :data:`NUM_TOL`; the deviation is recorded per SOp
+  (``Decoder.num_dev``) and the read-out returns it for the report's ``atol`` comparison.
+
+A block with no semantics here (numerical Maps of a numerical SOp other than SelectorWidth's,
+a numerical SelectorWidth, set-valued, scored and select-all heads, memorised read-outs, a
+model with no program linked) raises :class:`NoSemantics`: the certificate then does not claim
+the program.
 """
 
 from __future__ import annotations
@@ -557,8 +568,8 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     For every query combination: BOS and every key the selector selects score alike (their
     scores within 2 eps of each other: one level), every other key the query may see scores
     more than 2 eps below all of them; in a causal model every selected key is visible to the
-    query (RASP's selector is bidirectional), and keys the mask hides do not count; BOS's value writes exactly 1 into ``aux`` and every
-    regular value exactly 0. Then the top level is BOS plus the selected keys present, and
+    query (RASP's selector is bidirectional), and keys the mask hides do not count; BOS's value
+    writes exactly 1 into ``aux`` and every regular value exactly 0. Then the top level is BOS plus the selected keys present, and
     the hardmax mean is 1 / (w + 1), w the selector's width (:mod:`.heads` bounds the real
     output around it).
 
@@ -812,8 +823,8 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     maps = []
     for nm in written:
         expr = dec.link.nodes.get(nm)
-        if nm.endswith(SW_SUFFIX) and isinstance(dec.link.nodes.get(nm[: -len(SW_SUFFIX)]), rasp.SelectorWidth) \
-                and nm[: -len(SW_SUFFIX)] in written:
+        base = nm[: -len(SW_SUFFIX)]
+        if nm.endswith(SW_SUFFIX) and isinstance(dec.link.nodes.get(base), rasp.SelectorWidth) and base in written:
             continue  # SelectorWidth's own 1 / (w + 1) direction (cleared at BOS): no program value
         if isinstance(expr, rasp.SelectorWidth):
             if not rasp.is_categorical(expr):
