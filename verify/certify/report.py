@@ -127,10 +127,10 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
         return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": witness}
     except NoSemantics as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
-                "witness": None}
+                "witness": {"not_checked": str(e)}}
     except TooLarge as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"program table too large: {e}",
-                "witness": None}
+                "witness": {"too_large": str(e)}}
     return None
 
 
@@ -310,7 +310,7 @@ def certify(model: CompiledModel, atol: float = 1e-3) -> Dict[str, Any]:
             return done()
         except TooLarge as e:
             cert["uncertified"].append({"layer": name, "head": None, "check": "float32",
-                                        "why": f"table too large to enumerate: {e}", "witness": None})
+                                        "why": f"table too large to enumerate: {e}", "witness": {"too_large": str(e)}})
             return done()
     margin, err, bad = _readout(model, state, blocks)
     cert["readout"] = {"margin": margin, "error": err}
