@@ -63,6 +63,8 @@ def _readout(model: CompiledModel, state: State, blocks: Dict[str, Block]):
 
 #: A wrong input found by :func:`_wrong_input` matches a numerical output within this.
 WITNESS_ATOL = 1e-3
+#: The witness search tries the all-equal inputs of at most this many tokens, for at most this long.
+WITNESS_TOKENS, WITNESS_SECONDS = 16, 30.0
 
 
 def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]]:
@@ -70,7 +72,8 @@ def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]
 
     Run after the certificate fails, to turn an abstract witness into a reproducible one: the
     all-equal inputs of every length (where tracr's SelectorWidth and means break first), then
-    a few random inputs per length. The program's value is tracr's evaluator on the output
+    a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
+    :data:`WITNESS_SECONDS` in all). The program's value is tracr's evaluator on the output
     SOp (no value for hand-built heads: then None). A search, not a proof: None says only that
     none of these inputs is wrong.
     """
@@ -83,9 +86,13 @@ def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]
     n = int(model.max_seq_len)
     rng = np.random.default_rng(seed)
     lengths = list(range(1, n + 1)) if n <= 64 else sorted({1, 2, n} | set(int(x) for x in rng.integers(1, n, 13)))
+    same = vocab[:WITNESS_TOKENS]
+    t0 = time.perf_counter()
     for length in lengths:
-        batch = [[t] * length for t in vocab] + [list(rng.choice(len(vocab), length)) for _ in range(4)]
-        batch = [[vocab[int(i)] for i in b] if j >= len(vocab) else b for j, b in enumerate(batch)]
+        if time.perf_counter() - t0 > WITNESS_SECONDS:
+            return None
+        batch = [[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
+                                                for _ in range(4)]
         try:
             got = model.run(batch)
         except Exception:  # noqa: BLE001 - a witness is best effort
