@@ -25,6 +25,19 @@ to the floor may be the top on some input (the *candidate* levels).
   ideal (the leak moves mass between ideal outputs; the input error passes through W_OV),
   plus the float32 term of the softmax average (:func:`float32.softmax_output_rel`).
 
+* **Numerical heads** (the head writes only numerical blocks: a numerical mean, or the
+  SelectorWidth head that always attends to BOS). Here several keys in the top level are
+  intended: the hardmax output is the *mean* of the values of the keys in the top level
+  (:func:`_level_patterns`, :func:`_means`). For every candidate level the tables say
+  whether BOS is in it (always, maybe, never) and whether regular keys are; the ideal
+  output set is every mean (b v_BOS + v_1 + ... + v_m) / (b + m) with b in the BOS options,
+  0 <= m <= N regular values drawn from every value a regular key can write (a finite set
+  of fractions; refused beyond :data:`MAX_MEANS`). The real weights inside the top level
+  are uniform up to the factor exp(x), x = the level's score span + 2 eps + 2 delta, so the
+  write is within (exp(x) - 1) x range + leak x range of that mean (the leak moves the rest
+  of the mass), plus the input error through W_OV and the float32 term. That the level is
+  what the program selects (BOS plus the selected keys) is the program check's part.
+
 Causal masking is part of the tables: a key after the query (both positions known) is
 masked, and a BOS query of a causal model sees only BOS. At BOS the head writes BOS's own
 value when no regular key can be a BOS query's top level (always so in a causal model);
@@ -47,6 +60,8 @@ from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, descr
 MAX_TABLE = 400_000_000
 #: Rows of the query table handled at once (bounds memory to ROW_CHUNK x keys x 8 bytes, several times).
 ROW_CHUNK_ENTRIES = 4_000_000
+#: Most ideal outputs a numerical (mean) head may have, per kind of query position.
+MAX_MEANS = 200_000
 
 
 @dataclasses.dataclass
@@ -286,6 +301,74 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
     return np.array([up(x) for x in r_out]), l1_out
 
 
+def _level_patterns(lv: _Levels, ks: Side, rows: np.ndarray) -> Tuple[set, float]:
+    """For the query rows ``rows`` (chunk-local): the set of (BOS always in, BOS maybe in, regular
+    keys in) over every candidate level, and the largest score span inside a candidate level."""
+    live = lv.cand & lv.valid
+    nr, nk = lv.ss.shape
+    flat = (np.arange(nr)[:, None] * nk + lv.cid)
+    kind = ks.kind[lv.order]  # [r, nk] kind of each sorted key
+    size = nr * nk
+    acc = {}
+    for name, val, init, op in (("bos_any", (kind == 0).astype(int), 0, np.maximum),
+                                ("reg", (kind == 1).astype(int), 0, np.maximum),
+                                ("hi", lv.ss, -np.inf, np.maximum), ("lo", lv.ss, np.inf, np.minimum)):
+        a = np.full(size, init, dtype=float)
+        op.at(a, flat[live], np.asarray(val, float)[live])
+        acc[name] = a.reshape(nr, nk)
+    # bos_all must range over the BOS alternatives only: a level holds every BOS alternative when
+    # the number of BOS keys in it equals the number of BOS alternatives
+    n_bos = int((ks.kind == 0).sum())
+    cnt = np.zeros(size)
+    np.add.at(cnt, flat[live & (kind == 0)], 1)
+    cnt = cnt.reshape(nr, nk)
+    pats, span = set(), 0.0
+    for r in rows:
+        for c in range(int(lv.reach[r]) + 1):
+            if not np.isfinite(acc["hi"][r, c]):
+                continue
+            pats.add((bool(cnt[r, c] == n_bos and n_bos > 0), bool(acc["bos_any"][r, c]), bool(acc["reg"][r, c])))
+            span = max(span, float(acc["hi"][r, c] - acc["lo"][r, c]))
+    return pats, span
+
+
+def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int) -> np.ndarray:
+    """[m, Do] every mean (b v_BOS + v_1 + ... + v_k) / (b + k) a level of the patterns ``pats`` gives.
+
+    Raises:
+        TooLarge: more than :data:`MAX_MEANS` means.
+    """
+    do = v_reg.shape[1] if len(v_reg) else v_bos.shape[1]
+    sums = [np.zeros((1, do))]  # sums[k]: every sum of k regular values
+    need_reg = any(p[2] for p in pats)
+    for k in range(1, n + 1 if need_reg else 1):
+        nxt = unique_rows((sums[-1][:, None, :] + v_reg[None, :, :]).reshape(-1, do))
+        if len(nxt) > MAX_MEANS:
+            raise TooLarge(f"more than {MAX_MEANS} sums of {k} values of a mean")
+        sums.append(nxt)
+    out = []
+    for always, maybe, reg in pats:
+        for b in ([1] if always else [0, 1] if maybe else [0]):
+            for k in (range(0, n + 1) if reg else [0]):
+                if b + k == 0 or (k and not len(v_reg)) or (b and not len(v_bos)):
+                    continue
+                tot = (v_bos[:, None, :] + sums[k][None, :, :]).reshape(-1, do) if b else sums[k]
+                out.append(tot / (b + k))
+    if not out:
+        return np.zeros((0, do))
+    res = unique_rows(np.concatenate(out))
+    if len(res) > MAX_MEANS:
+        raise TooLarge(f"a mean with {len(res)} values")
+    return res
+
+
+def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.ndarray) -> bool:
+    """Whether the head writes only numerical (not one-hot) written blocks (a mean head)."""
+    live = out_rows[np.abs(wvo).sum(0) > 0]
+    hit = [b for b in blocks.values() if np.isin(live, b.rows).any()]
+    return bool(hit) and all(b.kind == "written" and not b.categorical for b in hit)
+
+
 def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
                  causal: bool) -> HeadCert:
     """Certify head ``h`` of one attention sublayer (see the module docstring).
@@ -306,6 +389,9 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     t = _sides(state, blocks, spec, p, h, n)
     uniq = unique_rows(t.vs.contrib)
     constant = len(uniq) == 1
+    numeric = not constant and numerical_written(blocks, spec.rows("out_rows", len(state.radius)), t.wvo)
+    pats: Tuple[set, set] = (set(), set())  # numerical heads: level patterns of BOS and regular queries
+    span = 0.0
     d_inputs = _score_perturbation(state, blocks, t, n)
     # float32 rounding of the score: score_rel x max over pairs of sum_e |q_e| |k_e| with |x| + r in
     # place of x (computed with the table, below)
@@ -327,7 +413,12 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
         bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
         bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
-        if not constant:
+        if numeric:
+            for kind in (0, 1):
+                p_k, sp = _level_patterns(lv, ks, np.flatnonzero(qs.kind[start:stop] == kind))
+                pats[kind].update(p_k)
+                span = max(span, sp)
+        elif not constant:
             bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
             if bad is not None:
                 return HeadCert(None, bad)
@@ -339,6 +430,21 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
             "why": f"score gap {min_gap:.4g} is not clear of the perturbation 2 x {delta:.4g}: leak bound "
                    f"{leak:.3g} >= 1", "witness": {"min_gap": min_gap, "delta": delta, "leak_bound": leak, "n": n}})
     r_out = _output_radius(state, blocks, t, spec, p, h, n, leak)
+    if numeric:
+        outs, vs = t.vs.contrib, t.vs
+        v_bos, v_reg = unique_rows(outs[vs.kind == 0]), unique_rows(outs[vs.kind == 1])
+        means = [_means(pats[k], v_bos, v_reg, n) for k in (0, 1)]
+        if not all(len(m) for m in means):
+            return HeadCert(entry, {"why": "numerical head: no level that can be the top holds a key",
+                                    "witness": {"n": n}})
+        x = span + 2 * eps + 2 * delta  # weights inside the top level: uniform up to exp(x)
+        spread = outs.max(0) - outs.min(0)
+        extra = math.expm1(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
+        r_row = np.array([up(v) for v in r_out[0] + extra])
+        l1 = {k: up(v + float(extra.sum())) for k, v in r_out[1].items()}
+        entry["level_span"] = span
+        return HeadCert(entry, None, tuple((m, np.full(len(m), k, dtype=np.int64)) for k, m in enumerate(means)),
+                        (r_row, l1), (t, eps))
     # the attended key exists, so does what its value names: the written vector's guard
     outs, vs = t.vs.contrib, t.vs
     every = unique_min(outs, vs.guard)

@@ -41,9 +41,20 @@ holds tokens and indices exactly, and every sublayer maps decoded values as its 
 does. Together with the float32 part, the float32 forward decodes to the RASP program's
 output at every position of every input up to N.
 
-A block with no semantics here (numerical aggregates and MLPs, SelectorWidth, set-valued,
-scored and select-all heads, memorised read-outs, a model with no program linked)
-raises :class:`NoSemantics`: the certificate then does not claim the program.
+* **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
+  alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
+  1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
+  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w.
+* **Numbers.** A numerical Aggregate's selected keys all score alike (one level: the mean is
+  over all of them), and its OV writes each key's value (BOS: 0, the default); a Map from
+  categorical SOps to a number and a LinearSequenceMap of numbers are compared with the
+  function. Values match within :data:`NUM_TOL`; the deviation is recorded per SOp
+  (``Decoder.num_dev``) and the read-out returns it for the report's ``atol`` comparison.
+
+A block with no semantics here (numerical Maps of a numerical SOp other than SelectorWidth's,
+a numerical SelectorWidth, set-valued, scored and select-all heads, memorised read-outs, a
+model with no program linked) raises :class:`NoSemantics`: the certificate then does not claim
+the program.
 """
 
 from __future__ import annotations
@@ -95,6 +106,8 @@ class Decoder:
     labels: Dict[str, List[Any]]
     angles: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
+    #: numerical SOp label -> bound on |ideal value - program value| (checked sublayers add to it)
+    num_dev: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         self.ok = {name: name in self.angles or all(v is not _MISSING for v in vals)
@@ -361,9 +374,6 @@ def _reference(expr: Any) -> _Ref:
             matching and memorising heads.
     """
     if isinstance(expr, rasp.Aggregate):
-        if not rasp.is_categorical(expr):
-            raise NoSemantics(f"numerical Aggregate {expr.label}: a mean over the selected keys is not "
-                              f"checked against the program here")
         sel = expr.selector
         if not isinstance(sel, rasp.Select):
             raise NoSemantics(f"Aggregate {expr.label} uses a {type(sel).__name__}, not a Select")
@@ -460,6 +470,10 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     wk = np.asarray(p["w_k"][h], np.float64)
     wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
     written = [nm for nm, b in blocks.items() if np.isin(out_rows[np.abs(wvo).sum(0) > 0], b.rows).any()]
+    sw = selector_width_of(dec.link, written)
+    if sw is not None:
+        return _check_selector_width_head(state, blocks, dec, sw, written[0], q_rows, k_rows, v_rows, out_rows,
+                                          wq, wk, wvo, n, causal, eps)
     expr = head_node(dec.link, written)
     ref = _reference(expr)
     qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
@@ -517,7 +531,112 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                           f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
         if ref.how in ("search", "match"):
             _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
+        if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
+            # a mean: every selected key in one level (scores within 2 eps), so the top level is all of them
+            sel_ = want & seen
+            hi = np.where(sel_, sk, -np.inf).max(1, initial=-np.inf)
+            lo = np.where(sel_, sk, np.inf).min(1, initial=np.inf)
+            wide = sel_.any(1) & ~(hi - lo <= 2 * eps)
+            if wide.any():
+                a = int(np.flatnonzero(wide)[0])
+                b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
+                raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
+                              f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+# ------------------------------------------------------------------------- SelectorWidth
+
+#: Suffix of the numerical direction tracr's SelectorWidth head writes 1 / (w + 1) into.
+SW_SUFFIX = "_selector_width_attn_output"
+#: The SelectorWidth MLP reads a = 1 / (w + 1) as the width w when 1 / a - 1 is within this of w.
+SW_TOL = 1e-6
+
+
+def selector_width_of(link: ProgramLink, written: Sequence[str]) -> Optional[Any]:
+    """The SelectorWidth whose attention head writes the blocks ``written`` (its 1 / (w + 1) direction), else None."""
+    if len(written) != 1 or not written[0].endswith(SW_SUFFIX):
+        return None
+    expr = link.nodes.get(written[0][: -len(SW_SUFFIX)])
+    return expr if isinstance(expr, rasp.SelectorWidth) else None
+
+
+def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, n,
+                               causal, eps) -> None:
+    """SelectorWidth's head (tracr: attend to BOS and to every selected key, value 1 at BOS, 0 elsewhere).
+
+    For every query combination: BOS and every key the selector selects score alike (their
+    scores within 2 eps of each other: one level), every other key the query may see scores
+    more than 2 eps below all of them; in a causal model every selected key is visible to the
+    query (RASP's selector is bidirectional), and keys the mask hides do not count; BOS's value
+    writes exactly 1 into ``aux`` and every regular value exactly 0. Then the top level is BOS plus the selected keys present, and
+    the hardmax mean is 1 / (w + 1), w the selector's width (:mod:`.heads` bounds the real
+    output around it).
+
+    Raises:
+        Unclean: a table differs (witness: query, key, what is selected); NoSemantics: a causal
+            model or a compound selector.
+    """
+    sel = expr.selector
+    if not isinstance(sel, rasp.Select):
+        raise NoSemantics(f"SelectorWidth {expr.label} uses a {type(sel).__name__}, not a Select")
+    qsop, ksop = sel.queries.label, sel.keys.label
+    qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | {qsop})
+    kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | {ksop})
+    cq = combos(state, blocks, qn, q_rows, n, positions=causal, w=wq, keep=[qsop])
+    ck = combos(state, blocks, kn, k_rows, n, positions=causal, w=wk, keep=[ksop])
+    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    if len(qi) * len(ck.kind) > 50_000_000:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
+    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T
+    qv = _column(state, blocks, dec, cq, qsop)[qi]
+    kv = _column(state, blocks, dec, ck, ksop)[kj]
+    for col, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+        bad = [i for i, v in enumerate(col) if v is _AMBIGUOUS]
+        if bad:
+            raise Unclean(f"the {what}'s value is no single value", {what: _where(c, int(rows[bad[0]]))})
+    want, raised = _pair_table(sel.predicate, kv, qv, skip_none=False)
+    if raised is not None:
+        k, q, e = raised
+        raise Unclean(f"SelectorWidth {expr.label}: the selector's predicate raises on (key {k!r}, query {q!r}): "
+                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+    always, never, _ = _visibility(cq, qi, ck, kj, causal)
+    sk = s[:, kj]
+    sb = s[:, kb]
+    hidden = want & ~always  # RASP's selector is bidirectional: a key the mask may hide is not counted
+    if hidden.any():
+        a, b = np.argwhere(hidden)[0]
+        raise Unclean(f"SelectorWidth {expr.label}: the selector selects a key that the causal mask may hide "
+                      f"(a later position)", {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
+                                              "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}})
+    hi = np.maximum(sb.max(1), np.where(want, sk, -np.inf).max(1, initial=-np.inf))
+    lo = np.minimum(sb.min(1), np.where(want, sk, np.inf).min(1, initial=np.inf))
+
+    def witness(a, b):
+        return {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
+                "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}, "selects": bool(want[a, b])}
+
+    wide = ~(hi - lo <= 2 * eps)
+    if wide.any():
+        a = int(np.flatnonzero(wide)[0])
+        b = int(np.argmax(np.where(want[a], np.abs(sk[a] - sb[a].mean()), -1)))
+        raise Unclean(f"SelectorWidth {expr.label}: BOS and the selected keys do not score alike "
+                      f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+    high = ~want & ~never & ~(sk < lo[:, None] - 2 * eps)
+    if high.any():
+        a, b = np.argwhere(high)[0]
+        raise Unclean(f"SelectorWidth {expr.label}: a key the selector does not select scores with BOS "
+                      f"({sk[a, b]:.4g} vs {lo[a]:.4g})", witness(a, b))
+    cols = np.flatnonzero(np.isin(out_rows, blocks[aux].rows))
+    w = wvo[:, cols]
+    cv = combos(state, blocks, _read_blocks(blocks, v_rows, w), v_rows, n, w=w)
+    vals = cv.x @ w
+    target = np.where(cv.kind == 0, 1.0, 0.0)[:, None]
+    off = np.abs(vals - target).max(1) if vals.shape[1] else np.ones(len(vals))
+    if vals.shape[1] != 1 or (off > 1e-12).any():
+        i = int(np.argmax(off))
+        raise Unclean(f"SelectorWidth {expr.label}: the OV circuit writes {vals[i].round(6).tolist()} where "
+                      f"BOS must write 1 and every other key 0", {"value": _where(cv, i)})
 
 
 def _check_single(s, sk, sel, seen, kb, eps, expr, witness) -> None:
@@ -561,6 +680,8 @@ def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> Non
 
 def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
     """Every ideal value vector's OV write decodes to the expression's value (see the module docstring)."""
+    if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
+        return _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n)
     if isinstance(expr, rasp.Aggregate):
         reads = [(expr.label, expr.sop, None, expr.default)]
     else:
@@ -598,6 +719,46 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
                                                     "got": _value(got)})
 
 
+#: A numerical ideal value matches the program's within this (the rest is tracked in ``Decoder.num_dev``).
+NUM_TOL = 1e-4
+
+
+def numerical_block(blocks: Dict[str, Block], label: str) -> bool:
+    """Whether ``label`` is a one-row numerical block (tracr's numerical SOp encoding)."""
+    b = blocks.get(label)
+    return b is not None and b.kind == "written" and len(b.rows) == 1 and b.values[0] is None
+
+
+def _scalars(state: State, c: Combos, label: str) -> np.ndarray:
+    """[m] float: the numerical block ``label``'s ideal value in every combination."""
+    return np.array([float(state.sets[int(k)][label][j][0]) for k, j in zip(c.kind, c.index[label])])
+
+
+def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) -> None:
+    """A numerical mean's OV circuit: every regular key writes its SOp's value, BOS writes 0 (the default).
+
+    Each write is within :data:`NUM_TOL` of the source's ideal value; the deviation from the
+    program's value (this one plus the source's own) is recorded for the output, and the mean
+    of values each within d of the program's is within d of the program's mean.
+    """
+    src, nm = expr.sop.label, expr.label
+    if not numerical_block(blocks, nm) or not numerical_block(blocks, src):
+        raise NoSemantics(f"numerical Aggregate {nm}: its SOp or output is not a one-row numerical block")
+    if expr.default not in (0, None):
+        raise NoSemantics(f"numerical Aggregate {nm} with default {expr.default!r}")
+    cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+    w = wvo[:, cols]
+    cv = combos(state, blocks, sorted(set(_read_blocks(blocks, v_rows, w)) | {src}), v_rows, n, w=w, keep=[src])
+    got = (cv.x @ w)[:, 0]
+    want = np.where(cv.kind == 0, 0.0, _scalars(state, cv, src))
+    diff = np.abs(got - want)
+    if (diff > NUM_TOL).any():
+        i = int(np.argmax(diff))
+        raise Unclean(f"{_name(expr)}: the OV circuit writes {got[i]:.6g} where the program has {want[i]:.6g}",
+                      {"value": _where(cv, i), "expected": float(want[i]), "got": float(got[i])})
+    dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0)
+
+
 def _same_value(got: Any, want: Any) -> bool:
     """A decoded value equals the program's (None only equals None; no single value equals nothing)."""
     if got is _AMBIGUOUS:
@@ -608,6 +769,42 @@ def _same_value(got: Any, want: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------- the MLPs
+
+
+def _widths(state: State, c: Combos, label: str) -> np.ndarray:
+    """[m] object: the width w each combination's SelectorWidth value a = 1 / (w + 1) names (1 / a - 1
+    within :data:`SW_TOL` of an integer), else the value a itself (a float, never a width)."""
+    out = np.empty(len(c.kind), object)
+    for i in range(len(c.kind)):
+        a = float(state.sets[int(c.kind[i])][label][c.index[label][i]][0])
+        w = 1.0 / a - 1.0 if a > 0 else -1.0
+        out[i] = int(round(w)) if a > 0 and abs(w - round(w)) <= SW_TOL and round(w) >= 0 else a
+    return out
+
+
+def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], inputs: Dict[str, np.ndarray],
+                         got: np.ndarray, c: Combos) -> None:
+    """A Map of categorical SOps to a number, or a LinearSequenceMap of numbers: every regular input's
+    output within :data:`NUM_TOL` of the function; the deviation from the program's value (with the
+    inputs' own, through the linear map's factors) is recorded for ``nm``."""
+    worst = 0.0
+    for i in np.flatnonzero(c.kind == 1):
+        xs = [inputs[lab][i] for lab in ins]
+        if any(x is _AMBIGUOUS or x is None for x in xs):
+            raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
+        try:
+            want = float(expr.f(*xs))
+        except Exception as e:  # noqa: BLE001 - the function has no value here: the program raises
+            raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
+                          {"input": dict(zip(ins, map(_value, xs)))})
+        d = abs(float(got[i]) - want)
+        if not d <= NUM_TOL:
+            raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the function gives {want:.6g}",
+                          {"input": dict(zip(ins, map(_value, xs))), "expected": want, "got": float(got[i])})
+        worst = max(worst, d)
+    if isinstance(expr, rasp.LinearSequenceMap):
+        worst += abs(expr.fst_fac) * dec.num_dev.get(ins[0], 0.0) + abs(expr.snd_fac) * dec.num_dev.get(ins[1], 0.0)
+    dec.num_dev[nm] = worst
 
 
 def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], n: int) -> None:
@@ -626,6 +823,16 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     maps = []
     for nm in written:
         expr = dec.link.nodes.get(nm)
+        base = nm[: -len(SW_SUFFIX)]
+        if nm.endswith(SW_SUFFIX) and isinstance(dec.link.nodes.get(base), rasp.SelectorWidth) and base in written:
+            continue  # SelectorWidth's own 1 / (w + 1) direction (cleared at BOS): no program value
+        if isinstance(expr, rasp.SelectorWidth):
+            if not rasp.is_categorical(expr):
+                raise NoSemantics(f"the MLP writes the numerical SelectorWidth {nm!r}")
+            if nm + SW_SUFFIX not in blocks:
+                raise NoSemantics(f"SelectorWidth {nm!r} has no {SW_SUFFIX} direction")
+            maps.append((nm, expr, [nm + SW_SUFFIX]))
+            continue
         if isinstance(expr, rasp.Map) and not isinstance(expr, rasp.SequenceMap):
             maps.append((nm, expr, [expr.inner.label]))
         elif isinstance(expr, rasp.SequenceMap):
@@ -633,26 +840,47 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         else:
             what = type(expr).__name__ if expr is not None else "no expression of the program"
             raise NoSemantics(f"the MLP writes {nm!r} ({what}): no look-up semantics to check")
-        if not rasp.is_categorical(expr):
-            raise NoSemantics(f"the MLP writes the numerical SOp {nm!r}")
+        ins = maps[-1][2]
+        num_in = [numerical_block(blocks, lab) for lab in ins]
+        if rasp.is_categorical(expr) and any(num_in):
+            raise NoSemantics(f"the MLP maps a numerical SOp to the categorical {nm!r} (tracr's discretising "
+                              f"MLP): not checked here")
+        if rasp.is_numerical(expr):
+            if not numerical_block(blocks, nm):
+                raise NoSemantics(f"the numerical SOp {nm!r} is not a one-row block")
+            linear = isinstance(expr, rasp.LinearSequenceMap)
+            if (linear and not all(num_in)) or (not linear and any(num_in)):
+                raise NoSemantics(f"the MLP writes the numerical SOp {nm!r} from a numerical input by a "
+                                  f"discretising MLP: not checked here")
     names = sorted(set(_read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
-    inputs = {lab: _column(state, blocks, dec, c, lab) for lab in {s for _, _, ins in maps for s in ins}}
+    inputs = {lab: _widths(state, c, lab) if lab.endswith(SW_SUFFIX) else
+              _scalars(state, c, lab) if numerical_block(blocks, lab) else _column(state, blocks, dec, c, lab)
+              for lab in {s for _, _, ins in maps for s in ins}}
     for nm, expr, ins in maps:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
+        if rasp.is_numerical(expr):
+            _check_numerical_map(dec, expr, nm, ins, inputs, vecs[:, 0], c)
+            continue
         got_all = dec.decode_rows(nm, vecs)
         for i in np.flatnonzero(c.kind == 1):
             xs = [inputs[lab][i] for lab in ins]
             if any(x is _AMBIGUOUS for x in xs):
                 raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
-            try:
-                want = None if any(x is None for x in xs) else expr.f(*xs)
-            except Exception as e:  # the function has no value here: the program raises
-                raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
-                              {"input": dict(zip(ins, map(_value, xs)))})
+            if isinstance(expr, rasp.SelectorWidth):
+                want = xs[0]  # the width the head's 1 / (w + 1) names
+                if not isinstance(want, int):
+                    raise Unclean(f"{expr.label}: the MLP reads {want!r}, which is 1 / (w + 1) for no width w",
+                                  {"input": _where(c, i)})
+            else:
+                try:
+                    want = None if any(x is None for x in xs) else expr.f(*xs)
+                except Exception as e:  # the function has no value here: the program raises
+                    raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
+                                  {"input": dict(zip(ins, map(_value, xs)))})
             got = got_all[i]
             if _same_value(got, want):
                 continue
@@ -664,17 +892,28 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
 # -------------------------------------------------------------------------- the read-out
 
 
-def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder) -> None:
+def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder) -> Optional[float]:
     """Every ideal vector of the output SOp decodes through the unembedding to the value it holds.
+
+    A numerical output: returns a bound on |ideal read-out - program value| (the deviations the
+    checked sublayers recorded, :attr:`Decoder.num_dev`); the report adds the float32 radius and
+    compares with ``atol``. A categorical output returns None.
 
     Raises:
         Unclean: a read-out value differs (witness: expected, got).
         NoSemantics: the output is numerical, or the unembedding reads another block.
     """
     sink = dec.link.sink
-    if sink not in blocks or not dec.decodable(sink):
-        raise NoSemantics(f"the output SOp {sink!r} is not a categorical block")
     u = np.asarray(model.params["unembed"]["w"], np.float64)
+    if not model.categorical_output and numerical_block(blocks, sink):
+        other = np.setdiff1d(np.flatnonzero(np.abs(u).sum(1) > 0), blocks[sink].rows)
+        if len(other) or sink not in dec.num_dev:
+            raise NoSemantics("the numerical read-out reads rows outside the output SOp, or the output's "
+                              "value is not checked")
+        vals = state.sets[1][sink][:, 0]
+        out = vals * u[blocks[sink].rows[0], 0]
+        return float(np.abs(out - vals).max(initial=0.0)) + dec.num_dev[sink]
+    if sink not in blocks or not dec.decodable(sink):    u = np.asarray(model.params["unembed"]["w"], np.float64)
     other = np.setdiff1d(np.flatnonzero(np.abs(u).sum(1) > 0), blocks[sink].rows)
     if len(other):
         raise NoSemantics("the read-out reads rows outside the output SOp")

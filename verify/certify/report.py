@@ -44,9 +44,8 @@ def _readout(model: CompiledModel, state: State, blocks: Dict[str, Block]):
     err = (lin_err(state, list(blocks.values()), rows, u[rows])[None, :]
            + gamma(terms(u[rows]) + 1, U32) * sd.absval[reg])
     err = err.max(1)
-    if not model.categorical_output:
-        return None, float(err.max()), {"why": "numerical read-out: the certifier proves categorical outputs",
-                                        "witness": None}
+    if not model.categorical_output:  # a number: its error bound, compared with atol by the caller
+        return None, float(err.max()), None
     top = np.sort(logits, 1)
     best = top[:, -1]
     second = top[:, -2] if logits.shape[1] > 1 else np.full(len(logits), -np.inf)
@@ -62,18 +61,83 @@ def _readout(model: CompiledModel, state: State, blocks: Dict[str, Block]):
     return float(margin.min()), float(err.max()), None
 
 
-def _program_entry(layer: str, head: Optional[int], check: Callable[[], None]) -> Optional[Dict[str, Any]]:
-    """Run one program check (:mod:`.program`); its ``uncertified`` entry, or None when it holds."""
+#: A wrong input found by :func:`_wrong_input` matches a numerical output within this.
+WITNESS_ATOL = 1e-3
+#: The witness search tries the all-equal inputs of at most this many tokens, for at most this long.
+WITNESS_TOKENS, WITNESS_SECONDS = 16, 30.0
+
+
+def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]]:
+    """A concrete input on which the float32 model's output differs from the RASP program's, or None.
+
+    Run after the certificate fails, to turn an abstract witness into a reproducible one: the
+    all-equal inputs of every length (where tracr's SelectorWidth and means break first), then
+    a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
+    :data:`WITNESS_SECONDS` in all). The program's value is tracr's evaluator on the output
+    SOp (no value for hand-built heads: then None). A search, not a proof: None says only that
+    none of these inputs is wrong.
+    """
+    link = model.program
+    if link is None or link.sink not in link.nodes:
+        return None
+    from tracr.rasp import rasp  # the program's own evaluator
+    program = link.nodes[link.sink]
+    vocab = list(model.vocab)
+    n = int(model.max_seq_len)
+    rng = np.random.default_rng(seed)
+    lengths = list(range(1, n + 1)) if n <= 64 else sorted({1, 2, n} | set(int(x) for x in rng.integers(1, n, 13)))
+    same = vocab[:WITNESS_TOKENS]
+    t0 = time.perf_counter()
+    for length in lengths:
+        if time.perf_counter() - t0 > WITNESS_SECONDS:
+            return None
+        batch = [[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
+                                                for _ in range(4)]
+        try:
+            got = model.run(batch)
+        except Exception:  # noqa: BLE001 - a witness is best effort
+            return None
+        for tokens, row in zip(batch, got):
+            try:
+                want = rasp.evaluate(program, list(tokens))
+            except Exception:  # noqa: BLE001 - no evaluator semantics (hand-built heads)
+                return None
+            wrong = []
+            for i, (g, w) in enumerate(zip(row.tolist(), want)):
+                if model.categorical_output:
+                    bad = g != w
+                else:
+                    bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
+                if bad:
+                    wrong.append(i)
+            if wrong:
+                val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+                return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
+                        "expected": [val(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+    return None
+
+
+def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
+                   model: Optional[CompiledModel] = None) -> Optional[Dict[str, Any]]:
+    """Run one program check (:mod:`.program`); its ``uncertified`` entry, or None when it holds.
+
+    Given ``model``, a table that differs from the program also gets ``witness["wrong_input"]``
+    (:func:`_wrong_input`: a concrete input where the model errs, or None when none is found).
+    """
     try:
         check()
     except Unclean as e:
-        return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": e.witness}
+        witness = e.witness
+        if model is not None:
+            witness = dict(witness) if isinstance(witness, dict) else {"detail": witness}
+            witness["wrong_input"] = _wrong_input(model)
+        return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": witness}
     except NoSemantics as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
-                "witness": None}
+                "witness": {"not_checked": str(e)}}
     except TooLarge as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"program table too large: {e}",
-                "witness": None}
+                "witness": {"too_large": str(e)}}
     return None
 
 
@@ -97,7 +161,8 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
             eps = hc.tables[1]
-            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps))
+            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps),
+                                 cert.get("model") if not cert["program_failures"] else None)
             if bad is not None:
                 cert["program_failures"].append(bad)
         writes.append(hc.outs)
@@ -134,7 +199,8 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
     r_in = float(state.radius[spec.rows("in_rows", d)].max(initial=0))
     ideal, sd, r_out = certify_mlp(state, blocks, spec, p, n)
     if dec is not None:
-        bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, spec, p, n))
+        bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, spec, p, n),
+                             cert.get("model") if not cert["program_failures"] else None)
         if bad is not None:
             cert["program_failures"].append(bad)
     write(state, blocks, out_rows, [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)], r_out)
@@ -160,7 +226,7 @@ def _scopes(model: CompiledModel) -> Dict[str, str]:
         "none": f"{inputs}: nothing proved (see uncertified)"}
 
 
-def certify(model: CompiledModel) -> Dict[str, Any]:
+def certify(model: CompiledModel, atol: float = 1e-3) -> Dict[str, Any]:
     """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
 
     Two facts, both over every input: the float32 forward decodes like the exact hardmax
@@ -171,6 +237,8 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
 
     Args:
         model: a compiled model (softmax attention; tracr's one-hot SOp layout).
+        atol: a numerical output is certified when its proved error (float32 radius plus the
+            deviation of the weights' values from the program's) is within this.
     Returns:
         ``{"certified": bool, "float32_matches_hardmax": bool, "scope": str, "per_layer":
         [{"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}], "uncertified":
@@ -189,10 +257,11 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
     scopes = _scopes(model)
     cert: Dict[str, Any] = {"certified": False, "float32_matches_hardmax": False, "scope": scopes["none"],
                             "per_layer": [], "uncertified": [], "readout": None, "seconds": None,
-                            "float32": float32.DESCRIPTION, "program_failures": []}
+                            "float32": float32.DESCRIPTION, "program_failures": [], "model": model}
 
     def done():
         program = cert.pop("program_failures")
+        cert.pop("model", None)
         float_fail = list(cert["uncertified"])
         cert["uncertified"] = sorted(program + float_fail, key=lambda e: _order.get((e["layer"], e["head"]), 1 << 30))
         cert["certified"] = cert["float32_matches_hardmax"] and not program
@@ -241,12 +310,14 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
             else:
                 _mlp(cert, state, blocks, name, spec, p, n, dec)
         except Unclean as e:
+            witness = dict(e.witness) if isinstance(e.witness, dict) else {"detail": e.witness}
+            witness["wrong_input"] = _wrong_input(model)  # a concrete input where the model errs, if found
             cert["uncertified"].append({"layer": name, "head": None, "check": "float32", "why": e.why,
-                                        "witness": e.witness})
+                                        "witness": witness})
             return done()
         except TooLarge as e:
             cert["uncertified"].append({"layer": name, "head": None, "check": "float32",
-                                        "why": f"table too large to enumerate: {e}", "witness": None})
+                                        "why": f"table too large to enumerate: {e}", "witness": {"too_large": str(e)}})
             return done()
     margin, err, bad = _readout(model, state, blocks)
     cert["readout"] = {"margin": margin, "error": err}
@@ -254,8 +325,21 @@ def certify(model: CompiledModel) -> Dict[str, Any]:
         cert["uncertified"].append({"layer": "read-out", "head": None, "check": "float32", **bad})
         return done()
     if dec is not None:
-        bad = _program_entry("read-out", None, lambda: check_readout(model, state, blocks, dec))
+        dev = []
+        bad = _program_entry("read-out", None, lambda: dev.append(check_readout(model, state, blocks, dec)))
         if bad is not None:
             cert["program_failures"].append(bad)
+        elif not model.categorical_output:  # a number: within atol of the program's value, or not certified
+            total = err + dev[0]
+            cert["readout"].update(program_deviation=dev[0], atol=atol)
+            if not total <= atol:
+                cert["program_failures"].append({
+                    "layer": "read-out", "head": None, "check": "program", "witness": {"error": total, "atol": atol},
+                    "why": f"numerical output: error bound {total:.4g} (float32 {err:.4g} + program deviation "
+                           f"{dev[0]:.4g}) is not within atol {atol:g}"})
+    if not model.categorical_output and dec is None:
+        cert["uncertified"].append({"layer": "read-out", "head": None, "check": "float32", "witness": None,
+                                    "why": "numerical read-out with no program: no atol claim"})
+        return done()
     cert["float32_matches_hardmax"] = True
     return done()
