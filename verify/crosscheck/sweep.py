@@ -715,6 +715,71 @@ def _partial_record(cfg: SweepConfig, run: RunSpec, curve: List[Dict[str, Any]],
             "history": list(history), "curve": list(points)}
 
 
+def fused_inputs(cfg: SweepConfig, groups: List[List[RunSpec]]):
+    """The fused trainer's inputs for the sweep's groups.
+
+    Returns:
+        ``(runs, datas, sets, data_by_conditions, curve_sets_by_conditions)``: the runs in plan
+        order, each run's :class:`TaskData` and curve evaluation sets (CURVE_EVAL_SIZE sequences
+        per condition, one object per distinct condition tuple).
+    """
+    task = get_task(cfg.task)
+    runs = [r for g in groups for r in g]
+    datas, sets, curve_cache, data_cache = [], [], {}, {}
+    for g in groups:
+        run0 = g[0]
+        if run0.conditions not in data_cache:
+            data = _group_data(cfg, task, run0)
+            data_cache[run0.conditions] = data
+            curve_cache[run0.conditions] = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, _eval_conditions(cfg, run0))
+        datas += [data_cache[run0.conditions]] * len(g)
+        sets += [curve_cache[run0.conditions]] * len(g)
+    return runs, datas, sets, data_cache, curve_cache
+
+
+def fused_final_eval(cfg: SweepConfig, res, runs: List[RunSpec], infos: List[ConstructionInfo],
+                     construction_maps: Dict[Any, Any]) -> Dict[int, tuple]:
+    """The final evaluation and alignment of every run of a :class:`~verify.crosscheck.fused.FusedResult`,
+    batched: one vmapped call per family and slice of the evaluation sequences, one per family and
+    condition for the attention maps.
+
+    Args:
+        cfg: the sweep; res: the fused trainer's result; runs: the runs, in ``res``'s order.
+        infos, construction_maps: as :func:`_alignment`.
+    Returns:
+        ``{run index: (eval entries, training-distribution entries or None, alignment entries)}``
+        (:func:`~verify.crosscheck.train.evaluate`'s and :func:`_alignment`'s formats).
+    """
+    from depthcraft.verify.crosscheck.fused import attention_all, eval_entries, evaluate_all
+
+    done: Dict[int, tuple] = {}
+    for fam, params in zip(res.families, res.params):
+        data = fam.data
+        eval_conds = _eval_conditions(cfg, runs[fam.members[0]])
+        evs = []
+        for conds in ([eval_conds] if eval_conds is None else [eval_conds, None]):
+            es = data.eval_sets(EVAL_SEED, cfg.eval_size, conds)
+            pred, ce = evaluate_all(params, fam.arch, np.concatenate([b.ids for b in es]),
+                                    np.concatenate([b.targets for b in es]))
+            evs.append([eval_entries(pred[m], ce[m], es, data) for m in range(fam.size)])
+        aligns: List[List[Dict[str, Any]]] = [[] for _ in fam.members]
+        for local, c in enumerate(runs[fam.members[0]].conditions):
+            maps: Dict[str, Any] = {}
+
+            def trained(local_, ids, maps=maps, params=params, fam=fam):
+                if "all" not in maps:
+                    maps["all"] = attention_all(params, fam.arch, np.asarray(ids))
+                return [a[maps["m"]] for a in maps["all"][:maps["depth"]]]
+
+            for m, depth in enumerate(fam.depths):
+                maps["m"], maps["depth"] = m, depth
+                aligns[m].append(_align_condition(cfg, data, local, c, trained, fam.arch.causal, infos,
+                                                  construction_maps))
+        for m, i in enumerate(fam.members):
+            done[i] = (evs[0][m], evs[1][m] if len(evs) > 1 else None, aligns[m])
+    return done
+
+
 def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[ConstructionInfo],
                  construction_maps: Dict[Any, Any], progress: "Progress", write: Callable,
                  deadline: Optional[float] = None, stats: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
@@ -727,19 +792,9 @@ def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[Cons
     ``stats``: filled with the trainer's timings (``train_fused``'s ``stats``) and ``eval_s``.
     Returns the final records in plan order.
     """
-    from depthcraft.verify.crosscheck.fused import attention_all, eval_entries, evaluate_all, train_fused
+    from depthcraft.verify.crosscheck.fused import train_fused
 
-    task = get_task(cfg.task)
-    runs = [r for g in groups for r in g]
-    datas, sets, curve_cache, data_cache = [], [], {}, {}
-    for g in groups:
-        run0 = g[0]
-        if run0.conditions not in data_cache:
-            data = _group_data(cfg, task, run0)
-            data_cache[run0.conditions] = data
-            curve_cache[run0.conditions] = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, _eval_conditions(cfg, run0))
-        datas += [data_cache[run0.conditions]] * len(g)
-        sets += [curve_cache[run0.conditions]] * len(g)
+    runs, datas, sets, data_cache, curve_cache = fused_inputs(cfg, groups)
     every = cfg.eval_every or max(1, cfg.train.steps // DEFAULT_CURVE_POINTS)
     t0 = time.perf_counter()
     for i, r in enumerate(runs):
@@ -758,32 +813,7 @@ def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[Cons
                       sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=every,
                       exit_error=cfg.exit_error, deadline=deadline, on_point=on_point, on_chunk=on_chunk)
     t_eval = time.perf_counter()
-    done: Dict[int, tuple] = {}
-    for fam, params in zip(res.families, res.params):
-        data = fam.data
-        eval_conds = _eval_conditions(cfg, runs[fam.members[0]])
-        evs = []
-        for conds in ([eval_conds] if eval_conds is None else [eval_conds, None]):
-            es = data.eval_sets(EVAL_SEED, cfg.eval_size, conds)
-            pred, ce = evaluate_all(params, fam.arch, np.concatenate([b.ids for b in es]),
-                                    np.concatenate([b.targets for b in es]))
-            evs.append([eval_entries(pred[m], ce[m], es, data) for m in range(fam.size)])
-        aligns: List[List[Dict[str, Any]]] = [[] for _ in fam.members]
-        conds_idx = runs[fam.members[0]].conditions
-        for local, c in enumerate(conds_idx):
-            maps: Dict[str, Any] = {}
-
-            def trained(local_, ids, maps=maps):
-                if "all" not in maps:
-                    maps["all"] = attention_all(params, fam.arch, np.asarray(ids))
-                return [a[maps["m"]] for a in maps["all"][:maps["depth"]]]
-
-            for m, (i, depth) in enumerate(zip(fam.members, fam.depths)):
-                maps["m"], maps["depth"] = m, depth
-                aligns[m].append(_align_condition(cfg, data, local, c, trained, fam.arch.causal, infos,
-                                                  construction_maps))
-        for m, i in enumerate(fam.members):
-            done[i] = (evs[0][m], evs[1][m] if len(evs) > 1 else None, aligns[m])
+    done = fused_final_eval(cfg, res, runs, infos, construction_maps)
     eval_s = time.perf_counter() - t_eval
     plateau_by = {k: {name: marginal_entropy(b) for name, b in zip(data_cache[k].names, v)}
                   for k, v in curve_cache.items()}
