@@ -137,16 +137,17 @@ def paper_groups(seeds: int):
     return cfg, sweep.seed_groups(sweep.plan(cfg, [i.bound for i in infos]))
 
 
-def before_kernels(cfg, groups, n: int) -> List[Dict[str, Any]]:
-    """Per group: kernels per step of :func:`train_seeds`' JAX-sampled chunk function."""
+def before_kernels(cfg, groups, n: int, fed: bool = False) -> List[Dict[str, Any]]:
+    """Per group: kernels per step of :func:`train_seeds`' JAX-sampled chunk function (``fed``: its
+    numpy-fed one, the batches given: the model, loss and optimiser alone)."""
     task = sweep.get_task(cfg.task)
     out = []
     for g in groups:
         run0 = g[0]
         data = sweep._group_data(cfg, task, run0)
         seeds = [r.train.seed for r in g]
-        draw = jax_sampler(data, cfg.train.batch)
-        sig = ("jax", data.task.name, repr(data.conditions), cfg.train.batch, data.seq_len)
+        draw = None if fed else jax_sampler(data, cfg.train.batch)
+        sig = ("numpy",) if fed else ("jax", data.task.name, repr(data.conditions), cfg.train.batch, data.seq_len)
         opt_key = _optimiser_key(cfg.train)
         fn = _chunk_fn(run0.model.arch(data.pad_id), opt_key, run0.model.frozen, n, draw, sig)
         inits = [init_params(run0.model, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
@@ -155,30 +156,52 @@ def before_kernels(cfg, groups, n: int) -> List[Dict[str, Any]]:
         params, opt = _stack(inits), _stack([init_state(p) for p in inits])
         keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in seeds])
         t = time.perf_counter()
-        hlo = fn.lower(params, opt, keys, jnp.arange(n)).compile().as_text()
+        if fed:
+            b = cfg.train.batch
+            hlo = fn.lower(params, opt, *_feed((len(seeds), n, b, data.seq_len))).compile().as_text()
+        else:
+            hlo = fn.lower(params, opt, keys, jnp.arange(n)).compile().as_text()
         c = count_kernels(hlo)
         out.append({"group": sweep.group_id(g), **{k: v / n for k, v in c.items()},
                     "compile_s": round(time.perf_counter() - t, 1)})
-        print(f"  before {sweep.group_id(g):28s} {c['total'] / n:7.0f} kernels/step "
+        print(f"  before{' (fed)' if fed else ''} {sweep.group_id(g):28s} {c['total'] / n:7.0f} kernels/step "
               f"({out[-1]['compile_s']:.0f} s to compile)", flush=True)
     return out
 
 
-def after_kernels(cfg, groups, n: int, precision: str) -> Dict[str, Any]:
-    """Kernels per step of the fused chunk function (every group and seed)."""
+def _feed(shape):
+    ids = np.zeros(shape, np.int32)
+    return jnp.asarray(ids), jnp.asarray(ids), jnp.asarray(np.ones(shape, np.float32))
+
+
+def after_kernels(cfg, groups, n: int, precision: str, fed: bool = False, widen: bool = False) -> Dict[str, Any]:
+    """Kernels per step of the fused chunk function (every group and seed; ``fed``: numpy-fed, the
+    batches given; ``widen``: every run at the widest group's width and heads, one family, an
+    estimate of padding the width too; masked LayerNorm statistics would add a few kernels)."""
+    import dataclasses
+
     task = sweep.get_task(cfg.task)
-    runs = [(sweep._group_data(cfg, task, g[0]), r.model, r.train.seed) for g in groups for r in g]
-    fams = make_families(runs, cfg.sampler)
+    wide = max((g[0].model for g in groups), key=lambda m: m.width)
+    runs = []
+    for g in groups:
+        for r in g:
+            model = dataclasses.replace(r.model, width=wide.width, heads=wide.heads) if widen else r.model
+            seed = r.train.seed + (1000 if widen and r.control else 0)  # distinct (depth, seed) in one family
+            runs.append((sweep._group_data(cfg, task, g[0]), model, seed))
+    fams = make_families(runs, "numpy" if fed else cfg.sampler)
     states = init_states(fams, runs, cfg.train)
-    keys = [jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in f.seed_list]) for f in fams]
+    keys = [None if fed else jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in f.seed_list])
+            for f in fams]
+    feeds = [_feed((n, len(f.seed_list), cfg.train.batch, f.data.seq_len)) if fed else None for f in fams]
     fn = fused_chunk_fn(fams, cfg.train, n, precision)
     t = time.perf_counter()
     hlo = fn.lower(states, keys, jnp.arange(n, dtype=jnp.int32), jnp.int32(cfg.train.steps),
-                   jnp.int32(cfg.train.warmup), [None] * len(fams)).compile().as_text()
+                   jnp.int32(cfg.train.warmup), feeds).compile().as_text()
     c = count_kernels(hlo)
     out = {**{k: v / n for k, v in c.items()}, "families": len(fams), "models": len(runs),
            "compile_s": round(time.perf_counter() - t, 1), "precision": precision}
-    print(f"  after  (one program, {len(fams)} families, {len(runs)} models, {precision}) "
+    what = "width padded, " if widen else ""
+    print(f"  after{' (fed)' if fed else ''} (one program, {what}{len(fams)} families, {len(runs)} models, {precision}) "
           f"{c['total'] / n:7.0f} kernels/step ({out['compile_s']:.0f} s to compile)", flush=True)
     return out
 
@@ -215,6 +238,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=4, help="steps per compiled chunk (default 4)")
     ap.add_argument("--cpu-steps", type=int, default=200, help="steps of the cpu preset's timed sweeps")
     ap.add_argument("--no-walls", action="store_true", help="only count kernels")
+    ap.add_argument("--width-padded", action="store_true",
+                    help="also count one family with every run at the controls' width (an estimate)")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     print(f"device: {jax.default_backend()} ({jax.devices()[0]}); kernels counted in the CPU back end's HLO",
@@ -227,15 +252,28 @@ def main(argv=None) -> int:
     k_before = sum(g["total"] for g in before)
     ratio = k_before / after["total"]
     calls = eval_calls(cfg, groups)
+    print(f"kernels per step: before {k_before:.0f} (sum of {len(groups)} programs), after {after['total']:.0f} "
+          f"(one program): ratio {ratio:.2f}", flush=True)
+    fed_before = before_kernels(cfg, groups, a.n, fed=True)
+    fed_after = after_kernels(cfg, groups, a.n, "float32", fed=True)
+    model_before = sum(g["total"] for g in fed_before)
+    model_after = fed_after["total"]
+    one = after_kernels(cfg, groups, a.n, "float32", widen=True) if a.width_padded else None
     out: Dict[str, Any] = {
         "device": sweep.device_info(), "preset": "khop paper", "groups": len(groups), "seeds": a.seeds,
         "n_steps_compiled": a.n, "kernels_per_step_before": round(k_before, 1),
         "kernels_per_step_after": round(after["total"], 1), "ratio": round(ratio, 2),
-        "before_by_group": before, "after": after, "eval_calls": calls,
+        "model_kernels_per_step_before": round(model_before, 1),
+        "model_kernels_per_step_after": round(model_after, 1),
+        "model_ratio": round(model_before / model_after, 2),
+        "width_padded_estimate": None if one is None else
+        {"kernels_per_step": round(one["total"], 1), "ratio": round(k_before / one["total"], 2)},
+        "before_by_group": before, "after": after, "fed_before_by_group": fed_before, "fed_after": fed_after,
+        "eval_calls": calls,
         "note": "kernels counted in the CPU back end's compiled HLO (no GPU in this run)",
     }
-    print(f"kernels per step: before {k_before:.0f} (sum of {len(groups)} programs), after {after['total']:.0f} "
-          f"(one program): ratio {ratio:.2f}")
+    print(f"  without the sampler (model, loss, optimiser): before {model_before:.0f}, after {model_after:.0f}: "
+          f"ratio {model_before / model_after:.2f}")
     print(f"evaluation and alignment calls: before {calls['before']}, after {calls['after']}")
     if not a.no_walls:
         import dataclasses

@@ -32,6 +32,10 @@ Writes to ``--out`` (default results/crosscheck/paper_gpu/): results.json, error
 loss_curves.png (:mod:`verify.crosscheck.report`), table.md (the error table by depth and k
 beside SPEC §7a's), COMMAND.
 
+``--preset TASK:NAME`` (e.g. ``ictm_dense:c3``, ``retrieval_slots:c5``, a claim's preset): the same
+path for another sweep, its steps times ``--scale`` (default 20) as the cap, written to
+``OUT/TASK_NAME`` (no k-hop table). Curriculum presets need the per-group trainer and are refused.
+
 ``--smoke``: a tiny configuration of the same code path (N = 8, k = 0..1, depth 2 and the control
 at 1, width 16, 2 seeds, 40 steps in chunks of 2, eval 32) for a CPU (tests/test_paper_gpu.py);
 its steps are fixed, and the budget is checked and held the same way.
@@ -39,6 +43,7 @@ its steps are fixed, and the budget is checked and held the same way.
 Usage:
     python scripts/paper_gpu.py                      # on a GPU machine: 9 minutes
     python scripts/paper_gpu.py --budget-s 500 --seeds 3
+    python scripts/paper_gpu.py --preset ictm_dense:c3 --budget-s 240
     python scripts/paper_gpu.py --smoke --out /tmp/paper_gpu_smoke
 """
 
@@ -52,6 +57,7 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
+from depthcraft.constructions.errors import DepthcraftError
 from depthcraft.constructions.files import write_text_atomic
 from depthcraft.verify.crosscheck import report, sweep
 from depthcraft.verify.crosscheck.claims import PAPER_KHOP
@@ -75,13 +81,21 @@ def smoke_overrides() -> Dict[str, Any]:
 def build_config(a: argparse.Namespace) -> sweep.SweepConfig:
     """The sweep: the khop paper preset, with the smoke sizes or the command line's seeds/control,
     trained by the fused trainer at ``a.precision``."""
-    preset = get_preset("khop", "paper")
     precision = getattr(a, "precision", "auto")
+    if getattr(a, "preset", None):
+        task, _, name = a.preset.partition(":")
+        preset = get_preset(task, name)
+        return sweep.make_config(preset, trainer="fused", precision=precision, steps=preset.steps * a.scale,
+                                 **({"seeds": a.seeds} if a.seeds is not None else {}),
+                                 **({"control": a.control} if a.control is not None else {}))
+    preset = get_preset("khop", "paper")
+    control = True if a.control is None else a.control
+    seeds = 3 if a.seeds is None else a.seeds
     if a.smoke:
         o = smoke_overrides()
         params = o.pop("params")
-        return sweep.make_config(preset, params, control=a.control, trainer="fused", precision=precision, **o)
-    return sweep.make_config(preset, seeds=a.seeds, control=a.control, trainer="fused", precision=precision)
+        return sweep.make_config(preset, params, control=control, trainer="fused", precision=precision, **o)
+    return sweep.make_config(preset, seeds=seeds, control=control, trainer="fused", precision=precision)
 
 
 def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
@@ -177,15 +191,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=OUT, help=f"output directory (default {OUT})")
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall-time budget in seconds (default 540)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per depth (default 3)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per depth (default 3, or the --preset's)")
     ap.add_argument("--steps", type=int, default=None, help="train this many steps (no calibration)")
-    ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
-                    help="capacity controls at ceil(log2 k)+1 with 2x heads and width (default on)")
+    ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
+                    help="capacity controls at ceil(log2 k)+1 with 2x heads and width (default on, or the "
+                         "--preset's)")
+    ap.add_argument("--preset", default=None, metavar="TASK:NAME",
+                    help="another claim's preset instead of k-hop paper (e.g. ictm_dense:c3, "
+                         "retrieval_slots:c5), its steps times --scale as the cap")
+    ap.add_argument("--scale", type=int, default=20, help="--preset's step cap: its steps times this (default 20)")
     ap.add_argument("--precision", choices=PRECISIONS, default="auto",
                     help="compute precision (default auto: bfloat16 on a GPU, float32 on the CPU)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, CPU, seconds (tests the path)")
     a = ap.parse_args(argv)
-    for name, low in (("budget_s", 1), ("seeds", 1), ("steps", 1)):
+    for name, low in (("budget_s", 1), ("seeds", 1), ("steps", 1), ("scale", 1)):
         v = getattr(a, name)
         if v is not None and v < low:
             print(f"error: --{name.replace('_', '-')} must be >= {low}, got {v}", file=sys.stderr)
@@ -197,7 +216,16 @@ def main(argv=None) -> int:
     print(f"device: {device['backend']} ({device['device']}); output: {a.out}", flush=True)
     if device["backend"] == "cpu" and not a.smoke:
         print("warning: no GPU: the paper preset will fit few steps in the budget", file=sys.stderr)
-    cfg = build_config(a)
+    if a.preset and a.smoke:
+        print("error: --smoke runs the k-hop paper preset's code path; drop --preset", file=sys.stderr)
+        return 2
+    if a.preset and a.out == OUT:
+        a.out = os.path.join(OUT, a.preset.replace(":", "_"))
+    try:
+        cfg = build_config(a)
+    except DepthcraftError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     infos = [sweep.condition_info(cfg, c) for c in cfg.conditions]
     groups = sweep.seed_groups(sweep.plan(cfg, [i.bound for i in infos]))
     print(f"constructions built ({time.perf_counter() - t0:.0f} s); {len(groups)} groups of runs "
@@ -244,18 +272,20 @@ def main(argv=None) -> int:
                             "compile_s": stats.get("compile_s"), "curve_eval_s": round(sum(stats.get("evals", [])), 1),
                             "final_eval_s": stats.get("eval_s"), "precision": stats.get("precision"),
                             "smoke": a.smoke}
-    table = khop_table(results)
+    results["paper_gpu"]["preset"] = a.preset or "khop:paper"
+    table = khop_table(results) if cfg.task == "khop" else None
     results["paper_gpu"]["wall_s"] = round(time.perf_counter() - t0, 1)
     report.write_results(a.out, results)
     report.write_figures(a.out, results)
     done = results["paper_gpu"]["steps_done"]
-    write_text_atomic(os.path.join(a.out, "table.md"),
-                      f"k-hop error by depth L and k ({done} steps, {cfg.seeds} seeds, N = "
-                      f"{cfg.conditions[0]['n']}; mean ± std over seeds) beside SPEC §7a (1e5 steps, N = 100):\n\n"
-                      + table)
+    if table is not None:
+        write_text_atomic(os.path.join(a.out, "table.md"),
+                          f"k-hop error by depth L and k ({done} steps, {cfg.seeds} seeds, N = "
+                          f"{cfg.conditions[0]['n']}; mean ± std over seeds) beside SPEC §7a (1e5 steps, "
+                          f"N = 100):\n\n" + table)
+        print(table)
     write_text_atomic(os.path.join(a.out, "COMMAND"), command + "\n")
-    print(table)
-    print(f"wrote {a.out}/results.json, error_by_depth.png, loss_curves.png, table.md "
+    print(f"wrote {a.out}/results.json, error_by_depth.png, loss_curves.png{', table.md' if table else ''} "
           f"({time.perf_counter() - t0:.0f} s wall, budget {a.budget_s:.0f} s)")
     return 0
 

@@ -23,11 +23,11 @@ from depthcraft.verify.crosscheck.presets import get_preset
 from depthcraft.verify.crosscheck.train import TrainConfig, runtime_schedule, schedule, train_seeds
 
 
-def _sweep_cfg(**over):
+def _sweep_cfg(params=None, **over):
     """The k-hop cpu preset at small sizes: N = 8, k in {1, 2, 4}, depths 1-2 and the controls."""
     base = dict(steps=100, seeds=2, width=16, depths=(1, 2), warmup=10, batch=8, chunk=20)
     base.update(over)
-    return sweep.make_config(get_preset("khop", "cpu"), {"n": "8"}, **base)
+    return sweep.make_config(get_preset("khop", "cpu"), {"n": "8", **(params or {})}, **base)
 
 
 def _groups(cfg):
@@ -129,7 +129,7 @@ def test_padded_layers_stay_zero_and_unpadded_weights_are_each_runs(both_ways):
 def test_bfloat16_final_errors_are_within_the_seeds_spread():
     """bfloat16 products (float32 masters) against float32, on a tiny sweep that learns: the
     mean final curve error over seeds moves by no more than the float32 seeds' spread."""
-    cfg = _sweep_cfg(steps=200, seeds=3, depths=(2,), control=False, batch=16, chunk=50)
+    cfg = _sweep_cfg({"k": "0,1"}, steps=200, seeds=3, depths=(2,), control=False, batch=16, chunk=50)
     groups = _groups(cfg)
     task = sweep.get_task(cfg.task)
     data = sweep._group_data(cfg, task, groups[0][0])
@@ -142,6 +142,7 @@ def test_bfloat16_final_errors_are_within_the_seeds_spread():
         out[precision] = np.array([np.mean(list(o.curve[-1]["error"].values())) for o in res.outcomes])
     f32, bf16 = out["float32"], out["bfloat16"]
     spread = max(f32.max() - f32.min(), 0.02)
+    print(f"final errors: float32 {np.round(f32, 4)}, bfloat16 {np.round(bf16, 4)}, spread {spread:.4f}")
     assert abs(bf16.mean() - f32.mean()) <= spread, (f32, bf16)
     assert f32.mean() < 0.5  # it learned something: the comparison is not of two untrained models
 
@@ -153,3 +154,19 @@ def test_fused_sweep_validation():
     assert cfg.trainer == "fused" and cfg.precision == "bfloat16"
     with pytest.raises(ParameterError, match="chunk"):
         train_fused([(None, None, 0)], dataclasses.replace(cfg.train), chunk=0)
+
+
+def test_the_run_length_is_not_part_of_the_compiled_step():
+    """Calibration (a few steps of a schedule) and the run (another length and warm-up) share one
+    compiled chunk function."""
+    from depthcraft.verify.crosscheck.fused import fused_chunk_fn
+
+    cfg = _sweep_cfg(control=False)
+    groups = _groups(cfg)
+    task = sweep.get_task(cfg.task)
+    runs = [(sweep._group_data(cfg, task, g[0]), r.model, r.train.seed) for g in groups for r in g]
+    fams = make_families(runs)
+    a = fused_chunk_fn(fams, cfg.train, 20, "float32")
+    b = fused_chunk_fn(fams, dataclasses.replace(cfg.train, steps=5000, warmup=300), 20, "float32")
+    assert a is b
+    assert fused_chunk_fn(fams, dataclasses.replace(cfg.train, lr=1e-4), 20, "float32") is not a

@@ -97,3 +97,15 @@ def test_smoke_run_killed_half_way_leaves_its_results(tmp_path):
     assert r["complete"] is False and 0 < r["partial_step"] < 40
     assert len(r["runs"]) == 2 and all(x["partial"] and x["steps_done"] == r["partial_step"] for x in r["runs"])
     assert all(x["curve"] and set(x["error"]) == {"k=0", "k=1"} for x in r["runs"])
+
+
+def test_preset_option_scales_another_claims_preset():
+    """--preset TASK:NAME: that sweep on the fused trainer, its steps times --scale as the cap; a
+    curriculum preset (per-group trainer only) is refused before any work."""
+    pg = _script()
+    ns = pg.argparse.Namespace(smoke=False, control=None, seeds=None, preset="ictm_dense:c3", scale=20,
+                               precision="auto")
+    cfg = pg.build_config(ns)
+    base = pg.get_preset("ictm_dense", "c3")
+    assert cfg.trainer == "fused" and cfg.train.steps == 20 * base.steps and cfg.seeds == base.seeds
+    assert pg.main(["--preset", "retrieval_slots:c5_curriculum", "--out", "/nonexistent/x"]) == 2

@@ -175,11 +175,12 @@ def _padded_init(fam: Family, runs) -> Dict[str, Any]:
     return stacked
 
 
-def _unpad(params: Dict[str, Any], m: int, n_sub: int) -> Dict[str, Any]:
-    """Member ``m``'s own weights (its first ``n_sub`` sublayers), as device arrays."""
-    host = jax.tree_util.tree_map(lambda a: np.asarray(a[m]), params)
-    host["layers"] = host["layers"][:n_sub]
-    return as_jax(host)
+def _unpad(host: Dict[str, Any], m: int, n_sub: int) -> Dict[str, Any]:
+    """Member ``m``'s own weights (its first ``n_sub`` sublayers) from a family's stacked weights
+    on the host (numpy), as device arrays."""
+    own = jax.tree_util.tree_map(lambda a: a[m], host)
+    own["layers"] = own["layers"][:n_sub]
+    return as_jax(own)
 
 
 def family_logits(params: Dict[str, Any], ids: jax.Array, arch: Arch, active: Tuple[int, ...],
@@ -234,12 +235,12 @@ def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: 
     Cached per (families' signatures, optimiser settings, n, precision): the run length is an
     argument, so calibration and the run share one compilation.
     """
-    key = (tuple(f.signature() for f in families), _optimiser_key(cfg), n, precision)
+    opt_cfg = dataclasses.replace(_optimiser_key(cfg), steps=1, warmup=0)  # the length is an argument
+    key = (tuple(f.signature() for f in families), opt_cfg, cfg.batch, n, precision)
     if key in _CACHE:
         return _CACHE[key]
     dtype = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
     draws = [jax_sampler(f.data, cfg.batch) if f.sampler == "jax" else None for f in families]
-    opt_cfg = _optimiser_key(cfg)
 
     def chunk(states, seed_keys, steps, total, warmup, feeds):
         lr = runtime_schedule(opt_cfg, total, warmup)
@@ -247,10 +248,15 @@ def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: 
 
         def body(states, xs):
             step, feed = xs
-            new, losses = [], []
+            new, losses, drawn = [], [], {}
             for f, (params, opt), tx, draw, keys, fd in zip(families, states, txs, draws, seed_keys, feed):
                 if draw is not None:
-                    ids, targets, mask = jax.vmap(lambda k: draw(jax.random.fold_in(k, step)))(keys)
+                    # one draw per (data, seeds), shared by every family that trains on it (the
+                    # per-group trainer draws the same batches once per group)
+                    dkey = (f.data.task.name, repr(f.data.conditions), tuple(f.seed_list))
+                    if dkey not in drawn:
+                        drawn[dkey] = jax.vmap(lambda k: draw(jax.random.fold_in(k, step)))(keys)
+                    ids, targets, mask = drawn[dkey]
                 else:
                     ids, targets, mask = fd
                 pick = np.asarray(f.seed_index)
@@ -519,6 +525,7 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
     seconds = time.perf_counter() - t0
     outcomes: List[Optional[RunOutcome]] = [None] * n_runs
     for f, p in zip(families, params):
+        p = jax.tree_util.tree_map(np.asarray, p)  # one transfer per family
         for m, i in enumerate(f.members):
             model = runs[i][1]
             arch = model.arch(f.data.pad_id)
