@@ -4,7 +4,10 @@
 :func:`plan` lists the runs; :func:`run_sweep` trains them one after another
 (resuming any that have a matching checkpoint), evaluates each, computes the
 attention alignment with the construction, and writes ``results.json`` after
-every run and the plot at the end (:mod:`verify.crosscheck.report`).
+every run and the plot at the end (:mod:`verify.crosscheck.report`). With
+``trainer="fused"`` every run trains at once in one compiled step
+(:mod:`verify.crosscheck.fused`, :func:`_fused_sweep`), evaluation and alignment are
+batched, and ``results.json`` is written after every curve point.
 """
 
 from __future__ import annotations
