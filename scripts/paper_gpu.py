@@ -241,8 +241,7 @@ def main(argv=None) -> int:
               f"{cal['step_s'] * 1e3:.2f} ms/step, curve evaluation {cal['curve_eval_s']:.2f} s, "
               f"final evaluation {cal['final_eval_s']:.1f} s", flush=True)
         try:
-            fit, fit_why = choose_steps(a.budget_s, time.perf_counter() - t0, cal, cfg.chunk,
-                                        cfg.train.steps if not a.smoke else 10 ** 9)
+            fit, fit_why = choose_steps(a.budget_s, time.perf_counter() - t0, cal, cfg.chunk, cfg.train.steps)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
