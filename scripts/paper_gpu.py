@@ -2,37 +2,48 @@
 
 Trains the ``khop`` ``paper`` preset (N = 100, |Σ| = 4, k = 0..16 mixed and named by the BOS
 token, depths 2-6, 4 heads, width 128, GPT-2 block, batch 32, AdamW lr 1e-4 with warm-up;
-``--seeds`` seeds vmapped per depth, the capacity controls at ceil(log2 k) + 1 with twice the
-heads and width) with every group of runs (one per depth and per control depth) trained at once
-in threads of one process (:func:`verify.crosscheck.sweep.run_sweep` with ``workers``), and as
-many optimiser steps as fit in ``--budget-s`` seconds of wall time (default 720 s = 12 min).
+``--seeds`` seeds per depth, the capacity controls at ceil(log2 k) + 1 with twice the heads and
+width) with the fused trainer (:mod:`verify.crosscheck.fused`: every group and seed in one
+compiled step, bfloat16 products on a GPU, ``--precision``), and as many optimiser steps as fit
+in ``--budget-s`` seconds of wall time (default 540 s = 9 min).
 
 How the number of steps is chosen (printed and written to ``results.json`` under ``paper_gpu``):
 
 1. the constructions are built (their depth is compared with training) and the time is counted;
-2. calibration: every group trains the first ``(CAL_CHUNKS + 1) * chunk`` steps of the preset's
-   schedule at once, in threads, with a curve evaluation after every chunk (nothing is kept);
-   after the first chunk (compilation) the threads wait for each other, then each times
-   ``CAL_CHUNKS`` chunks. ``step_s`` = the slowest group's seconds per step with all groups
-   running (an upper bound once faster groups finish); ``compile_s`` = the slowest group's first
-   chunk (the main run compiles again unless its steps are the preset's: the schedule's length
-   is part of the compiled step);
-3. ``steps = (budget - elapsed - compile_s - reserve) / step_s``, rounded down to a multiple of
-   20 * chunk (so every chunk between the 20 curve evaluations has the same length: one
-   compilation per group), capped at the preset's 1e5; ``reserve`` = 10 % of the budget + 30 s
-   for the final evaluation, alignment and figures.
+2. calibration (:func:`calibrate`): the fused trainer runs ``(CAL_CHUNKS + 1) * chunk`` steps of
+   the schedule with a curve evaluation after every chunk, then the final evaluation and
+   alignment of every run once (nothing is kept). ``compile_s`` = the first chunk; ``step_s`` =
+   seconds per optimiser step of the other chunks (all runs together); ``curve_eval_s`` = the
+   slowest curve evaluation after the first; ``final_eval_s`` = the final evaluation. The run
+   length is a runtime argument of the compiled step, so the main run compiles nothing new;
+3. ``reserve = 1.5 * final_eval_s + 0.05 * budget + 10 s`` (final evaluation, results, figures),
+   ``steps = (budget - elapsed - reserve - CURVE_POINTS * curve_eval_s) / step_s``, rounded down
+   to a multiple of CURVE_POINTS * chunk (every curve interval a whole number of chunks: one
+   compiled chunk length), capped at the preset's 1e5. If not even one chunk fits, the script
+   says so and exits 1 before training;
+4. the training also stops at the deadline ``start + budget - reserve`` whatever the estimate
+   said (``exit_reason`` "deadline"), so the run ends inside the budget.
+
+``results.json`` is written after every curve point (``complete`` false, ``partial_step``, each
+run's errors those of its latest curve point) and at the end: a run killed at its time limit
+keeps what it trained.
 
 Writes to ``--out`` (default results/crosscheck/paper_gpu/): results.json, error_by_depth.png,
 loss_curves.png (:mod:`verify.crosscheck.report`), table.md (the error table by depth and k
-beside SPEC §7a's), COMMAND. Checkpoints go to OUT/checkpoints (not committed; a rerun with the
-same ``--steps`` resumes them).
+beside SPEC §7a's), COMMAND.
+
+``--preset TASK:NAME`` (e.g. ``ictm_dense:c3``, ``retrieval_slots:c5``, a claim's preset): the same
+path for another sweep, its steps times ``--scale`` (default 20) as the cap, written to
+``OUT/TASK_NAME`` (no k-hop table). Curriculum presets need the per-group trainer and are refused.
 
 ``--smoke``: a tiny configuration of the same code path (N = 8, k = 0..1, depth 2 and the control
-at 1, width 16, 2 seeds, 40 steps in chunks of 2, eval 32) for a CPU (tests/test_paper_gpu.py).
+at 1, width 16, 2 seeds, 40 steps in chunks of 2, eval 32) for a CPU (tests/test_paper_gpu.py);
+its steps are fixed, and the budget is checked and held the same way.
 
 Usage:
-    python scripts/paper_gpu.py                      # on a GPU machine: about 12 minutes
-    python scripts/paper_gpu.py --budget-s 600 --seeds 3
+    python scripts/paper_gpu.py                      # on a GPU machine: 9 minutes
+    python scripts/paper_gpu.py --budget-s 500 --seeds 3
+    python scripts/paper_gpu.py --preset ictm_dense:c3 --budget-s 240
     python scripts/paper_gpu.py --smoke --out /tmp/paper_gpu_smoke
 """
 
@@ -43,19 +54,15 @@ import dataclasses
 import os
 import shlex
 import sys
-import threading
 import time
 from typing import Any, Dict, List, Tuple
 
-import jax
-
+from depthcraft.constructions.errors import DepthcraftError
 from depthcraft.constructions.files import write_text_atomic
 from depthcraft.verify.crosscheck import report, sweep
 from depthcraft.verify.crosscheck.claims import PAPER_KHOP
-from depthcraft.verify.crosscheck.data import TaskData
+from depthcraft.verify.crosscheck.fused import PRECISIONS
 from depthcraft.verify.crosscheck.presets import get_preset
-from depthcraft.verify.crosscheck.train import train_seeds
-from depthcraft.verify.tasks import get_task
 
 OUT = "results/crosscheck/paper_gpu"
 #: Timed chunks per group in the calibration (after one untimed chunk that compiles).
@@ -72,85 +79,79 @@ def smoke_overrides() -> Dict[str, Any]:
 
 
 def build_config(a: argparse.Namespace) -> sweep.SweepConfig:
-    """The sweep: the khop paper preset, with the smoke sizes or the command line's seeds/control."""
+    """The sweep: the khop paper preset, with the smoke sizes or the command line's seeds/control,
+    trained by the fused trainer at ``a.precision``."""
+    precision = getattr(a, "precision", "auto")
+    if getattr(a, "preset", None):
+        task, _, name = a.preset.partition(":")
+        preset = get_preset(task, name)
+        return sweep.make_config(preset, trainer="fused", precision=precision, steps=preset.steps * a.scale,
+                                 **({"seeds": a.seeds} if a.seeds is not None else {}),
+                                 **({"control": a.control} if a.control is not None else {}))
     preset = get_preset("khop", "paper")
+    control = True if a.control is None else a.control
+    seeds = 3 if a.seeds is None else a.seeds
     if a.smoke:
         o = smoke_overrides()
         params = o.pop("params")
-        return sweep.make_config(preset, params, control=a.control, **o)
-    return sweep.make_config(preset, seeds=a.seeds, control=a.control)
+        return sweep.make_config(preset, params, control=control, trainer="fused", precision=precision, **o)
+    return sweep.make_config(preset, seeds=seeds, control=control, trainer="fused", precision=precision)
 
 
-def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]]) -> Dict[str, Any]:
-    """Time every group training at once (threads), as the main run will.
+def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
+              infos: List[sweep.ConstructionInfo]) -> Dict[str, Any]:
+    """Time the fused trainer on every run at once, its curve evaluation and the final evaluation.
+
+    Trains ``(CAL_CHUNKS + 1) * chunk`` steps (the first chunk compiles) with a curve evaluation
+    after every chunk, then runs the final evaluation and alignment of every run once; the
+    compiled step, evaluation and alignment functions stay cached for the main run.
 
     Returns:
-        ``{"step_s", "compile_s", "per_group": [{"group", "step_s", "first_chunk_s"}], "seconds"}``
-        (seconds per optimiser step of the slowest group with all running, the slowest first chunk).
-    Raises:
-        RuntimeError: a group's calibration failed (its exception is chained).
+        ``{"step_s", "compile_s", "curve_eval_s", "final_eval_s", "seconds", "precision"}``:
+        seconds per optimiser step (all runs together, mean of the timed chunks), the first chunk,
+        the slowest curve evaluation after the first, the final evaluation, the whole calibration.
     """
-    task = get_task(cfg.task)
-    chunk = cfg.chunk
-    barrier = threading.Barrier(len(groups), timeout=1800)
-    out: List[Dict[str, Any]] = [{} for _ in groups]
-    errors: List[BaseException] = []
-
-    def one(i: int, group: List[sweep.RunSpec]) -> None:
-        run0 = group[0]
-        data = TaskData(task, [cfg.conditions[c] for c in run0.conditions], [cfg.names[c] for c in run0.conditions])
-        sets = data.eval_sets(sweep.EVAL_SEED + 1, sweep.CURVE_EVAL_SIZE)
-        marks: List[float] = []
-
-        def on_chunk(step, losses):
-            marks.append(time.perf_counter())
-            if len(marks) == 1:
-                barrier.wait()  # every group compiled: time them running together
-                marks[0] = time.perf_counter()
-
-        t0 = time.perf_counter()
-        try:
-            # the run's own optimiser settings, stopped early: where the steps are already known
-            # (--steps, --smoke, or the cap) the main run reuses this compilation
-            train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=chunk,
-                        sampler=cfg.sampler, eval_sets=sets, eval_every=chunk, on_chunk=on_chunk,
-                        stop_at=(CAL_CHUNKS + 1) * chunk)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-            errors.append(e)
-            barrier.abort()
-            return
-        out[i] = {"group": sweep.group_id(group), "first_chunk_s": round(marks[0] - t0, 3),
-                  "step_s": (marks[-1] - marks[0]) / (CAL_CHUNKS * chunk)}
+    from depthcraft.verify.crosscheck.fused import train_fused
 
     t = time.perf_counter()
-    threads = [threading.Thread(target=one, args=(i, g)) for i, g in enumerate(groups)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise RuntimeError(f"calibration failed: {errors[0]!r}") from errors[0]
-    return {"step_s": max(g["step_s"] for g in out), "compile_s": max(g["first_chunk_s"] for g in out),
-            "per_group": [dict(g, step_s=round(g["step_s"], 6)) for g in out],
-            "seconds": round(time.perf_counter() - t, 2)}
+    chunk = cfg.chunk
+    runs, datas, sets, _, _ = sweep.fused_inputs(cfg, groups)
+    res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=chunk,
+                      sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=chunk,
+                      stop_at=(CAL_CHUNKS + 1) * chunk)
+    timed = res.stats["chunks"][1:]
+    step_s = sum(c["seconds"] for c in timed) / max(1, len(timed) * chunk)
+    evals = res.stats["evals"]
+    te = time.perf_counter()
+    sweep.fused_final_eval(cfg, res, runs, infos, {})
+    final_eval_s = time.perf_counter() - te
+    return {"step_s": step_s, "compile_s": res.stats["compile_s"],
+            "curve_eval_s": round(max(evals[1:] or evals), 4), "final_eval_s": round(final_eval_s, 3),
+            "seconds": round(time.perf_counter() - t, 2), "precision": res.stats["precision"]}
+
+
+def reserve_s(budget_s: float, cal: Dict[str, Any]) -> float:
+    """Seconds kept for the final evaluation, results and figures (module docstring, step 3)."""
+    return 1.5 * cal["final_eval_s"] + 0.05 * budget_s + 10.0
 
 
 def choose_steps(budget_s: float, elapsed_s: float, cal: Dict[str, Any], chunk: int, cap: int) -> Tuple[int, str]:
     """Optimiser steps that fit the budget (see the module docstring), and how they were chosen.
 
     Raises:
-        ValueError: not even ``chunk`` steps fit.
+        ValueError: not even ``chunk`` steps fit (the budget cannot hold the preset).
     """
-    reserve = 0.1 * budget_s + 30.0
-    left = budget_s - elapsed_s - cal["compile_s"] - reserve
-    fit = int(left / cal["step_s"]) if cal["step_s"] > 0 else cap
+    reserve = reserve_s(budget_s, cal)
+    evals = CURVE_POINTS * cal["curve_eval_s"]
+    left = budget_s - elapsed_s - reserve - evals
+    fit = max(0, int(left / cal["step_s"])) if cal["step_s"] > 0 else cap
     grain = CURVE_POINTS * chunk
     steps = min(cap, fit // grain * grain if fit >= grain else fit // chunk * chunk)
-    why = (f"budget {budget_s:.0f} s - elapsed {elapsed_s:.0f} s - compile {cal['compile_s']:.1f} s - reserve "
-           f"{reserve:.0f} s = {left:.0f} s at {cal['step_s'] * 1e3:.3f} ms/step (slowest group, all running) "
+    why = (f"budget {budget_s:.0f} s - elapsed {elapsed_s:.0f} s - reserve {reserve:.0f} s - {CURVE_POINTS} curve "
+           f"evaluations {evals:.0f} s = {left:.0f} s at {cal['step_s'] * 1e3:.3f} ms/step (all runs at once) "
            f"-> {fit} steps; rounded down to a multiple of {grain if fit >= grain else chunk}, cap {cap}: {steps}")
     if steps < chunk:
-        raise ValueError(f"no time left for training: {why}")
+        raise ValueError(f"the budget cannot hold the preset: {why}")
     return steps, why
 
 
@@ -172,7 +173,7 @@ def khop_table(results: Dict[str, Any]) -> str:
 
 
 class _Print(sweep.Progress):
-    """One line per finished run (the groups train in threads: no per-step bars)."""
+    """One line per finished run."""
 
     def __init__(self, t0: float):
         self.t0 = t0
@@ -189,14 +190,21 @@ class _Print(sweep.Progress):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=OUT, help=f"output directory (default {OUT})")
-    ap.add_argument("--budget-s", type=float, default=720.0, help="wall-time budget in seconds (default 720)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per depth (default 3)")
+    ap.add_argument("--budget-s", type=float, default=540.0, help="wall-time budget in seconds (default 540)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per depth (default 3, or the --preset's)")
     ap.add_argument("--steps", type=int, default=None, help="train this many steps (no calibration)")
-    ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
-                    help="capacity controls at ceil(log2 k)+1 with 2x heads and width (default on)")
+    ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
+                    help="capacity controls at ceil(log2 k)+1 with 2x heads and width (default on, or the "
+                         "--preset's)")
+    ap.add_argument("--preset", default=None, metavar="TASK:NAME",
+                    help="another claim's preset instead of k-hop paper (e.g. ictm_dense:c3, "
+                         "retrieval_slots:c5), its steps times --scale as the cap")
+    ap.add_argument("--scale", type=int, default=20, help="--preset's step cap: its steps times this (default 20)")
+    ap.add_argument("--precision", choices=PRECISIONS, default="auto",
+                    help="compute precision (default auto: bfloat16 on a GPU, float32 on the CPU)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, CPU, seconds (tests the path)")
     a = ap.parse_args(argv)
-    for name, low in (("budget_s", 1), ("seeds", 1), ("steps", 1)):
+    for name, low in (("budget_s", 1), ("seeds", 1), ("steps", 1), ("scale", 1)):
         v = getattr(a, name)
         if v is not None and v < low:
             print(f"error: --{name.replace('_', '-')} must be >= {low}, got {v}", file=sys.stderr)
@@ -208,45 +216,75 @@ def main(argv=None) -> int:
     print(f"device: {device['backend']} ({device['device']}); output: {a.out}", flush=True)
     if device["backend"] == "cpu" and not a.smoke:
         print("warning: no GPU: the paper preset will fit few steps in the budget", file=sys.stderr)
-    cfg = build_config(a)
+    if a.preset and a.smoke:
+        print("error: --smoke runs the k-hop paper preset's code path; drop --preset", file=sys.stderr)
+        return 2
+    if a.preset and a.out == OUT:
+        a.out = os.path.join(OUT, a.preset.replace(":", "_"))
+    try:
+        cfg = build_config(a)
+    except DepthcraftError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     infos = [sweep.condition_info(cfg, c) for c in cfg.conditions]
     groups = sweep.seed_groups(sweep.plan(cfg, [i.bound for i in infos]))
     print(f"constructions built ({time.perf_counter() - t0:.0f} s); {len(groups)} groups of runs "
-          f"({', '.join(sweep.group_id(g) for g in groups)})", flush=True)
+          f"({', '.join(sweep.group_id(g) for g in groups)}), one compiled step", flush=True)
     cal, why = None, "given on the command line (--steps)"
+    reserve = 0.05 * a.budget_s + 10.0
     if a.steps is not None:
         steps = a.steps
-    elif a.smoke:
-        cal = calibrate(cfg, groups)
-        steps, why = cfg.train.steps, f"smoke: fixed at {cfg.train.steps} (calibration ran: {cal['step_s'] * 1e3:.2f} ms/step)"
     else:
-        cal = calibrate(cfg, groups)
+        cal = calibrate(cfg, groups, infos)
+        reserve = reserve_s(a.budget_s, cal)
+        print(f"calibration ({cal['seconds']:.0f} s, {cal['precision']}): compile {cal['compile_s']:.1f} s, "
+              f"{cal['step_s'] * 1e3:.2f} ms/step, curve evaluation {cal['curve_eval_s']:.2f} s, "
+              f"final evaluation {cal['final_eval_s']:.1f} s", flush=True)
         try:
-            steps, why = choose_steps(a.budget_s, time.perf_counter() - t0, cal, cfg.chunk, cfg.train.steps)
+            fit, fit_why = choose_steps(a.budget_s, time.perf_counter() - t0, cal, cfg.chunk, cfg.train.steps)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
+        if a.smoke:
+            if fit < cfg.train.steps:
+                print(f"error: the budget cannot hold the smoke run's {cfg.train.steps} steps: {fit_why}",
+                      file=sys.stderr)
+                return 1
+            steps, why = cfg.train.steps, f"smoke: fixed at {cfg.train.steps} ({fit_why})"
+        else:
+            steps, why = fit, fit_why
     print(f"steps: {steps} ({why})", flush=True)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(
         cfg.train, steps=steps, warmup=min(cfg.train.warmup, steps), log_every=max(1, min(100, steps // 20))))
+    deadline = t0 + a.budget_s - reserve
     t_train = time.perf_counter()
-    results = sweep.run_sweep(cfg, a.out, command=command, workers=len(groups), infos=infos, plot=False,
-                              progress=_Print(t0))
+    stats: Dict[str, Any] = {}
+    results = sweep.run_sweep(cfg, a.out, command=command, infos=infos, plot=False, progress=_Print(t0),
+                              deadline=deadline, fused_stats=stats)
     train_wall = time.perf_counter() - t_train
+    chunks = stats.get("chunks", [])
     results["paper_gpu"] = {"budget_s": a.budget_s, "steps": steps, "steps_chosen": why, "calibration": cal,
+                            "steps_done": max((r["steps_done"] for r in results["runs"]), default=0),
+                            "deadline_s": round(deadline - t0, 1), "reserve_s": round(reserve, 1),
                             "groups": len(groups), "train_and_eval_wall_s": round(train_wall, 1),
+                            "train_s": round(sum(c["seconds"] for c in chunks), 1),
+                            "compile_s": stats.get("compile_s"), "curve_eval_s": round(sum(stats.get("evals", [])), 1),
+                            "final_eval_s": stats.get("eval_s"), "precision": stats.get("precision"),
                             "smoke": a.smoke}
-    table = khop_table(results)
+    results["paper_gpu"]["preset"] = a.preset or "khop:paper"
+    table = khop_table(results) if cfg.task == "khop" else None
     results["paper_gpu"]["wall_s"] = round(time.perf_counter() - t0, 1)
     report.write_results(a.out, results)
     report.write_figures(a.out, results)
-    write_text_atomic(os.path.join(a.out, "table.md"),
-                      f"k-hop error by depth L and k ({steps} steps, {cfg.seeds} seeds, N = "
-                      f"{cfg.conditions[0]['n']}; mean ± std over seeds) beside SPEC §7a (1e5 steps, N = 100):\n\n"
-                      + table)
+    done = results["paper_gpu"]["steps_done"]
+    if table is not None:
+        write_text_atomic(os.path.join(a.out, "table.md"),
+                          f"k-hop error by depth L and k ({done} steps, {cfg.seeds} seeds, N = "
+                          f"{cfg.conditions[0]['n']}; mean ± std over seeds) beside SPEC §7a (1e5 steps, "
+                          f"N = 100):\n\n" + table)
+        print(table)
     write_text_atomic(os.path.join(a.out, "COMMAND"), command + "\n")
-    print(table)
-    print(f"wrote {a.out}/results.json, error_by_depth.png, loss_curves.png, table.md "
+    print(f"wrote {a.out}/results.json, error_by_depth.png, loss_curves.png{', table.md' if table else ''} "
           f"({time.perf_counter() - t0:.0f} s wall, budget {a.budget_s:.0f} s)")
     return 0
 

@@ -71,7 +71,8 @@ class Preset:
             used as the bound where no construction is registered for a condition.
         note: what the preset is for.
         trainer: ``fast`` (:func:`~verify.crosscheck.train.train_seeds`: the seeds of a
-            (condition, depth) vmapped, ``chunk`` steps per jitted call) or ``loop``
+            (condition, depth) vmapped, ``chunk`` steps per jitted call), ``fused``
+            (:func:`~verify.crosscheck.fused.train_fused`: every run in one jitted call) or ``loop``
             (:func:`~verify.crosscheck.train.train`, one step per call, one seed at a time).
         sampler: training data of the fast trainer: ``auto`` (JAX sampler where the task has
             one, else numpy), ``jax`` or ``numpy`` (:data:`~verify.crosscheck.train.SAMPLERS`).
@@ -89,6 +90,9 @@ class Preset:
         curriculum: with ``mixed``, the accuracy (e.g. 0.99) on the current condition at which a
             model's training moves on to the next one (conditions in the order of the swept values,
             easiest first; earlier ones stay in the mix); None = no curriculum.
+        precision: compute precision of the ``fused`` trainer (every group of a sweep in one
+            compiled step): ``auto`` (bfloat16 on a GPU, float32 on the CPU), ``float32`` or
+            ``bfloat16`` (bfloat16 products with float32 master weights, optimiser and loss).
     """
 
     task: str
@@ -128,6 +132,7 @@ class Preset:
     dense: bool = False
     mix_over: Tuple[str, ...] = ()
     curriculum: Optional[float] = None
+    precision: str = "auto"
 
 
 _PRESETS: Dict[Tuple[str, str], Preset] = {}

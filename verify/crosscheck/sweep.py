@@ -4,7 +4,10 @@
 :func:`plan` lists the runs; :func:`run_sweep` trains them one after another
 (resuming any that have a matching checkpoint), evaluates each, computes the
 attention alignment with the construction, and writes ``results.json`` after
-every run and the plot at the end (:mod:`verify.crosscheck.report`).
+every run and the plot at the end (:mod:`verify.crosscheck.report`). With
+``trainer="fused"`` every run trains at once in one compiled step
+(:mod:`verify.crosscheck.fused`, :func:`_fused_sweep`), evaluation and alignment are
+batched, and ``results.json`` is written after every curve point.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from depthcraft.constructions.runtime import as_jax, forward
 from depthcraft.verify.crosscheck.alignment import best_heads, head_alignments
 from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.data import TaskData, condition_names
+from depthcraft.verify.crosscheck.fused import PRECISIONS
 from depthcraft.verify.crosscheck.model import ModelConfig
 from depthcraft.verify.crosscheck.presets import Preset
 from depthcraft.verify.crosscheck.train import (PLATEAU_MARGIN, SAMPLERS, TrainConfig, evaluate,
@@ -67,6 +71,8 @@ class SweepConfig:
         curriculum: with ``mixed``, the accuracy at which a model's curriculum moves to the next
             condition of its group (:func:`~verify.crosscheck.train.train_seeds`); None = no
             curriculum (every batch mixes all of the group's conditions).
+        precision: the fused trainer's compute precision (:data:`~verify.crosscheck.fused.PRECISIONS`;
+            ``auto`` = bfloat16 on a GPU, float32 on the CPU); the other trainers are float32.
     """
 
     task: str
@@ -97,6 +103,7 @@ class SweepConfig:
     control_depths: Optional[tuple] = None
     mix_over: tuple = ()
     curriculum: Optional[float] = None
+    precision: str = "auto"
 
     @property
     def names(self) -> List[str]:
@@ -184,8 +191,12 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         raise ParameterError(f"chunk must be an integer >= 1, got {p.chunk!r}")
     if p.exit_error is not None and not 0 <= p.exit_error < 1:
         raise ParameterError(f"exit_error must be in [0, 1), got {p.exit_error}")
-    if p.exit_error is not None and p.trainer != "fast":
-        raise ParameterError("exit_error (early exit) needs trainer='fast'")
+    if p.exit_error is not None and p.trainer == "loop":
+        raise ParameterError("exit_error (early exit) needs trainer='fast' or 'fused'")
+    if p.precision not in PRECISIONS:
+        raise ParameterError(f"precision={p.precision!r}; expected one of {', '.join(PRECISIONS)}")
+    if p.precision == "bfloat16" and p.trainer != "fused":
+        raise ParameterError("precision='bfloat16' needs trainer='fused'")
     if not p.plateau_margin >= 0:
         raise ParameterError(f"plateau_margin must be >= 0 nats, got {p.plateau_margin}")
     eval_conditions = tuple(task.resolve({**c, **p.eval_params}) for c in conditions) if p.eval_params else None
@@ -213,11 +224,13 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
                        eval_every=p.eval_every, trainer=p.trainer, sampler=p.sampler, chunk=p.chunk,
                        exit_error=p.exit_error, plateau_margin=p.plateau_margin, dense=p.dense,
                        control_depths=None if p.control_depths is None else tuple(p.control_depths),
-                       mix_over=tuple(p.mix_over), curriculum=p.curriculum)
+                       mix_over=tuple(p.mix_over), curriculum=p.curriculum, precision=p.precision)
 
 
-#: Trainers of a sweep: ``fast`` (:func:`train_seeds`, seeds vmapped) or ``loop`` (:func:`train`).
-TRAINERS = ("fast", "loop")
+#: Trainers of a sweep: ``fast`` (:func:`train_seeds`, seeds vmapped, one group at a time),
+#: ``fused`` (:func:`~verify.crosscheck.fused.train_fused`: every group and seed in one compiled
+#: step) or ``loop`` (:func:`train`).
+TRAINERS = ("fast", "fused", "loop")
 
 
 def _dense_task(task):
@@ -406,38 +419,47 @@ def _alignment(cfg: SweepConfig, data: TaskData, run: RunSpec, params, arch, inf
                cache: Dict[Any, Any]):
     """Each condition's trained-vs-construction head alignment (SPEC §7). The construction's maps on a
     condition's fixed alignment inputs are the same for every run: ``cache`` keeps them across runs."""
-    task = data.task
-    out = []
-    for local, c in enumerate(run.conditions):
-        info = infos[c]
-        if info.model is None or cfg.alignment_size == 0:
-            why = "alignment skipped (alignment_size = 0)" if info.model is not None else \
-                (info.note or "no construction model")
-            out.append({"condition": data.names[local], "note": why})
-            continue
-        tokens = task.sample(data.conditions[local], np.random.default_rng([EVAL_SEED, 104_729, c]),
-                             cfg.alignment_size)
-        batch = data.condition_batch(local, tokens)
-        ids = batch.ids
-        trained = [np.asarray(a) for a in forward(params, as_jax(np.asarray(ids)), arch,
-                                                  collect_attention=True).attention]
-        key = (c, ids.shape[1])
-        if key not in cache:
-            c_ids = info.model.encode(tokens, length=ids.shape[1])
-            cache[key] = c_ids, [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
-        c_ids, cons = cache[key]
-        rows = (c_ids != info.model.pad_id)
-        rows[:, 0] = False
-        scored = batch.loss_mask > 0
-        matrix = head_alignments(trained, cons, rows)
-        matrix_scored = head_alignments(trained, cons, scored)
-        out.append({"condition": data.names[local],
-                    "best": best_heads(matrix, cons, rows, arch.causal),
-                    "best_scored_rows": best_heads(matrix_scored, cons, scored, arch.causal),
-                    "matrix": np.round(matrix, 4).tolist(),
-                    "matrix_scored_rows": np.round(matrix_scored, 4).tolist(),
-                    "matrix_axes": ["trained_layer", "trained_head", "construction_layer", "construction_head"]})
-    return out
+    trained = lambda local, ids: [np.asarray(a) for a in forward(params, as_jax(np.asarray(ids)), arch,  # noqa: E731
+                                                                 collect_attention=True).attention]
+    return [_align_condition(cfg, data, local, c, trained, arch.causal, infos, cache)
+            for local, c in enumerate(run.conditions)]
+
+
+def alignment_inputs(cfg: SweepConfig, data: TaskData, local: int, c: int):
+    """The fixed alignment tokens of condition ``c`` (``local`` in ``data``) and their batch."""
+    tokens = data.task.sample(data.conditions[local], np.random.default_rng([EVAL_SEED, 104_729, c]),
+                              cfg.alignment_size)
+    return tokens, data.condition_batch(local, tokens)
+
+
+def _align_condition(cfg: SweepConfig, data: TaskData, local: int, c: int, trained_maps: Callable, causal: bool,
+                     infos: List[ConstructionInfo], cache: Dict[Any, Any]) -> Dict[str, Any]:
+    """One condition's alignment entry; ``trained_maps(local, ids [B, T])`` gives the trained model's
+    attention maps (one [B, H, T, T] array per attention sublayer)."""
+    info = infos[c]
+    if info.model is None or cfg.alignment_size == 0:
+        why = "alignment skipped (alignment_size = 0)" if info.model is not None else \
+            (info.note or "no construction model")
+        return {"condition": data.names[local], "note": why}
+    tokens, batch = alignment_inputs(cfg, data, local, c)
+    ids = batch.ids
+    trained = trained_maps(local, ids)
+    key = (c, ids.shape[1])
+    if key not in cache:
+        c_ids = info.model.encode(tokens, length=ids.shape[1])
+        cache[key] = c_ids, [np.asarray(a) for a in info.model.forward_ids(c_ids, collect_attention=True).attention]
+    c_ids, cons = cache[key]
+    rows = (c_ids != info.model.pad_id)
+    rows[:, 0] = False
+    scored = batch.loss_mask > 0
+    matrix = head_alignments(trained, cons, rows)
+    matrix_scored = head_alignments(trained, cons, scored)
+    return {"condition": data.names[local],
+            "best": best_heads(matrix, cons, rows, causal),
+            "best_scored_rows": best_heads(matrix_scored, cons, scored, causal),
+            "matrix": np.round(matrix, 4).tolist(),
+            "matrix_scored_rows": np.round(matrix_scored, 4).tolist(),
+            "matrix_axes": ["trained_layer", "trained_head", "construction_layer", "construction_head"]}
 
 
 def device_info() -> Dict[str, Any]:
@@ -506,13 +528,21 @@ def group_id(group: List[RunSpec]) -> str:
 
 
 def _record(cfg: SweepConfig, data: TaskData, run: RunSpec, outcome, eval_conds, infos, construction_maps,
-            plateau: Optional[Dict[str, float]]) -> Dict[str, Any]:
-    """One run's entry of ``results.json``: final evaluation, alignment, loss history, curve, plateau exit."""
+            plateau: Optional[Dict[str, float]], done: Optional[tuple] = None) -> Dict[str, Any]:
+    """One run's entry of ``results.json``: final evaluation, alignment, loss history, curve, plateau exit.
+
+    ``done``: ``(ev, ev_train, align, eval_seconds)`` computed already (the fused trainer's batched
+    evaluation), else computed here.
+    """
     t_eval = time.perf_counter()
-    ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
-    ev_train = None if eval_conds is None else \
-        evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
-    align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos, construction_maps)
+    if done is not None:
+        ev, ev_train, align, eval_s = done
+    else:
+        ev = evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size, eval_conds))
+        ev_train = None if eval_conds is None else \
+            evaluate(outcome.params, outcome.arch, data, data.eval_sets(EVAL_SEED, cfg.eval_size))
+        align = _alignment(cfg, data, run, outcome.params, outcome.arch, infos, construction_maps)
+        eval_s = time.perf_counter() - t_eval
     record = {
         "run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
         "seed": run.train.seed, "control": run.control, "conditions": [cfg.names[c] for c in run.conditions],
@@ -523,7 +553,7 @@ def _record(cfg: SweepConfig, data: TaskData, run: RunSpec, outcome, eval_conds,
         "resumed_from": outcome.resumed_from, "n_params": outcome.n_params,
         "final_loss": outcome.history[-1]["loss"] if outcome.history else None,
         "train_seconds": round(outcome.seconds / outcome.seeds_together, 2),
-        "eval_seconds": round(time.perf_counter() - t_eval, 2),
+        "eval_seconds": round(eval_s, 2),
         "error": {e["condition"]: e["error"] for e in ev},
         "error_training_distribution": None if ev_train is None else
         {e["condition"]: e["error"] for e in ev_train},
@@ -671,10 +701,144 @@ def _ray_groups(cfg: SweepConfig, out_dir: str, groups: List[List[RunSpec]], fir
             ray.shutdown()
 
 
+def _partial_record(cfg: SweepConfig, run: RunSpec, curve: List[Dict[str, Any]], history: List[Dict[str, float]],
+                    step: int, seconds: float, n_models: int) -> Dict[str, Any]:
+    """A run's ``results.json`` entry while the fused trainer is still training: the latest curve
+    point's errors (CURVE_EVAL_SIZE sequences per condition) stand for the final evaluation."""
+    last = curve[-1] if curve else {"error": {}}
+    points = curve if cfg.eval_every else [{k: v for k, v in p.items() if k != "error_per_position"} for p in curve]
+    return {"run_id": run.run_id, "depth": run.model.depth, "heads": run.model.heads, "width": run.model.width,
+            "seed": run.train.seed, "control": run.control, "conditions": [cfg.names[c] for c in run.conditions],
+            "config": {"model": run.model.to_json(), "train": run.train.to_json()},
+            "steps": run.train.steps, "steps_done": step, "partial": True, "exit_reason": None,
+            "trainer": cfg.trainer, "seeds_together": n_models, "resumed_from": 0,
+            "final_loss": history[-1]["loss"] if history else None,
+            "train_seconds": round(seconds / n_models, 2), "eval_seconds": 0.0,
+            "error": dict(last["error"]), "error_training_distribution": None, "eval": None, "alignment": None,
+            "history": list(history), "curve": list(points)}
+
+
+def fused_inputs(cfg: SweepConfig, groups: List[List[RunSpec]]):
+    """The fused trainer's inputs for the sweep's groups.
+
+    Returns:
+        ``(runs, datas, sets, data_by_conditions, curve_sets_by_conditions)``: the runs in plan
+        order, each run's :class:`TaskData` and curve evaluation sets (CURVE_EVAL_SIZE sequences
+        per condition, one object per distinct condition tuple).
+    """
+    task = get_task(cfg.task)
+    runs = [r for g in groups for r in g]
+    datas, sets, curve_cache, data_cache = [], [], {}, {}
+    for g in groups:
+        run0 = g[0]
+        if run0.conditions not in data_cache:
+            data = _group_data(cfg, task, run0)
+            data_cache[run0.conditions] = data
+            curve_cache[run0.conditions] = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, _eval_conditions(cfg, run0))
+        datas += [data_cache[run0.conditions]] * len(g)
+        sets += [curve_cache[run0.conditions]] * len(g)
+    return runs, datas, sets, data_cache, curve_cache
+
+
+def fused_final_eval(cfg: SweepConfig, res, runs: List[RunSpec], infos: List[ConstructionInfo],
+                     construction_maps: Dict[Any, Any]) -> Dict[int, tuple]:
+    """The final evaluation and alignment of every run of a :class:`~verify.crosscheck.fused.FusedResult`,
+    batched: one vmapped call per family and slice of the evaluation sequences, one per family and
+    condition for the attention maps.
+
+    Args:
+        cfg: the sweep; res: the fused trainer's result; runs: the runs, in ``res``'s order.
+        infos, construction_maps: as :func:`_alignment`.
+    Returns:
+        ``{run index: (eval entries, training-distribution entries or None, alignment entries)}``
+        (:func:`~verify.crosscheck.train.evaluate`'s and :func:`_alignment`'s formats).
+    """
+    from depthcraft.verify.crosscheck.fused import attention_all, eval_entries, evaluate_all
+
+    done: Dict[int, tuple] = {}
+    for fam, params in zip(res.families, res.params):
+        data = fam.data
+        eval_conds = _eval_conditions(cfg, runs[fam.members[0]])
+        evs = []
+        for conds in ([eval_conds] if eval_conds is None else [eval_conds, None]):
+            es = data.eval_sets(EVAL_SEED, cfg.eval_size, conds)
+            pred, ce = evaluate_all(params, fam.arch, np.concatenate([b.ids for b in es]),
+                                    np.concatenate([b.targets for b in es]))
+            evs.append([eval_entries(pred[m], ce[m], es, data) for m in range(fam.size)])
+        aligns: List[List[Dict[str, Any]]] = [[] for _ in fam.members]
+        for local, c in enumerate(runs[fam.members[0]].conditions):
+            maps: Dict[str, Any] = {}
+
+            def trained(local_, ids, maps=maps, params=params, fam=fam):
+                if "all" not in maps:
+                    maps["all"] = attention_all(params, fam.arch, np.asarray(ids))
+                return [a[maps["m"]] for a in maps["all"][:maps["depth"]]]
+
+            for m, depth in enumerate(fam.depths):
+                maps["m"], maps["depth"] = m, depth
+                aligns[m].append(_align_condition(cfg, data, local, c, trained, fam.arch.causal, infos,
+                                                  construction_maps))
+        for m, i in enumerate(fam.members):
+            done[i] = (evs[0][m], evs[1][m] if len(evs) > 1 else None, aligns[m])
+    return done
+
+
+def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[ConstructionInfo],
+                 construction_maps: Dict[Any, Any], progress: "Progress", write: Callable,
+                 deadline: Optional[float] = None, stats: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """Every group of the sweep trained at once (:func:`~verify.crosscheck.fused.train_fused`), then
+    evaluated and aligned in batched calls (one per family and slice of sequences).
+
+    ``write(records, partial_step)`` is called after every curve point (partial records, see
+    :func:`_partial_record`) and once at the end (``partial_step`` None). ``deadline``: a
+    ``time.perf_counter()`` time the training must stop before (the final evaluation follows).
+    ``stats``: filled with the trainer's timings (``train_fused``'s ``stats``) and ``eval_s``.
+    Returns the final records in plan order.
+    """
+    from depthcraft.verify.crosscheck.fused import train_fused
+
+    runs, datas, sets, data_cache, curve_cache = fused_inputs(cfg, groups)
+    every = cfg.eval_every or max(1, cfg.train.steps // DEFAULT_CURVE_POINTS)
+    t0 = time.perf_counter()
+    for i, r in enumerate(runs):
+        progress.start_run(i, len(runs), r, 0)
+
+    def on_point(step, curves, histories):
+        seconds = time.perf_counter() - t0
+        write([_partial_record(cfg, r, c, h, step, seconds, len(runs)) for r, c, h in zip(runs, curves, histories)],
+              step)
+
+    def on_chunk(step, losses):
+        for r, loss in zip(runs, losses):
+            progress.step(r, step, float(loss))
+
+    res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=cfg.chunk,
+                      sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=every,
+                      exit_error=cfg.exit_error, deadline=deadline, on_point=on_point, on_chunk=on_chunk)
+    t_eval = time.perf_counter()
+    done = fused_final_eval(cfg, res, runs, infos, construction_maps)
+    eval_s = time.perf_counter() - t_eval
+    plateau_by = {k: {name: marginal_entropy(b) for name, b in zip(data_cache[k].names, v)}
+                  for k, v in curve_cache.items()}
+    records = []
+    for i, (r, o) in enumerate(zip(runs, res.outcomes)):
+        ev, ev_train, align = done[i]
+        rec = _record(cfg, datas[i], r, o, None, infos, construction_maps, plateau_by[r.conditions],
+                      done=(ev, ev_train, align, eval_s / len(runs)))
+        rec["trainer"] = "fused"
+        records.append(rec)
+        progress.end_run(i, r, rec)
+    if stats is not None:
+        stats.update(res.stats, eval_s=round(eval_s, 3))
+    write(records, None)
+    return records
+
+
 def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: Optional[Progress] = None,
               command: Optional[str] = None, plot: bool = True, ray: bool = False,
               ray_address: Optional[str] = None, workers: int = 1,
-              infos: Optional[List[ConstructionInfo]] = None) -> Dict[str, Any]:
+              infos: Optional[List[ConstructionInfo]] = None, deadline: Optional[float] = None,
+              fused_stats: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Train, evaluate and align every run of the sweep; write ``results.json`` and the plot.
 
     Args:
@@ -695,6 +859,12 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         workers: train up to this many groups at once in threads of this process (one GPU: every
             depth at once, as scripts/paper_gpu.py does; per-step progress is not reported then).
         infos: each condition's :func:`condition_info`, when the caller built them already.
+        deadline: ``trainer="fused"`` only: a ``time.perf_counter()`` time its training stops
+            before (the final evaluation and write-out follow; :func:`_fused_sweep`).
+        fused_stats: ``trainer="fused"`` only: filled with the trainer's timings.
+    With ``trainer="fused"`` every group trains in one compiled step, ``results.json`` is
+    written after every curve point (``complete`` false, ``partial_step``; each run's errors
+    those of its latest curve point) and checkpoints, Ray and ``workers`` are not used.
     Returns:
         The results dict (as written to ``results.json``); ``runs`` in plan order either way.
     Raises:
@@ -731,7 +901,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         out["supervision"] = supervision
         return out
 
-    groups = seed_groups(runs) if cfg.trainer == "fast" else [[r] for r in runs]
+    groups = seed_groups(runs) if cfg.trainer in ("fast", "fused") else [[r] for r in runs]
     first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # plan index of each group's run 0
     done: Dict[int, List[Dict[str, Any]]] = {}
 
@@ -748,7 +918,16 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         records[:] = [r for k in sorted(done) for r in done[k]]  # plan order, whatever finished first
         report.write_results(out_dir, results_now())
 
-    if ray:
+    if cfg.trainer == "fused":
+        def write(recs, partial_step):
+            records[:] = recs
+            out = results_now()
+            if partial_step is not None:
+                out["complete"], out["partial_step"] = False, partial_step
+            report.write_results(out_dir, out)
+
+        _fused_sweep(cfg, groups, infos, construction_maps, progress, write, deadline, fused_stats)
+    elif ray:
         _ray_groups(cfg, out_dir, groups, first, len(runs), fresh, progress, finish, ray_address)
     elif workers > 1:
         _thread_groups(cfg, out_dir, groups, first, len(runs), fresh, progress, finish, workers)

@@ -90,7 +90,45 @@ def schedule(cfg: TrainConfig) -> optax.Schedule:
                                               end_value=cfg.lr * cfg.final_lr_ratio)
 
 
-def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> optax.GradientTransformation:
+def runtime_schedule(cfg: TrainConfig, steps: Any, warmup: Any) -> optax.Schedule:
+    """:func:`schedule` with the run's length and warm-up as (possibly traced) int32 scalars.
+
+    The same float32 formula as optax's ``warmup_cosine_decay_schedule`` built by
+    :func:`schedule` for ``dataclasses.replace(cfg, steps=steps, warmup=warmup)``; equal up to
+    float32 rounding (XLA rewrites a division by a constant as a product, which it cannot do for
+    a traced length: relative differences ~1e-7, tests/test_crosscheck_fused.py). One compiled
+    training step thus serves every run length: the fused trainer's calibration and its main
+    run share one compilation.
+
+    Args:
+        cfg: ``lr`` and ``final_lr_ratio`` are read (``steps`` and ``warmup`` are not).
+        steps: total optimiser steps of the run (>= 1), int32 scalar.
+        warmup: warm-up steps (>= 0), int32 scalar.
+    Returns:
+        ``count -> learning rate`` (float32 scalar).
+    """
+    steps = jnp.asarray(steps, jnp.int32)
+    w = jnp.minimum(jnp.asarray(warmup, jnp.int32), steps - 1)
+    decay = (jnp.maximum(steps, w + 1) - w).astype(jnp.float32)
+    peak, end = cfg.lr, cfg.lr * cfg.final_lr_ratio
+    alpha = 0.0 if peak == 0.0 else end / peak
+
+    def fn(count):
+        # warm-up: optax.linear_schedule(0, peak, w) (a constant 0 when w = 0)
+        c = jnp.clip(count, 0, w)
+        frac = 1 - c / jnp.maximum(w, 1)
+        warm = jnp.where(w > 0, (0.0 - peak) * frac + peak, 0.0)
+        # then optax.cosine_decay_schedule(peak, decay, alpha) from step w
+        t = jnp.minimum((count - w).astype(jnp.float32), decay)
+        cosine = 0.5 * (1 + jnp.cos(jnp.pi * t / decay))
+        decayed = peak * ((1 - alpha) * cosine + alpha)
+        return jnp.where(count < w, warm, decayed)
+
+    return fn
+
+
+def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
+              lr_schedule: Optional[optax.Schedule] = None) -> optax.GradientTransformation:
     """Gradient clipping then AdamW; weight decay only on weight matrices (ndim >= 2,
     embeddings included), not on biases or LayerNorm parameters.
 
@@ -99,10 +137,14 @@ def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> opt
         frozen: parameter paths (dict keys from the root, e.g. ``("embed", "token")``) whose
             update is zero: no gradient step, no weight decay, left out of the clipping norm
             (:attr:`ModelConfig.frozen <verify.crosscheck.model.ModelConfig.frozen>`).
+        lr_schedule: the learning rate per step (default :func:`schedule` of ``cfg``; the fused
+            trainer passes :func:`runtime_schedule`). The optimiser state's structure does not
+            depend on it.
     """
     decay_mask = lambda params: jax.tree_util.tree_map(lambda a: a.ndim >= 2, params)  # noqa: E731
     parts = [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
-    parts.append(optax.adamw(schedule(cfg), b1=0.9, b2=cfg.b2, weight_decay=cfg.weight_decay, mask=decay_mask))
+    parts.append(optax.adamw(schedule(cfg) if lr_schedule is None else lr_schedule, b1=0.9, b2=cfg.b2,
+                             weight_decay=cfg.weight_decay, mask=decay_mask))
     tx = optax.chain(*parts)
     if not frozen:
         return tx
