@@ -124,8 +124,9 @@ def print_summary(results: Dict[str, Any]) -> None:
               help="Sequences per condition for the attention alignment (0 = skip it).")
 @click.option("--checkpoint-every", type=click.IntRange(0, MAX_STEPS), default=None,
               help="Steps between checkpoints (0 = only at the end).")
-@click.option("--trainer", type=click.Choice(["fast", "loop"]), default=None,
-              help="fast: a (condition, depth)'s seeds vmapped, --chunk steps per call; loop: one step per call.")
+@click.option("--trainer", type=click.Choice(["fast", "fused", "loop"]), default=None,
+              help="fast: a (condition, depth)'s seeds vmapped, --chunk steps per call; fused: every run of "
+                   "the sweep in one compiled step (no checkpoints); loop: one step per call.")
 @click.option("--sampler", type=click.Choice(["auto", "jax", "numpy"]), default=None,
               help="Training batches of the fast trainer: JAX sampler in the step, or numpy (auto: JAX if any).")
 @click.option("--chunk", type=click.IntRange(1, MAX_STEPS), default=None,
