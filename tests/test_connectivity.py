@@ -505,3 +505,16 @@ def test_docgen_connectivity_reads_every_chunk_in_order_of_n(tmp_path):
     assert docgen._connectivity_files(tmp_path) == [f"results/graph_connectivity/{name}"
                                                     for name in ("n2-3.json", "n6.json", "n10-11.json")]
     assert docgen._connectivity_line(tmp_path).startswith("n = 2-3, 6, 10-11: ")
+
+
+def test_declared_domain_is_the_format():
+    """issue 30 item 5: the task's domain is its format; samples and edge cases are in it, a vertex
+    listed twice or a repeated edge is not (what a certificate may never claim)."""
+    task = TASK
+    p = task.resolve({"n": 5})
+    x = task.sample(p, np.random.default_rng(0), 30)
+    assert task.in_domain(p, x).all() and all(task.in_domain(p, g).all() for g in task.edge_cases(p))
+    y = x.copy()
+    y[:, 0] = y[:, 1]  # a vertex twice in the vertex block
+    assert not task.in_domain(p, y).any()
+    assert "no edge twice" in task.domain(p)

@@ -11,12 +11,12 @@ import pytest
 
 from depthcraft.constructions.reference import Evaluator, evaluate, score_table
 from depthcraft.constructions.nodes import HeadRead
-from depthcraft.rasp_programs.retrieval import (lower_bound_layers, retrieval_layers, retrieval_tripling,
+from depthcraft.rasp_programs.retrieval import (lower_bound_layers, num_symbols, retrieval_layers, retrieval_tripling,
                                                 tripling_layers)
 from depthcraft.verify import lookup
 from depthcraft.verify.structure import measure
 from depthcraft.verify.tasks import get_task
-from depthcraft.verify.tasks.retrieval import layout, query_token
+from depthcraft.verify.tasks.retrieval import follow, layout, query_token
 from depthcraft.verify.verifier import run_checks
 
 TASK = get_task("retrieval")
@@ -182,3 +182,46 @@ def test_compiled_exact_at_layer_boundaries(d):
     rng = np.random.default_rng(d)
     for x in [TASK.sample(p, rng, 32)] + TASK.edge_cases(p):
         assert (_run(model, x) == TASK.reference(p, x)[0][:, -1]).all()
+
+
+# ------------------------------------------------------------------ the declared input domain (issue 30 item 5)
+
+def test_domain_holds_on_every_task_input_and_fails_off_it():
+    """The predicate accepts everything the task generates and rejects each way out of the domain."""
+    p = _p(1, c=1)
+    total, gen = TASK.exhaustive(p)
+    assert total == 48 and all(TASK.in_domain(p, g).all() for g in gen)
+    for d, c in ((2, 1), (5, 2)):
+        p = _p(d, c)
+        assert TASK.in_domain(p, TASK.sample(p, np.random.default_rng(d), 50)).all()
+        assert all(TASK.in_domain(p, g).all() for g in TASK.edge_cases(p))
+    p = _p(2, c=1)
+    m = query_token(p)
+    outside = np.array([
+        [4, 0, 2, 3, 5, 4, 1, 3, m, 1],  # 3 is the value of two facts
+        [4, 0, 2, 3, 5, 4, 0, 1, m, 1],  # 1 is a fact's value and the queried symbol
+        [4, 0, 0, 4, 1, 3, 3, 2, m, 1],  # 4 -> 0 -> 4: a cycle
+        [0, 1, 2, 3, 3, 4, 4, 5, m, 0],  # the queried chain has 1 fact, not 2
+        [4, 0, 4, 3, 5, 4, 1, 3, m, 1],  # two facts with the key 4 (malformed)
+    ])
+    assert not TASK.in_domain(p, outside).any()
+    assert TASK.in_domain(p, np.array([[4, 0, 2, 3, 5, 4, 1, 2, m, 1]])).all()
+
+
+def test_certificate_names_the_domain_and_claims_nothing_outside_it():
+    """A symbol repeated (outside the domain): the model answers wrong there, and the certificate
+    does not cover it (it names the domain, does not use it, and certifies nothing)."""
+    from depthcraft.verify.certify import certify
+
+    p = _p(2, c=1)
+    model = _model(2, c=1)
+    x = np.array([[4, 0, 2, 3, 5, 4, 1, 3, query_token(p), 1]])  # 1 -> 3, and 3 is the value of two facts
+    assert not TASK.in_domain(p, x).any()
+    expected = follow(x, 2, num_symbols(p))[0, -1]  # the task's definition: 1 -> 3 -> no fact
+    assert expected == TASK.reference(p, x)[0][0, -1] == -1
+    assert model.run(x, none_value=TASK.none_value)[0, -1] != expected  # the weights are wrong here
+    cert = certify(model, domain=TASK.domain(p))
+    assert cert["domain"] == {"predicate": TASK.domain(p), "used_as_precondition": False}
+    assert not cert["certified"] and "nothing is certified on the domain either" in cert["scope"]
+    assert "RASP program's output" not in cert["scope"]
+    assert "domain" not in certify(model)  # no domain given: no domain key

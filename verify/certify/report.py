@@ -226,7 +226,7 @@ def _scopes(model: CompiledModel) -> Dict[str, str]:
         "none": f"{inputs}: nothing proved (see uncertified)"}
 
 
-def certify(model: CompiledModel, atol: float = 1e-3) -> Dict[str, Any]:
+def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = None) -> Dict[str, Any]:
     """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
 
     Two facts, both over every input: the float32 forward decodes like the exact hardmax
@@ -239,6 +239,11 @@ def certify(model: CompiledModel, atol: float = 1e-3) -> Dict[str, Any]:
         model: a compiled model (softmax attention; tracr's one-hot SOp layout).
         atol: a numerical output is certified when its proved error (float32 radius plus the
             deviation of the weights' values from the program's) is within this.
+        domain: the task's declared input domain in words (:meth:`Task.domain`), or None. It is
+            reported (key ``domain``: ``{"predicate", "used_as_precondition"}``) and named in
+            ``scope``; the tables do NOT yet use it as a precondition, so what is proved is proved
+            for every input, a fortiori for the domain, and what fails over every input is not
+            certified (it may still hold on the domain: say so, never "every input").
     Returns:
         ``{"certified": bool, "float32_matches_hardmax": bool, "scope": str, "per_layer":
         [{"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}], "uncertified":
@@ -267,6 +272,12 @@ def certify(model: CompiledModel, atol: float = 1e-3) -> Dict[str, Any]:
         cert["certified"] = cert["float32_matches_hardmax"] and not program
         cert["scope"] = scopes["program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"]
                                else "none"]
+        if domain is not None:
+            cert["domain"] = {"predicate": domain, "used_as_precondition": False}
+            cert["scope"] += (f". The task's inputs satisfy a declared domain ({domain}); the proof does not use "
+                              f"it as a precondition" + (", so it covers every input, those outside the domain too"
+                                                         if cert["certified"] else
+                                                         ", and nothing is certified on the domain either"))
         cert["seconds"] = round(time.perf_counter() - t0, 3)
         return cert
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import string
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -126,6 +126,20 @@ class Task(abc.ABC):
         """Tokens -> display string (space separated)."""
         names = self.token_names(p)
         return " ".join(names.get(v, "⊥" if v == self.none_value else str(v)) for v in seq)
+
+    def domain(self, p: Dict[str, Any]) -> Optional[str]:
+        """The declared input domain in words, or None when the construction is meant for every input.
+
+        A task whose constructions are correct only on the task's own inputs (a format with
+        distinct symbols, edge lists) states that predicate here and as code in
+        :meth:`in_domain`. A certificate names it in its ``domain`` key; it never reports
+        "every input" for what holds only on the domain (docs/certification.md).
+        """
+        return None
+
+    def in_domain(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
+        """[batch] bool: which inputs satisfy :meth:`domain` (every input when it is None)."""
+        return np.ones(len(np.asarray(tokens)), bool)
 
     def check_inputs(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
         """Check [batch, n] integer inputs against the task's input layout; return them.

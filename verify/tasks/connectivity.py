@@ -291,6 +291,30 @@ class ConnectivityTask(Task):
                              f"{length - 1 + c}; the query ? s t needs two vertices 0..{n - 1}")
         return x
 
+    def domain(self, p: Dict[str, Any]) -> str:
+        """The inputs the constructions are meant for: the task's format (:meth:`check_inputs`).
+
+        In words: the vertex block lists each vertex 0..n-1 once, the edge block holds at most
+        M slots of edge tokens or fillers with no edge twice, and the input ends with ``? s t``
+        (s, t vertices). A free token sequence over the vocabulary (a vertex twice, an edge
+        twice, ``?`` elsewhere) is outside it: the union heads over the edge list assume the
+        format, so a certificate must never claim such inputs.
+        """
+        return (f"the task's format: vertex block with each of the {p['n']} vertices once, at most "
+                f"{max_edges(p)} edge slots (edge tokens or fillers, no edge twice), then ? s t")
+
+    def in_domain(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
+        """[batch] bool: which inputs satisfy :meth:`domain` (row by row, :meth:`check_inputs`)."""
+        x = np.asarray(tokens)
+        out = np.zeros(len(x), bool)
+        for r in range(len(x)):
+            try:
+                self.check_inputs(p, x[r:r + 1])
+                out[r] = True
+            except InputError:
+                pass
+        return out
+
     # ------------------------------------------------------------------ reference
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         """1 at the last position when t is reachable from s (breadth-first search), else 0; nothing else scored.
