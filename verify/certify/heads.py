@@ -52,7 +52,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U64, gamma, score_rel, softmax_output_rel, up
+from depthcraft.verify.certify.float32 import (SHIFT_REL, U64, gamma, pointer_output_rel, score_rel,
+                                               softmax_output_rel, up)
 from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
                                              lin_err, side, unique_min, unique_rows)
 
@@ -278,16 +279,27 @@ def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: boo
 
 
 def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, h: int, n: int,
-                   leak: float) -> Tuple[np.ndarray, Dict[str, float]]:
-    """([Do] row radius, {block: l1 bound}) of the head's write: leak, input error, float32."""
+                   leak: float, one_key: bool = False) -> Tuple[np.ndarray, Dict[str, float]]:
+    """([Do] row radius, {block: l1 bound}) of the head's write: leak, input error, float32.
+
+    The float32 term is a relative factor times M |W_O|, M[e] = max over every value of
+    ((|x| + r) |W_V|)[e]: the weighted average of the value vectors is bounded per head
+    dimension before W_O mixes them. ``one_key``: the top level holds one key of the input
+    (a clean categorical head), so the softmax's normalisation and sum are a relative error
+    of the dominant term (:func:`float32.pointer_output_rel`); otherwise the
+    order-independent :func:`float32.softmax_output_rel`.
+    """
     blist = list(blocks.values())
     outs = t.vs.contrib
     spread = outs.max(0) - outs.min(0)  # [Do] range of the ideal outputs per row
-    # [Do] bound on (|x| + r) |W_V| |W_O| over every value: what float32 rounding is relative to
-    vabs = np.abs(np.asarray(p["w_v"][h], np.float64)) @ np.abs(np.asarray(p["w_o"][h], np.float64))
-    vside = side(state, blocks, t.v_rows, vabs, n).absval  # [combinations, Do]
+    # [Do] bound on what float32 rounding is relative to: max per head dimension, then through |W_O|
+    w_v = np.asarray(p["w_v"][h], np.float64)
+    m_v = side(state, blocks, t.v_rows, w_v, n).absval.max(0)  # [d_head]
+    vabs = m_v @ np.abs(np.asarray(p["w_o"][h], np.float64))  # [Do]
     f32_rel = softmax_output_rel(n, p["w_v"][h], p["w_o"][h])
-    f32 = f32_rel * vside.max(0)
+    if one_key:
+        f32_rel = min(f32_rel, pointer_output_rel(n, leak, p["w_v"][h], p["w_o"][h]))
+    f32 = f32_rel * vabs
     r_out = leak * spread + lin_err(state, blist, t.v_rows, t.wvo) + f32
     # l1 per written block: the leak moves mass between ideal outputs, the input errors pass through W_OV
     out_rows = spec.rows("out_rows", len(state.radius))
@@ -297,7 +309,7 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
         if len(cols):
             l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
                                 + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
-                                + f32_rel * float(vside[:, cols].sum(1).max()))
+                                + f32_rel * float(vabs[cols].sum()))
     return np.array([up(x) for x in r_out]), l1_out
 
 
@@ -422,14 +434,15 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
             bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
             if bad is not None:
                 return HeadCert(None, bad)
-    delta = up(d_inputs + g32 * abs_max)
+    # the softmax's shift fl(s_j - max) errs by u |s_j - max| <= 2u max |s|: part of the exponent's perturbation
+    delta = up(d_inputs + (g32 + SHIFT_REL) * abs_max)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
     if leak == math.inf or leak >= 1.0:
         return HeadCert(entry, {
             "why": f"score gap {min_gap:.4g} is not clear of the perturbation 2 x {delta:.4g}: leak bound "
                    f"{leak:.3g} >= 1", "witness": {"min_gap": min_gap, "delta": delta, "leak_bound": leak, "n": n}})
-    r_out = _output_radius(state, blocks, t, spec, p, h, n, leak)
+    r_out = _output_radius(state, blocks, t, spec, p, h, n, leak, one_key=not numeric and not constant)
     if numeric:
         outs, vs = t.vs.contrib, t.vs
         v_bos, v_reg = unique_rows(outs[vs.kind == 0]), unique_rows(outs[vs.kind == 1])
