@@ -18,8 +18,9 @@ upper bound on the real rounding error whatever the summation order.
 a_j = fl(e^_j / S^), e^_j = exp(fl(s_j - m)), m = max_j s_j, S^ = fl(sum_j e^_j), then
 y^ = fl(sum_j a_j v_j). For a head whose top level holds one key t of the input (a clean,
 non-constant, categorical head) the leak bound lambda bounds sum_{j != t} exp(s_j - s_t)
-(the shift s_j - m is rounded within u |s_j - m|, which the caller adds to the score
-perturbation, so lambda covers the computed exponents; the top key's is exactly 0).
+(the shift s_j - m is rounded within u |s_j - m|: the leak sum takes every exponent
+times 1 - u, :data:`SHRINK`, so lambda covers the computed exponents; the top key's is
+exactly 0, and exp(0) is taken within 4 ulp of 1 below).
 Two facts replace the order-independent gamma_{n+1}:
 
 1. *A rounded addition errs by at most its smaller operand*: fl(a + b) is the float
@@ -100,9 +101,10 @@ def score_rel(w_q: np.ndarray, w_k: np.ndarray, d_head: int) -> float:
     return gamma(terms(w_q), U32) + gamma(terms(w_k), U32) + gamma(d_head, U32) + 2 * U32
 
 
-#: Relative error of the softmax's shift fl(s_j - m): u |s_j - m| <= 2u max |s| (the caller adds
-#: SHIFT_REL x max |s| to the score perturbation; 3u covers the rounding of that product).
-SHIFT_REL = 3 * U32
+#: The softmax's shift x_j = fl(s_j - m) is (s_j - m)(1 + d), |d| <= u (exact when s_j and m are
+#: within a factor 2): an exponent below the top is at most (1 - u)(s_j - m), so the leak sum
+#: multiplies its (negative) exponents by SHRINK (rounded down: a smaller factor is a larger weight).
+SHRINK = float(np.nextafter(1.0 - U32, 0.0))
 
 
 def pointer_weight_rel(n: int, leak: float) -> float:

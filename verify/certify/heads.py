@@ -23,7 +23,15 @@ to the floor may be the top on some input (the *candidate* levels).
   *leak*). A leak bound >= 1 proves nothing: the head is not certified.
 * **Output.** The head writes at most leak x range(OV outputs) + |W_OV|^T r away from the
   ideal (the leak moves mass between ideal outputs; the input error passes through W_OV),
-  plus the float32 term of the softmax average (:func:`float32.softmax_output_rel`).
+  plus the float32 term of the softmax average. For a clean categorical head the input's
+  top level is one key and the others' exponentials sum to at most the leak bound, so the
+  normalisation is a common scale within about 5u + leak and the weighted sum is dominated
+  by the top key: the term is about (7u + 2 leak) of the values' magnitude, whatever n
+  (:func:`float32.pointer_output_rel`); numerical and constant heads keep the
+  order-independent gamma_{n+1} (:func:`float32.softmax_output_rel`). The softmax's shift
+  fl(s - max) rounds each exponent within u of itself, so a real exponent below the top,
+  (1 +- u)(s^_j - s^_t), is at most (1 - u)(s_j - s_t) + 2 delta: the leak sum takes its
+  exponents times (1 - u) (:data:`float32.SHRINK`).
 
 * **Numerical heads** (the head writes only numerical blocks: a numerical mean, or the
   SelectorWidth head that always attends to BOS). Here several keys in the top level are
@@ -52,7 +60,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import (SHIFT_REL, U64, gamma, pointer_output_rel, score_rel,
+from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, up)
 from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
                                              lin_err, side, unique_min, unique_rows)
@@ -243,8 +251,9 @@ def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, group
     single = lv.reach == 0
     near = s >= (lowest - 2 * eps)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
-        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-lv.row_gap)[:, None]),
-                     np.exp(s - lowest[:, None]))
+        # (1 - u): the softmax's shift fl(s - max) rounds each exponent within u of itself
+        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-SHRINK * lv.row_gap)[:, None]),
+                     np.exp(SHRINK * (s - lowest[:, None])))
     w = np.where(np.isfinite(s), w, 0.0)
     total = np.zeros(len(s))
     if pinned_sorted.any():
@@ -434,8 +443,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
             bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
             if bad is not None:
                 return HeadCert(None, bad)
-    # the softmax's shift fl(s_j - max) errs by u |s_j - max| <= 2u max |s|: part of the exponent's perturbation
-    delta = up(d_inputs + (g32 + SHIFT_REL) * abs_max)
+    delta = up(d_inputs + g32 * abs_max)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
     if leak == math.inf or leak >= 1.0:
