@@ -114,3 +114,11 @@ def test_check_program_estimates_and_refuses_above_its_budget():
                            max_memory=0)
     # tokens a, b; indices 0..2; the aggregate's a, b; one, BOS, PAD
     assert report["cost_estimate"]["d_model"] == report["structure"]["d_model"] == 2 + 3 + 2 + 3
+
+
+def test_certify_estimate_at_scale_is_an_upper_bound_within_the_default_budget():
+    # results/certify/certify.json measured khop_doubling k=64 n=1024's certificate at 1,022 MiB peak RSS
+    # (build included): the estimate must not be below that, nor refuse it on a 24 GB machine.
+    est = cost.estimate("khop_doubling", {"k": 64, "n": 1024}, certify=True)
+    assert 1022 * 2 ** 20 <= est.peak_bytes <= 8e9
+    assert est.certify_bytes <= cost.CERT_WORKING_SET_BYTES

@@ -289,8 +289,12 @@ def estimate_program(program, vocab, max_seq_len: int, *, name: str = "program",
                  exhaustive_inputs=exhaustive_inputs, vocab=len(vocab), family=family)
     build = sum(MEM[f"cells_{fam}"] * f[f"cells_{fam}"] for fam in FAMILIES)
     check = 0.0
-    cert = MEM["cert_cells"] * f["cert_cells"]
-    secs = sum(TIME[k] * f[k] for k in TIME)
+    # the fitted certifier terms hold where they were measured (small n); at large n the certifier's buffers
+    # are bounded by its row chunks and its work follows the score tables, not cells x key positions
+    cert = min(MEM["cert_cells"] * f["cert_cells"], CERT_WORKING_SET_BYTES) if certify else 0.0
+    secs = sum(TIME[k] * f[k] for k in TIME if k != "cert_cells")
+    if certify:
+        secs += min(TIME["cert_cells"] * f["cert_cells"], CERT_SECONDS_PER_SCORE_CELL * g["score_cells"])
     return Estimate(construction=name, params=dict(params or {}), seq_len=n + 1, d_model=g["d_model"],
                     attn_layers=g["attn_layers"], heads=g["heads"], score_cells=g["score_cells"],
                     largest_score_table=g["largest_score_table"], mlp_cells=g["mlp_cells"],
@@ -341,6 +345,16 @@ def features(g: Mapping[str, int], n: int, *, samples: int, hypothesis_examples:
             **{f"cells_{f}": float(cells if f == family else 0) for f in FAMILIES},
             "cert_cells": float(g["score_cells"] * t if certify else 0)}
 
+
+#: The certifier's working set above the build: it scores a head's table in row chunks of
+#: ``verify.certify.heads.ROW_CHUNK_ENTRIES`` (4M) float64 entries and keeps about a dozen arrays of that
+#: size (scores, their order, differences, level ids, masks), so 12 x 4M x 8 bytes, plus the sides' tables.
+#: Measured (results/certify/certify.json, one process): khop_doubling k=64 n=1024 peaks at 1.0 GB in all,
+#: retrieval_doubling d=64 at 2.4 GB; the estimates are 3.1 GB and 3.7 GB.
+CERT_WORKING_SET_BYTES = 12 * 4_000_000 * 8 + 100e6
+#: Certifier seconds per score-table cell at the scale targets (results/certify/certify.json: 9.1e-7 for
+#: khop_doubling k=64 n=1024, 5.9e-6 for retrieval_doubling d=64): the larger, so an upper bound there.
+CERT_SECONDS_PER_SCORE_CELL = 5.9e-6
 
 #: checks.CACHE_BUDGET, checks.MAX_ATTENTION_ELEMENTS and model.BATCH (repeated: estimating imports no JAX).
 CACHE_BUDGET_BYTES = 16 << 20
