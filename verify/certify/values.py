@@ -207,7 +207,7 @@ def level_clean_reason(state, blocks, dec, spec, p, h: int) -> Optional[str]:
         return None
     read = _read_blocks(blocks, v_rows, wvo)
     name = expr.sop.label
-    if read != [name] or name not in blocks or not dec.decodable(name):
+    if read != [name] or name not in blocks or blocks[name].kind == "position" or not dec.decodable(name):
         return None
     b = blocks[name]
     vecs = state.sets[1][name]
