@@ -97,3 +97,19 @@ def test_a_selector_width_of_an_equality_does_not_determine_its_source():
     cert = certify(model)
     assert cert["certified"] is (not _wrong_inputs(model, agg, VOCAB, 3))
     assert cert["certified"] is False
+
+
+def test_the_analysis_is_void_when_the_heads_table_is_not_the_selector():
+    # swap the last head's query rows of indices 1 and 2: query 1 now attends to target position 2
+    program = _sort_unique_vals_tokens()
+    model = compile_with_tracr(program, vocab=VOCAB, max_seq_len=N, causal=False)
+    i = max(j for j, s in enumerate(model.arch.sublayers) if s.kind == "attn")
+    q_rows = list(model.arch.sublayers[i].rows("q_rows", len(model.residual_labels)))
+    a, b = (q_rows.index(model.residual_labels.index(f"indices:{v}")) for v in (1, 2))
+    wq = np.array(model.params["layers"][i]["w_q"])
+    wq[:, [a, b]] = wq[:, [b, a]]
+    model.params["layers"][i]["w_q"] = wq
+    cert = certify(model)
+    assert cert["certified"] is False and cert["float32_matches_hardmax"] is False
+    assert any(u["check"] == "float32" and "value analysis" in u["why"] for u in cert["uncertified"])
+    assert _wrong_inputs(model, program, VOCAB, N)
