@@ -24,7 +24,8 @@ Soundness argument. Two relations over SOps, each a statement about EVERY input 
   too, so ``w[j] >= w[i] + 1``; the others alike). So ``w[i] == w[j]`` iff ``x[i] == x[j]``.
 
 An Aggregate is *single-valued* when the predicate matches at most one key value for every
-query value (``==`` always; any other predicate checked on the value sets) and ``keys``
+query value (``==`` when no two key values compare equal, as for ``1`` and ``True``; any
+other predicate checked on the value sets) and ``keys``
 determines ``sop``: then the selected positions of one query all hold one key value, hence
 one value of ``sop``. This is a fact about the RASP program; the weights compute it only if
 the head's table is the selector (:func:`program.check_head`), so :mod:`.report` accepts a
@@ -47,11 +48,20 @@ _ORDER = ("<", "<=", ">", ">=")
 
 
 def value_sets(link) -> Dict[str, Set[Any]]:
-    """SOp label -> the set of its categorical values (from the residual labels)."""
+    """SOp label -> the set of its categorical values (from the residual labels).
+
+    A SOp two of whose residual values compare equal (``1``, ``1.0``, ``True``) is left out:
+    the arguments below read ``==`` as "the same value", which such a set would not honour.
+    """
     out: Dict[str, Set[Any]] = {}
+    count: Dict[str, int] = {}
     for _, (label, v) in link.values.items():
-        out.setdefault(label, set()).add(v)
-    return out
+        try:
+            out.setdefault(label, set()).add(v)
+        except TypeError:  # unhashable: no set
+            out[label] = set()
+        count[label] = count.get(label, 0) + 1
+    return {k: v for k, v in out.items() if len(v) == count[k]}
 
 
 class _Analysis:
@@ -144,8 +154,9 @@ class _Analysis:
 
     def functional(self, sel) -> bool:
         """Whether the predicate matches at most one key value for every query value."""
-        if sel.predicate is rasp.Comparison.EQ:
-            return True
+        if sel.predicate is rasp.Comparison.EQ and (self._values(sel.keys) is not None
+                                                    or sel.keys.label == rasp.indices.label):
+            return True  # the key values are pairwise != (value_sets), so == matches at most one
         ks, qs = self._values(sel.keys), self._values(sel.queries)
         if ks is None or qs is None or len(ks) * len(qs) > 1_000_000:
             return False
