@@ -157,7 +157,10 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         [spec.rows(k, d) for k in ("q_rows", "k_rows", "v_rows")]))].max(initial=0))
     nh = np.asarray(p["w_q"]).shape[0]
     for h in range(nh):
-        clean_by = level_clean_reason(state, blocks, dec, spec, p, h) if dec is not None else None
+        # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
+        # sublayer so far is proved to be its expression (the decoded values are then the program's)
+        clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
+            if dec is not None and not cert["program_failures"] else None
         hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
         if hc.failure is not None:
             return {"layer": name, "head": h, "check": "float32", **hc.failure}

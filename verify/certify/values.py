@@ -28,8 +28,10 @@ query value (``==`` when no two key values compare equal, as for ``1`` and ``Tru
 other predicate checked on the value sets) and ``keys``
 determines ``sop``: then the selected positions of one query all hold one key value, hence
 one value of ``sop``. This is a fact about the RASP program; the weights compute it only if
-the head's table is the selector (:func:`program.check_head`), so :mod:`.report` accepts a
-level through this analysis only when that check holds for the head, and otherwise stops the
+the head's table is the selector (:func:`program.check_head`) and the values the blocks hold
+are the program's, so :mod:`.report` uses this analysis only while every earlier sublayer's
+program check holds (the decoded ideal vectors are then, by induction, the RASP values) and
+accepts a level through it only when the head's own check holds; otherwise it stops the
 float32 part at the head. The hardmax top level is then a non-empty subset of the selected
 positions (or BOS alone): every key in it holds ideal vectors of ``sop``'s block decoding to
 one value, and :func:`single_valued` also requires that vectors decoding to one value give
