@@ -51,8 +51,8 @@ from depthcraft.verify.crosscheck.fused import (EVAL_ROWS, fused_chunk_fn, init_
                                                 make_families)
 from depthcraft.verify.crosscheck.presets import get_preset  # noqa: E402
 from depthcraft.verify.crosscheck.samplers import jax_sampler  # noqa: E402
-from depthcraft.verify.crosscheck.train import (DATA_STREAM, _chunk_fn, _init_state, _optimiser_key,  # noqa: E402
-                                                _stack)
+from depthcraft.verify.crosscheck.train import (DATA_STREAM, seed_chunk_fn, optimiser_init, optimiser_key,  # noqa: E402
+                                                stack_trees)
 from depthcraft.verify.crosscheck.model import init_params  # noqa: E402
 
 #: Instructions that launch no kernel.
@@ -148,12 +148,12 @@ def before_kernels(cfg, groups, n: int, fed: bool = False) -> List[Dict[str, Any
         seeds = [r.train.seed for r in g]
         draw = None if fed else jax_sampler(data, cfg.train.batch)
         sig = ("numpy",) if fed else ("jax", data.task.name, repr(data.conditions), cfg.train.batch, data.seq_len)
-        opt_key = _optimiser_key(cfg.train)
-        fn = _chunk_fn(run0.model.arch(data.pad_id), opt_key, run0.model.frozen, n, draw, sig)
+        opt_key = optimiser_key(cfg.train)
+        fn = seed_chunk_fn(run0.model.arch(data.pad_id), opt_key, run0.model.frozen, n, draw, sig)
         inits = [init_params(run0.model, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
                  for s in seeds]
-        init_state = _init_state(opt_key, run0.model.frozen)
-        params, opt = _stack(inits), _stack([init_state(p) for p in inits])
+        init_state = optimiser_init(opt_key, run0.model.frozen)
+        params, opt = stack_trees(inits), stack_trees([init_state(p) for p in inits])
         keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in seeds])
         t = time.perf_counter()
         if fed:

@@ -1,4 +1,4 @@
-"""The training claims' verdict rules (verify/crosscheck/claims.py) on hand-made sweep results,
+"""The training claims' verdict rules (verify/crosscheck/claims/) on hand-made sweep results,
 the committed claims.json, the `depthcraft claims` command and training curves (eval_every)."""
 
 import json

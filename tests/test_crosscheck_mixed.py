@@ -162,7 +162,7 @@ def test_c7_reads_the_span_n_condition_of_each_mixed_sweep():
 
     n8 = sweep_doc(8, (4, 6, 8), {2: 0.5, 3: 0.01, 4: 0.0})
     n16 = sweep_doc(16, (4, 8, 12, 16), {3: 0.5, 4: 0.02, 5: 0.0})
-    items = C._c7_items([n8, n16])
+    items = C.c7_items([n8, n16])
     assert [(n, c) for n, _, c in items] == [(8, "span=8"), (16, "span=16")]
     v = C.judge_c7(Res({"connectivity_mixed_n8": n8, "connectivity_mixed_n16": n16}))
     assert v["verdict"] == C.REPRODUCED, v["evidence"]

@@ -66,3 +66,21 @@ def test_runs_and_tables():
     assert docgen.runs([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
     assert docgen.runs([4]) == "4"
     assert docgen.table(["a", "b"], [[1, "x|y"], [None, 2]]) == "| a | b |\n|---|---|\n| 1 | x\\|y |\n| — | 2 |"
+
+
+def test_claims_table_is_one_line_per_claim_linking_its_evidence():
+    """The README's claims table: one row per claim of claims.json (verdict, the deciding numbers), each
+    linking an anchor that docs/crosscheck.md's evidence block defines; the evidence itself is not in the
+    table."""
+    claims = json.loads((ROOT / docgen.CLAIMS).read_text())["claims"]
+    rows = [r for r in docgen.render_claims(ROOT).splitlines() if r.startswith("| C")]
+    evidence = docgen.render_claim_evidence(ROOT)
+    assert [r.split(" | ")[0][2:] for r in rows] == [c["id"] for c in claims]
+    for row, c in zip(rows, claims):
+        anchor = docgen.claim_anchor(c["id"])
+        assert f"#{anchor})" in row and f'<a id="{anchor}"></a>' in evidence
+        assert f"**{c['verdict']}**" in row and c["evidence"] not in row and c["evidence"] in evidence
+        if c.get("measured"):
+            assert docgen.claim_numbers(c) not in ("—", "see the evidence"), c["id"]
+    assert docgen.claim_numbers({"id": "C9", "measured": {"x": 1}}) == "see the evidence"
+    assert docgen.claim_numbers({"id": "C1", "measured": {}}) == "—"

@@ -346,3 +346,27 @@ def test_claims_gain_the_authors_models_row(tmp_path):
     row = claims.published_c1(tmp_path)
     assert row["id"] == claims.C1_AUTHORS and row["verdict"] == c1.REPRODUCED
     assert "L=2: 1, L=3: 2, L=4: 4, L=5: 8" in row["evidence"]
+
+
+def test_explore_opens_a_published_model(tmp_path, capsys):
+    """`depthcraft explore RUN_FOLDER -p k=K --input ...` on a published run (a tiny one made here): the
+    page shows its heads, its output in our symbols beside the k-hop reference, and its alignment."""
+    from depthcraft.verify.cli import main
+    from depthcraft.verify.views import data as views_data
+
+    folder = tmp_path / "width4-depth2"
+    _write_run(str(folder), _state(2, 2, 8, n_pos=100), depth=2, heads=2, width=8, n_pos=100)
+    assert views_data.is_published_run(str(folder)) and not views_data.is_published_run(str(tmp_path))
+    page = views_data.explore_published(str(folder), {"k": "2"}, "a b a c b a")
+    assert page.kind == "trained" and page.show.tokens_text[0] == "k=2"
+    assert [len(h) for h in page.head_names] == [2, 2] and len(page.stream.attention) == 2
+    assert page.show.reference_text[:2] == ["⊥", "⊥"] and len(page.show.output_text) == 6  # no 2nd hop yet
+    assert page.alignment is not None and page.alignment.matrix.shape[0] == 4
+    assert len(page.classes) == 8  # one name per read-out coordinate (their logits: the width-8 hidden state)
+    with pytest.raises(Exception, match="k=K"):
+        views_data.explore_published(str(folder), {}, "a b a")
+    out = tmp_path / "page.html"
+    with pytest.raises(SystemExit) as e:
+        main(["explore", str(folder), "-p", "k=1", "--input", "a b c a", "-o", str(out)])
+    assert e.value.code == 0, capsys.readouterr()
+    assert "published k-hop model" in out.read_text()

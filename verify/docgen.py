@@ -290,25 +290,121 @@ def render_sweeps(root: pathlib.Path) -> str:
     return "\n".join(lines)
 
 
-def render_claims(root: pathlib.Path) -> str:
-    """The trained cross-check's verdict per training claim C1-C7 (``results/crosscheck/claims.json``,
-    written by ``depthcraft claims``): statement, verdict, the measured numbers, the results folder."""
-    if not (root / CLAIMS).is_file():
-        return (f"No `{CLAIMS}` yet: the trained cross-check has not been summarised "
-                "(see docs/crosscheck.md for the command).")
+def _claims_list(root: pathlib.Path) -> List[Dict[str, Any]]:
+    """``claims.json``'s list of claims (raises :class:`DocgenError` when it holds none)."""
     doc = load_json(root, CLAIMS)
     claims = doc.get("claims") if isinstance(doc, dict) else None
     if not isinstance(claims, list):
         raise DocgenError(f"{CLAIMS} holds no list 'claims'")
+    return claims
+
+
+def claim_anchor(claim_id: str) -> str:
+    """The HTML anchor of a claim's evidence in docs/crosscheck.md (``C1, the authors' models`` ->
+    ``evidence-c1-the-authors-models``)."""
+    return "evidence-" + re.sub(r"[^a-z0-9]+", "-", claim_id.lower()).strip("-")
+
+
+def _err(x: Dict[str, Any]) -> str:
+    return f"{x['mean']:.3f}"
+
+
+def _kstars(kstar: Dict[str, Any]) -> str:
+    return ", ".join(str(kstar[L]) for L in sorted(kstar, key=int))
+
+
+def _depth_range(keys) -> str:
+    ds = sorted(int(L) for L in keys)
+    return f"{ds[0]}-{ds[-1]}" if len(ds) > 1 else str(ds[0])
+
+
+def _head_recipe(c: Dict[str, Any]) -> str:
+    by = (c.get("measured") or {}).get("by_recipe") or {}
+    if len(by) < 2:
+        return ""
+    return " (mixed recipe)" if "mixed" in by else " (hard-only recipe)" if "hard-only" in by else ""
+
+
+def claim_numbers(c: Dict[str, Any]) -> str:
+    """The numbers that decide a claim's verdict, in a few words (from its ``measured``); "—" when the
+    claim was not judged, and a pointer to the evidence when its numbers have an unknown shape."""
+    m = c.get("measured") or {}
+    if not m:
+        return "—"
+    try:
+        cid = c["id"]
+        if cid == "C1":
+            g = m["growth"]
+            return (f"k* at L = {_depth_range(m['k_star'])}: {_kstars(m['k_star'])} (paper: "
+                    f"{_kstars({L: k for L, k in m['paper_k_star'].items() if L in m['k_star']})}); "
+                    f"log2 k* grows b = {g['slope']:.2f} per layer ({m['train_steps']} steps)")
+        if cid.startswith("C1,"):
+            g = m["paper_grid"]
+            return (f"k* at L = {_depth_range(g['k_star'])} (k = 1..16): {_kstars(g['k_star'])}; "
+                    f"b = {g['slope']:.2f} per layer")
+        if cid == "C2":
+            return "; ".join(f"{name}: error L=1 {_err(m[key]['L1'])}, L=2 {_err(m[key]['L2'])}"
+                             for key, name in (("icqa", "ICQA"), ("tm_onehot", "TM held-out (one-hot)")))
+        if cid == "C3":
+            ds = [L for L in ("L1", "L2", "L3", "L4") if L in m]
+            return (f"ICTM error at L = {_depth_range(d[1:] for d in ds)}: {', '.join(_err(m[L]) for L in ds)}"
+                    + _head_recipe(c))
+        if cid == "C4":
+            hs = sorted(m["sc"]["heads"], key=int)
+            return f"median learning step at H = {', '.join(hs)}: " + "; ".join(
+                f"{task.upper()} " + ", ".join(f"{m[task]['heads'][h]['median_learning_step']:.0f}" for h in hs)
+                for task in ("sc", "icqa", "tm"))
+        if cid == "C5":
+            L = sorted(m["without"], key=int)[-1]
+            return (f"D = 3 error at L = {L}: without per-hop targets {_err(m['without'][L])}, with "
+                    f"{_err(m['with_curriculum'][L])}" + _head_recipe(c))
+        if cid == "C6":
+            ds = sorted((k for k in m if k.startswith("d=")), key=lambda k: int(k[2:]))
+            return "smallest depth that learns (bound): " + "; ".join(
+                f"D = {d[2:]}: {m[d]['smallest_depth'] or 'none'} ({m[d]['bound']})" for d in ds)
+        if cid == "C7":
+            ns = sorted((k for k in m if k.startswith("n=")), key=lambda k: int(k[2:]))
+            return "smallest depth that learns (construction's): " + "; ".join(
+                f"n = {n[2:]}: {m[n]['smallest_depth'] or 'none'} ({m[n]['construction_depth']})" for n in ns
+            ) + _head_recipe(c)
+    except (KeyError, TypeError, ValueError, IndexError):
+        pass
+    return "see the evidence"
+
+
+def render_claims(root: pathlib.Path) -> str:
+    """The trained cross-check's verdict per training claim C1-C7 (``results/crosscheck/claims.json``,
+    written by ``depthcraft claims``): one line per claim (verdict, the deciding numbers, a link to its
+    evidence in docs/crosscheck.md, :func:`render_claim_evidence`)."""
+    if not (root / CLAIMS).is_file():
+        return (f"No `{CLAIMS}` yet: the trained cross-check has not been summarised "
+                "(see docs/crosscheck.md for the command).")
     rows = []
-    for c in claims:
+    for c in _claims_list(root):
         try:
-            folder = c["results"].rstrip("/")
-            where = link(folder + "/", folder.split("/")[-1]) if (root / folder).is_dir() else "—"
-            rows.append([c["id"], c["source"], c["statement"], f"**{c['verdict']}**", c["evidence"], where])
+            paper = re.sub(r" \([^)]*\)", "", c["source"])
+            rows.append([c["id"], paper, f"**{c['verdict']}**", claim_numbers(c),
+                         f"[evidence](@/docs/crosscheck.md#{claim_anchor(c['id'])})"])
         except KeyError as e:
             raise DocgenError(f"{CLAIMS}: claim {c.get('id', '?')} has no {e}") from None
-    return table(["claim", "paper", "statement", "verdict", "evidence (mean ± spread over seeds)", "results"], rows)
+    return table(["claim", "paper", "verdict", "deciding numbers", "details"], rows)
+
+
+def render_claim_evidence(root: pathlib.Path) -> str:
+    """docs/crosscheck.md: each claim's statement, verdict and full evidence (mean ± spread over seeds),
+    and its results folder (``claims.json``); the README's claims table links here."""
+    if not (root / CLAIMS).is_file():
+        return f"No `{CLAIMS}` yet."
+    out = []
+    for c in _claims_list(root):
+        try:
+            folder = c["results"].rstrip("/")
+            where = link(folder + "/") if (root / folder).is_dir() else "no results folder"
+            out.append(f'<a id="{claim_anchor(c["id"])}"></a>**{c["id"]}** ({c["source"]}): {c["statement"]}. '
+                       f"**{c['verdict']}** ({where}).\n\n{c['evidence']}")
+        except KeyError as e:
+            raise DocgenError(f"{CLAIMS}: claim {c.get('id', '?')} has no {e}") from None
+    return "\n\n".join(out)
 
 
 def _mean_std_cells(row: Dict[str, Any], ks) -> List[Optional[str]]:
@@ -1220,6 +1316,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "status": render_status,
     "sweeps": render_sweeps,
     "claims": render_claims,
+    "claim_evidence": render_claim_evidence,
     "claim_rules": render_claim_rules,
     "claim_recipes": render_claim_recipes,
     "c1_table": render_c1_table,

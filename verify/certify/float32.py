@@ -13,11 +13,48 @@ tables' own float64 products carry a gamma term with u = 2^-53 (:data:`U64`).
 The functions here give the *relative* factors; the callers multiply them by the
 absolute values the float32 forward adds (ideal value plus radius), so every term is an
 upper bound on the real rounding error whatever the summation order.
+
+**Softmax of a one-key head (:func:`pointer_output_rel`).** The forward computes
+a_j = fl(e^_j / S^), e^_j = exp(fl(s_j - m)), m = max_j s_j, S^ = fl(sum_j e^_j), then
+y^ = fl(sum_j a_j v_j). For a head whose top level holds one key t of the input (a clean,
+non-constant, categorical head) the leak bound lambda bounds sum_{j != t} exp(s_j - s_t)
+(the shift s_j - m is rounded within u |s_j - m|: the leak sum takes every exponent
+times 1 - u, :data:`SHRINK`, so lambda covers the computed exponents; the top key's is
+exactly 0, and exp(0) is taken within 4 ulp of 1 below).
+Two facts replace the order-independent gamma_{n+1}:
+
+1. *A rounded addition errs by at most its smaller operand*: fl(a + b) is the float
+   nearest a + b and a is a float, so |fl(a + b) - (a + b)| <= min(|b|, u |a + b|) (and
+   symmetrically |a|); the same holds for a fused multiply-add fl(P + x), P a float. In
+   any summation tree the additions whose operands both lack the dominant term only sum
+   the small terms (error <= gamma_n L, L the small terms' total magnitude); each other
+   addition adds a partial sum of small terms to the dominant path, erring by at most
+   that partial sum (<= (1 + gamma_n) times its terms' magnitudes), and each small term
+   joins the dominant path once. So a sum of one dominant term d and small terms of total
+   magnitude L is within (1 + 2 gamma_n) L + u (|d| + L) of its value, whatever the order
+   (the u (|d| + L): the products' own rounding, or one final rounding of a wider
+   accumulator).
+2. *The normalisation is a common scale*: S^ = S (1 + theta), and dividing by S^
+   multiplies every weight by the same 1 / (1 + theta). With e^_t within 4u of 1 and the
+   other e^_j summing to at most (1 + 4u) lambda, fact 1 gives
+   |theta| <= 4u + (1 + 4u) ((1 + 2 gamma_{n+1}) lambda + u (1 + lambda)); the old
+   gamma_{n+1} + 4u stays a bound, so the smaller is used.
+
+Then every weight is a_j (1 + psi_j), |psi_j| <= (1 + 4u)(1 + u) / (1 - |theta|) - 1 (exp,
+division, normalisation), so sum_j a_j psi_j v_j is within psi max_j |v_j| of zero per
+coordinate (sum a_j = 1), and the weighted sum itself (fact 1, dominant a_t v_t, the rest
+of magnitude <= (1 + psi) lambda max |v|) adds (1 + 2 gamma_{n+1})(1 + u)(1 + psi) lambda
++ u (1 + psi)(1 + lambda), times max |v|. The total is about 7u + 2 lambda instead of
+2 gamma_{n+1} + 6u: the output's float32 error is relative to its own magnitude, not
+n u, so it leaves the decoding gaps intact at any n where the leak is small. Heads whose
+top level holds several keys (numerical means, constant heads) keep
+:func:`softmax_output_rel`.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Tuple
 
 import numpy as np
 
@@ -64,6 +101,47 @@ def score_rel(w_q: np.ndarray, w_k: np.ndarray, d_head: int) -> float:
     return gamma(terms(w_q), U32) + gamma(terms(w_k), U32) + gamma(d_head, U32) + 2 * U32
 
 
+#: The softmax's shift x_j = fl(s_j - m) is (s_j - m)(1 + d), |d| <= u (exact when s_j and m are
+#: within a factor 2): an exponent below the top is at most (1 - u)(s_j - m), so the leak sum
+#: multiplies its (negative) exponents by SHRINK (rounded down: a smaller factor is a larger weight).
+SHRINK = float(np.nextafter(1.0 - U32, 0.0))
+
+
+def pointer_weight_rel(n: int, leak: float) -> float:
+    """|psi|: relative error of every softmax weight of a one-key head with leak bound ``leak``.
+
+    (1 + 4u)(1 + u) / (1 - |theta|) - 1 with |theta| the normalisation's common scale error
+    (module docstring, fact 2). Returns inf when the bound is useless.
+    """
+    if not (leak < 1.0):
+        return math.inf
+    g = gamma(n + 1, U32)
+    theta = min(g + 4 * U32, 4 * U32 + (1 + 4 * U32) * ((1 + 2 * g) * leak + U32 * (1 + leak)))
+    if theta >= 0.5:
+        return math.inf
+    return up((1 + 4 * U32) * (1 + U32) / (1 - theta) - 1)
+
+
+def pointer_output_rel(n: int, leak: float, w_v: np.ndarray, w_o: np.ndarray) -> float:
+    """Relative float32 error of a one-key head's output (module docstring), or inf.
+
+    Multiply by M |W_O|, M[e] = max over keys of ((|x| + r) |W_V|)[e] (a bound on every value
+    vector's e-th coordinate before rounding). With gV = gamma_{terms(W_V)}, gO likewise:
+    the value vectors are within gV M of exact, the weights within psi, the weighted sum
+    (dominated by the top key) within c = (1 + 2 gamma_{n+1})(1 + u)(1 + psi) lambda +
+    u (1 + psi)(1 + lambda) of its magnitude (1 + gV) M, so y is within
+    rel_v M, rel_v = psi (1 + gV) + gV + c (1 + gV); W_O adds gO (1 + rel_v), the residual
+    addition one u.
+    """
+    psi = pointer_weight_rel(n, leak)
+    if not math.isfinite(psi):
+        return math.inf
+    g, gv, go = gamma(n + 1, U32), gamma(terms(w_v), U32), gamma(terms(w_o), U32)
+    c = (1 + 2 * g) * (1 + U32) * (1 + psi) * leak + U32 * (1 + psi) * (1 + leak)
+    rel_v = psi * (1 + gv) + gv + c * (1 + gv)
+    return up(rel_v + go * (1 + rel_v) + U32)
+
+
 def softmax_output_rel(n: int, w_v: np.ndarray, w_o: np.ndarray) -> float:
     """Relative float32 error of one head's output, sum_j a_j (x_j W_V) W_O, over n + 1 keys.
 
@@ -72,4 +150,4 @@ def softmax_output_rel(n: int, w_v: np.ndarray, w_o: np.ndarray) -> float:
     values adds gamma_{n+1}; W_V and W_O add their terms, the residual add one u.
     Multiply by (|x| + r) |W_V| |W_O|.
     """
-    return (2 * gamma(n + 1, U32) + 6 * U32 + gamma(terms(w_v), U32) + gamma(terms(w_o), U32) + U32)
+    return up(2 * gamma(n + 1, U32) + 6 * U32 + gamma(terms(w_v), U32) + gamma(terms(w_o), U32) + U32)

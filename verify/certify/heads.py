@@ -27,7 +27,15 @@ to the floor may be the top on some input (the *candidate* levels).
   *leak*). A leak bound >= 1 proves nothing: the head is not certified.
 * **Output.** The head writes at most leak x range(OV outputs) + |W_OV|^T r away from the
   ideal (the leak moves mass between ideal outputs; the input error passes through W_OV),
-  plus the float32 term of the softmax average (:func:`float32.softmax_output_rel`).
+  plus the float32 term of the softmax average. For a clean categorical head the input's
+  top level is one key and the others' exponentials sum to at most the leak bound, so the
+  normalisation is a common scale within about 5u + leak and the weighted sum is dominated
+  by the top key: the term is about (7u + 2 leak) of the values' magnitude, whatever n
+  (:func:`float32.pointer_output_rel`); numerical and constant heads keep the
+  order-independent gamma_{n+1} (:func:`float32.softmax_output_rel`). The softmax's shift
+  fl(s - max) rounds each exponent within u of itself, so a real exponent below the top,
+  (1 +- u)(s^_j - s^_t), is at most (1 - u)(s_j - s_t) + 2 delta: the leak sum takes its
+  exponents times (1 - u) (:data:`float32.SHRINK`).
 
 * **Numerical heads** (the head writes only numerical blocks: a numerical mean, or the
   SelectorWidth head that always attends to BOS). Here several keys in the top level are
@@ -56,7 +64,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U64, gamma, score_rel, softmax_output_rel, up
+from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
+                                               softmax_output_rel, up)
 from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
                                              lin_err, side, unique_min, unique_rows)
 
@@ -246,8 +255,9 @@ def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, group
     single = lv.reach == 0
     near = s >= (lowest - 2 * eps)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
-        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-lv.row_gap)[:, None]),
-                     np.exp(s - lowest[:, None]))
+        # (1 - u): the softmax's shift fl(s - max) rounds each exponent within u of itself
+        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-SHRINK * lv.row_gap)[:, None]),
+                     np.exp(SHRINK * (s - lowest[:, None])))
     w = np.where(np.isfinite(s), w, 0.0)
     total = np.zeros(len(s))
     if pinned_sorted.any():
@@ -282,16 +292,27 @@ def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: boo
 
 
 def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, h: int, n: int,
-                   leak: float) -> Tuple[np.ndarray, Dict[str, float]]:
-    """([Do] row radius, {block: l1 bound}) of the head's write: leak, input error, float32."""
+                   leak: float, one_key: bool = False) -> Tuple[np.ndarray, Dict[str, float]]:
+    """([Do] row radius, {block: l1 bound}) of the head's write: leak, input error, float32.
+
+    The float32 term is a relative factor times M |W_O|, M[e] = max over every value of
+    ((|x| + r) |W_V|)[e]: the weighted average of the value vectors is bounded per head
+    dimension before W_O mixes them. ``one_key``: the top level holds one key of the input
+    (a clean categorical head), so the softmax's normalisation and sum are a relative error
+    of the dominant term (:func:`float32.pointer_output_rel`); otherwise the
+    order-independent :func:`float32.softmax_output_rel`.
+    """
     blist = list(blocks.values())
     outs = t.vs.contrib
     spread = outs.max(0) - outs.min(0)  # [Do] range of the ideal outputs per row
-    # [Do] bound on (|x| + r) |W_V| |W_O| over every value: what float32 rounding is relative to
-    vabs = np.abs(np.asarray(p["w_v"][h], np.float64)) @ np.abs(np.asarray(p["w_o"][h], np.float64))
-    vside = side(state, blocks, t.v_rows, vabs, n).absval  # [combinations, Do]
+    # [Do] bound on what float32 rounding is relative to: max per head dimension, then through |W_O|
+    w_v = np.asarray(p["w_v"][h], np.float64)
+    m_v = side(state, blocks, t.v_rows, w_v, n).absval.max(0)  # [d_head]
+    vabs = m_v @ np.abs(np.asarray(p["w_o"][h], np.float64))  # [Do]
     f32_rel = softmax_output_rel(n, p["w_v"][h], p["w_o"][h])
-    f32 = f32_rel * vside.max(0)
+    if one_key:
+        f32_rel = min(f32_rel, pointer_output_rel(n, leak, p["w_v"][h], p["w_o"][h]))
+    f32 = f32_rel * vabs
     r_out = leak * spread + lin_err(state, blist, t.v_rows, t.wvo) + f32
     # l1 per written block: the leak moves mass between ideal outputs, the input errors pass through W_OV
     out_rows = spec.rows("out_rows", len(state.radius))
@@ -301,7 +322,7 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
         if len(cols):
             l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
                                 + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
-                                + f32_rel * float(vside[:, cols].sum(1).max()))
+                                + f32_rel * float(vabs[cols].sum()))
     return np.array([up(x) for x in r_out]), l1_out
 
 
@@ -443,7 +464,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         return HeadCert(entry, {
             "why": f"score gap {min_gap:.4g} is not clear of the perturbation 2 x {delta:.4g}: leak bound "
                    f"{leak:.3g} >= 1", "witness": {"min_gap": min_gap, "delta": delta, "leak_bound": leak, "n": n}})
-    r_out = _output_radius(state, blocks, t, spec, p, h, n, leak)
+    r_out = _output_radius(state, blocks, t, spec, p, h, n, leak, one_key=not numeric and not constant)
     if numeric:
         outs, vs = t.vs.contrib, t.vs
         v_bos, v_reg = unique_rows(outs[vs.kind == 0]), unique_rows(outs[vs.kind == 1])

@@ -3,7 +3,8 @@
 NAME is a registered construction (with ``-p KEY=VALUE`` parameters), a saved model file
 (``.safetensors``, from ``depthcraft save``) or a training checkpoint directory (from
 ``depthcraft train``: ``<out>/checkpoints/<run>``; ``-p`` picks the training condition,
-``--construction`` the construction to align with). The page
+``--construction`` the construction to align with), or one run of the k-hop paper's published
+models (a folder with ``config.yaml`` and ``model_100000.pt``; ``-p k=K`` gives the hop count). The page
 (:mod:`depthcraft.verify.views.explore`) opens in a browser with no server and no network.
 """
 
@@ -28,7 +29,8 @@ from depthcraft.verify.cli import options
 @click.option("--construction", default=None,
               help="For a training checkpoint: the construction to align with (default: the task's).")
 def explore_cmd(name, params, text, output, construction) -> None:
-    """Write an interactive HTML page of a construction, saved model or trained checkpoint on one input.
+    """Write an interactive HTML page of a construction, saved model, trained checkpoint or published k-hop
+    model (a folder with config.yaml and model_100000.pt; -p k=K) on one input.
 
     The page shows the RASP program by layer, every head's attention map, the
     residual stream after each sublayer (what it wrote outlined), the output beside
@@ -45,7 +47,9 @@ def explore_cmd(name, params, text, output, construction) -> None:
     if construction is not None and not checkpoint:
         raise ParameterError("--construction applies to a training checkpoint directory only")
     check_outputs([output], inputs=[name] if saved else [])
-    if checkpoint:
+    if checkpoint and views_data.is_published_run(name):
+        page = views_data.explore_published(name, parse_assignments(params), text, construction)
+    elif checkpoint:
         page = views_data.explore_trained(name, parse_assignments(params), text, construction)
     elif saved:
         if params:

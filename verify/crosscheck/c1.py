@@ -36,9 +36,10 @@ What the rule cannot do: over four depths starting at k* = 1, linear growth 1, 2
 b = 0.66 and passes; geometric and linear growth separate only over more depths or larger k*.
 The rule tests "k* grows by roughly a constant factor near 2 per layer", not the functional form.
 
-The sweep-level conditions of issue 11 stay with the sweep (:mod:`verify.crosscheck.claims`):
-fewer than 3 seeds for a configuration, or a capacity control (2x heads and width) reaching a
-larger k* than its depth, make the verdict inconclusive.
+The sweep-level conditions of issue 11 stay with the sweep (:mod:`verify.crosscheck.claims.sanford`,
+which applies this rule to our sweeps and to the authors' models): fewer than 3 seeds for a
+configuration, or a capacity control (2x heads and width) reaching a larger k* than its depth, make
+the verdict inconclusive.
 
 Calibration (:func:`calibrate`, run by the tests and by ``depthcraft published``): the rule must
 say *reproduced* on the authors' own numbers (their errors.json, 4 heads, fresh samples, depths

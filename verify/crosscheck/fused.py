@@ -50,8 +50,8 @@ from depthcraft.constructions.runtime import Arch, as_jax, forward
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
 from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
-from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig, _optimiser_key,
-                                                _donate, optimizer, runtime_schedule, score_predictions,
+from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig, optimiser_key,
+                                                donate_args, optimizer, runtime_schedule, score_predictions,
                                                 step_rng)
 
 #: Compute precisions of the fused trainer (``auto``: bfloat16 on GPU/TPU, float32 on CPU).
@@ -235,7 +235,7 @@ def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: 
     Cached per (families' signatures, optimiser settings, n, precision): the run length is an
     argument, so calibration and the run share one compilation.
     """
-    opt_cfg = dataclasses.replace(_optimiser_key(cfg), steps=1, warmup=0)  # the length is an argument
+    opt_cfg = dataclasses.replace(optimiser_key(cfg), steps=1, warmup=0)  # the length is an argument
     key = (tuple(f.signature() for f in families), opt_cfg, cfg.batch, n, precision)
     if key in _CACHE:
         return _CACHE[key]
@@ -275,7 +275,7 @@ def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: 
 
         return jax.lax.scan(body, states, (steps, feeds))
 
-    fn = jax.jit(chunk, donate_argnums=(0,) if _donate() else ())
+    fn = jax.jit(chunk, donate_argnums=(0,) if donate_args() else ())
     if len(_CACHE) > 16:
         _CACHE.clear()
     _CACHE[key] = fn
@@ -287,7 +287,7 @@ def init_states(families: List[Family], runs, cfg: TrainConfig) -> List[Tuple[An
     out = []
     for f in families:
         params = _padded_init(f, runs)
-        tx = optimizer(_optimiser_key(cfg), f.model.frozen)
+        tx = optimizer(optimiser_key(cfg), f.model.frozen)
         out.append((params, jax.jit(jax.vmap(tx.init))(params)))
     return out
 

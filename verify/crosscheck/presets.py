@@ -210,7 +210,7 @@ _add(Preset(
 
 
 # ---------------------------------------------------------------------------------------------
-# One preset per training claim (issue 11; verdict rules in verify/crosscheck/claims.py). Each is
+# One preset per training claim (issue 11; verdict rules in verify/crosscheck/claims/). Each is
 # sized for 2 CPU cores (<= 20 minutes, aimed at 10-15) and runs >= 3 seeds; the capacity control
 # (bound-1 with twice the heads and width) wherever a claim says a depth fails.
 # ---------------------------------------------------------------------------------------------

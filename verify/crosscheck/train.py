@@ -170,7 +170,7 @@ def loss_fn(params: Dict[str, Any], ids: jax.Array, targets: jax.Array, mask: ja
     return (ce * mask).sum() / jnp.maximum(mask.sum(), 1.0)
 
 
-def _optimiser_key(cfg: TrainConfig) -> TrainConfig:
+def optimiser_key(cfg: TrainConfig) -> TrainConfig:
     """The fields the optimiser depends on (seed, logging and evaluation do not matter)."""
     return dataclasses.replace(cfg, seed=0, log_every=1, eval_size=1)
 
@@ -194,7 +194,7 @@ def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] 
 
 
 @functools.lru_cache(maxsize=16)
-def _init_state(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+def optimiser_init(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
     """The optimiser's ``init`` (zero moments, step counts), jitted: one XLA compilation per parameter
     structure instead of one per parameter shape run eagerly. Cached like :func:`make_step`."""
     return jax.jit(optimizer(cfg, frozen).init)
@@ -286,7 +286,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
     """
     arch = model_cfg.arch(data.pad_id)
     params = init_params(model_cfg, jax.random.PRNGKey(train_cfg.seed), data.n_inputs, data.n_classes, data.seq_len)
-    state = {"params": params, "opt_state": _init_state(_optimiser_key(train_cfg), model_cfg.frozen)(params)}
+    state = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.frozen)(params)}
     desc = _describe(data, model_cfg, train_cfg)
     start, history, seconds = 0, [], 0.0
     if checkpoint_dir is not None:
@@ -296,7 +296,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
             history, seconds = list(meta.get("history", [])), float(meta.get("seconds", 0.0))
     resumed_from = start
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
-    step_fn = make_step(arch, _optimiser_key(train_cfg), model_cfg.frozen)
+    step_fn = make_step(arch, optimiser_key(train_cfg), model_cfg.frozen)
     params, opt_state = state["params"], state["opt_state"]
     t0 = time.perf_counter()
 
@@ -408,7 +408,8 @@ def data_key(seed: int, step: int) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), DATA_STREAM), step)
 
 
-def _stack(trees: List[Any]) -> Any:
+def stack_trees(trees: List[Any]) -> Any:
+    """Stack pytrees of the same structure along a new leading axis (``[len(trees), ...]`` leaves)."""
     # stacked by numpy and put on the device: the same arrays as jnp.stack, without an XLA compilation per shape
     return jax.tree_util.tree_map(lambda *a: as_jax(np.stack([np.asarray(x) for x in a])), *trees)
 
@@ -421,13 +422,13 @@ def _unstack(tree: Any, i: int) -> Any:
 _CHUNK_CACHE: Dict[Any, Callable] = {}
 
 
-def _donate() -> Tuple[int, ...]:
+def donate_args() -> Tuple[int, ...]:
     """Donate the parameter and optimiser buffers to the chunk call where the backend reuses them
     (GPU/TPU); the CPU backend would only warn."""
     return () if jax.default_backend() == "cpu" else (0, 1)
 
 
-def _chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig) -> Callable:
+def seed_chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig) -> Callable:
     """The jitted ``n``-step function of :func:`train_seeds`, vmapped over seeds.
 
     numpy-fed: ``(params[S], opt[S], ids[S, n, B, T], targets, mask) -> (params, opt, losses[S, n])``;
@@ -452,7 +453,7 @@ def _chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig
             (p, o), losses = jax.lax.scan(body, (p, o), (ids, targets, mask))
             return p, o, losses
 
-        fn = jax.jit(jax.vmap(one_seed), donate_argnums=_donate())
+        fn = jax.jit(jax.vmap(one_seed), donate_argnums=donate_args())
     else:
         def one_seed(p, o, seed_key, steps):
             def body(carry, step):
@@ -462,7 +463,7 @@ def _chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig
             (p, o), losses = jax.lax.scan(body, (p, o), steps)
             return p, o, losses
 
-        fn = jax.jit(jax.vmap(one_seed, in_axes=(0, 0, 0, None)), donate_argnums=_donate())
+        fn = jax.jit(jax.vmap(one_seed, in_axes=(0, 0, 0, None)), donate_argnums=donate_args())
     if len(_CHUNK_CACHE) > 32:
         _CHUNK_CACHE.clear()
     _CHUNK_CACHE[key] = fn
@@ -624,11 +625,11 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
         raise ParameterError(f"eval_every={eval_every} needs eval_every >= 0 and eval_sets")
     n_seeds = len(seeds)
     arch = model_cfg.arch(data.pad_id)
-    opt_key = _optimiser_key(train_cfg)
-    init_state = _init_state(opt_key, model_cfg.frozen)
+    opt_key = optimiser_key(train_cfg)
+    init_state = optimiser_init(opt_key, model_cfg.frozen)
     inits = [init_params(model_cfg, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
              for s in seeds]
-    state = {"params": _stack(inits), "opt_state": _stack([init_state(p) for p in inits])}
+    state = {"params": stack_trees(inits), "opt_state": stack_trees([init_state(p) for p in inits])}
     desc = dict(_describe(data, model_cfg, dataclasses.replace(train_cfg, seed=seeds[0])),
                 seeds=seeds, sampler=sampler)
     if curriculum is not None:  # only then: checkpoints made before the option keep resuming
@@ -683,7 +684,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     while s < end:
         nxt = next_stop(s)
         n = nxt - s
-        fn = _chunk_fn(arch, opt_key, model_cfg.frozen, n, draw, sig)
+        fn = seed_chunk_fn(arch, opt_key, model_cfg.frozen, n, draw, sig)
         if draw is None:
             batches = [[data.sample(step_rng(seed, t), train_cfg.batch,
                                     None if curriculum is None else range(stage + 1)) for t in range(s, nxt)]
@@ -808,13 +809,13 @@ def load_trained(directory: str, seed: Optional[int] = None) -> TrainedModel:
     except (KeyError, TypeError, DepthcraftError) as e:
         raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
     params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    template = {"params": params, "opt_state": _init_state(_optimiser_key(train_cfg), model_cfg.frozen)(params)}
+    template = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.frozen)(params)}
     seeds = config.get("seeds")
     if seeds is not None:
         pick = seeds[0] if seed is None else seed
         if pick not in seeds:
             raise InputError(f"checkpoint {directory} holds seeds {seeds}, not seed {pick}")
-        template = _stack([template] * len(seeds))
+        template = stack_trees([template] * len(seeds))
     step, state, _ = load_checkpoint(directory, template)
     if seeds is not None:
         state = _unstack(state, seeds.index(pick))

@@ -553,6 +553,90 @@ def explore_trained(directory: str, params: Dict[str, Any], text: str,
                        classes=[fmt(v) for v in data.classes], kind="trained", alignment=al)
 
 
+def is_published_run(directory: str) -> bool:
+    """Whether ``directory`` is one run of the k-hop paper's published models (``config.yaml`` beside
+    ``model_100000.pt``, :mod:`verify.crosscheck.published`)."""
+    from depthcraft.verify.crosscheck.published import CHECKPOINT
+
+    return all(os.path.isfile(os.path.join(directory, f)) for f in ("config.yaml", CHECKPOINT))
+
+
+def explore_published(directory: str, params: Dict[str, Any], text: str,
+                      construction: Optional[str] = None) -> ExploreData:
+    """The explore page's data for one of the k-hop paper's published models (issue 31): a folder of
+    ``chsanford/hop-induction-heads`` with ``config.yaml`` and ``model_100000.pt``, loaded by
+    :func:`verify.crosscheck.published.load_run` (no torch, no code from the pickle).
+
+    The input is read in their format (:class:`~verify.crosscheck.published.AuthorsFormat`): the
+    hop-count token ``k`` (``-p k=K``, required) first, then the symbols of ``text`` (|Σ| = 4); the
+    output is the argmax of their logits (the last hidden state) over their ids, shown as our symbols.
+
+    Args:
+        directory: the run's folder.
+        params: ``{"k": K}``.
+        text: the symbols, e.g. ``"a b c a d b"``.
+        construction: the construction to align with (default ``khop_doubling``).
+    Raises:
+        InputError: a bad checkpoint or input text; ParameterError: ``-p`` other than ``k``.
+    """
+    from depthcraft.constructions.errors import ParameterError
+    from depthcraft.constructions.model import ResidualStream, sublayer_names
+    from depthcraft.constructions.runtime import as_jax, forward
+    from depthcraft.verify.crosscheck.alignment import alignment
+    from depthcraft.verify.crosscheck.published import MAX_HOPS, AuthorsFormat, load_run
+    from depthcraft.verify.tasks.khop import KHopTask
+    from depthcraft.verify.tasks.program import token_array
+
+    if set(params) != {"k"}:
+        raise ParameterError(f"a published k-hop model needs exactly -p k=K (0..{MAX_HOPS}); got "
+                             f"{' '.join(f'{k}={v}' for k, v in params.items()) or '(none)'}")
+    k = int(params["k"])
+    if not 0 <= k <= MAX_HOPS:
+        raise ParameterError(f"k={k} is outside the published models' hop counts 0..{MAX_HOPS}")
+    pm = load_run(directory)
+    tokens = KHopTask().parse_tokens({"k": k, "n": pm.n_positions - 1, "vocab": 4, "distribution": "paper"}, text)
+    if len(tokens) + 1 > pm.n_positions:
+        raise InputError(f"input of length {len(tokens)} is longer than the model's {pm.n_positions - 1} symbols")
+    fmt_ = AuthorsFormat(n=len(tokens))
+    data, task = fmt_.data, fmt_.data.task
+    p = data.conditions[k]
+    ids = fmt_.id_map[data.encode(k, token_array([tokens]))[:, :len(tokens) + 1]].astype(np.int32)
+    out = forward(as_jax(pm.params), as_jax(ids), pm.arch, collect_attention=True, collect_residuals=True)
+    fmt = _formatter(task, p)
+    logits = np.asarray(out.logits[0])
+    ours = {int(t): data.classes[j] for j, t in enumerate(fmt_.class_map)}  # their id -> our class
+    got = [ours.get(int(i), f"id {int(i)}") for i in logits.argmax(-1)[1:]]
+    expected, scored = task.reference(p, token_array([tokens]))
+    mask = np.asarray(scored[0], bool)
+    wrong = [i + 1 for i, (g, e, m) in enumerate(zip(got, expected[0], mask)) if m and g != e]
+    d = pm.width
+    stages = ["embeddings"] + sublayer_names(pm.arch)
+    stream = ResidualStream(tokens=list(tokens), labels=[f"d{i}" for i in range(d)], stages=stages,
+                            values=np.stack([np.asarray(r[0]) for r in out.residuals]),
+                            attention=[np.asarray(a[0]) for a in out.attention],
+                            scores=[np.asarray(s[0]) for s in out.scores],
+                            head_outputs=[np.asarray(h[0]) for h in out.head_outputs], logits=logits,
+                            causal=pm.arch.causal)
+    layer_names = [s for s in stages if s.startswith("attn")]
+    head_names = [[f"L{l + 1} H{h}" for h in range(pm.heads)] for l in range(len(layer_names))]
+    notes = ["embeddings: GPT-2 token + position embedding (position 0: the hop-count token k)"]
+    for s in stages[1:]:
+        notes.append(f"{s}: " + (f"{pm.heads} heads, pre-LayerNorm" if s.startswith("attn") else
+                                 "GELU MLP, pre-LayerNorm"))
+    samples = "fresh samples" if pm.samples < 0 else f"{pm.samples} training sequences"
+    show = ShowData(title=f"published k-hop model ({pm.name}, Sanford et al., step 100000)\n{pm.depth} layers x "
+                          f"{pm.heads} heads, width {d}, {samples}; hop count k={k}",
+                    tokens_text=[f"k={k}"] + [fmt(t) for t in tokens], output_text=[fmt(v) for v in got],
+                    reference_text=[fmt(v) if m else UNSCORED for v, m in zip(expected[0], mask)],
+                    exact=not wrong, sublayers=[], layout=[], program=[], wrong=wrong)
+    al = _trained_alignment(task, p, tokens, stream, head_names, construction, pm.arch.causal, alignment)
+    names = {int(t): fmt(data.classes[j]) for j, t in enumerate(fmt_.class_map)}
+    return ExploreData(show=show, stream=stream, head_names=head_names, stage_notes=notes, program_stages={},
+                       groups=[("residual (learned basis)", 0, d - 1, "every sublayer")],
+                       classes=[names.get(i, f"#{i}") for i in range(logits.shape[-1])], kind="trained",
+                       alignment=al)
+
+
 def default_construction(task_name: str) -> Optional[str]:
     """The construction the task's sweep presets compare trained models with (None where none)."""
     from depthcraft.constructions.errors import ParameterError
