@@ -15,6 +15,10 @@ to the floor may be the top on some input (the *candidate* levels).
   when every value the head can read writes the same vector. Otherwise the hardmax average
   of several keys may differ from every one-hot value: the certificate fails with the query
   and the keys of that level as witness (:func:`_unclean_level`).
+  A level of several positions is also clean when the value analysis (:mod:`.values`)
+  proves from the RASP program that every selected position holds one value and the OV
+  circuit writes one output per value; that holds for the weights only with the head's
+  program check, which the caller (:mod:`.report`) then requires.
 * **Leak.** The real scores differ from the ideal ones by at most delta: the input radii
   through W_QK (:func:`_score_perturbation`: row radii, or the blocks' l1 bounds) plus the
   float32 rounding of q . k. A key below the actual top level lies at least gap - 2 delta
@@ -391,7 +395,7 @@ def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.nd
 
 
 def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
-                 causal: bool) -> HeadCert:
+                 causal: bool, clean_by: Optional[str] = None) -> HeadCert:
     """Certify head ``h`` of one attention sublayer (see the module docstring).
 
     Args:
@@ -402,6 +406,10 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         h: the head.
         n: N, the longest input.
         causal: the model masks keys after the query.
+        clean_by: why every level of several positions holds one value (:mod:`.values`), or
+            None. Such a level is then accepted and ``entry["level_clean_by"]`` says so: the
+            argument is about the RASP program, so the caller must stop the head unless its
+            table is the program's selector (:func:`program.check_head`).
     Returns:
         :class:`HeadCert`.
     Raises:
@@ -421,6 +429,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     qs, ks = t.qs, t.ks
     chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
     min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
+    used_analysis = None  # the first level only the value analysis makes clean
     kpos_all = np.where(ks.kind == 0, 0, ks.position)
     pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
     pinned_sorted = ks.pinned[pin_order]
@@ -442,10 +451,15 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         elif not constant:
             bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
             if bad is not None:
-                return HeadCert(None, bad)
+                if clean_by is None:
+                    return HeadCert(None, bad)
+                used_analysis = bad
     delta = up(d_inputs + g32 * abs_max)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
+    if used_analysis is not None:
+        entry["level_clean_by"] = clean_by
+        entry["level_clean_witness"] = used_analysis["witness"]
     if leak == math.inf or leak >= 1.0:
         return HeadCert(entry, {
             "why": f"score gap {min_gap:.4g} is not clear of the perturbation 2 x {delta:.4g}: leak bound "

@@ -25,6 +25,7 @@ from depthcraft.verify.certify.float32 import U32, gamma, terms
 from depthcraft.verify.certify.heads import certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
+from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
                                              initial_state, lin_err, side, unique_min, write)
 
@@ -156,7 +157,11 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         [spec.rows(k, d) for k in ("q_rows", "k_rows", "v_rows")]))].max(initial=0))
     nh = np.asarray(p["w_q"]).shape[0]
     for h in range(nh):
-        hc = certify_head(state, blocks, spec, p, h, n, causal)
+        # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
+        # sublayer so far is proved to be its expression (the decoded values are then the program's)
+        clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
+            if dec is not None and not cert["program_failures"] else None
+        hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
         if hc.failure is not None:
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
@@ -165,6 +170,12 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                  cert.get("model") if not cert["program_failures"] else None)
             if bad is not None:
                 cert["program_failures"].append(bad)
+                if "level_clean_by" in hc.entry:  # the value analysis speaks of the program: void here
+                    return {"layer": name, "head": h, "check": "float32",
+                            "why": "categorical aggregate: a level that can be the top holds several positions; the "
+                                   "value analysis that makes it clean needs the head's table to be its selector, "
+                                   "and it is not", "witness": {"level": hc.entry["level_clean_witness"],
+                                                                "program": bad["why"]}}
         writes.append(hc.outs)
         radius = radius + hc.r_out[0]
         for k, v in hc.r_out[1].items():
@@ -172,7 +183,8 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         e = hc.entry
         cert["per_layer"].append({"layer": name, "head": h, "min_gap": _num(e["min_gap"]),
                                   "delta": _num(e["delta"]), "leak_bound": _num(e["leak_bound"]),
-                                  "radius_in": r_in, "radius_out": None})
+                                  "radius_in": r_in, "radius_out": None,
+                                  **({"level_clean_by": e["level_clean_by"]} if "level_clean_by" in e else {})})
     # heads add their writes: every combination of the heads' ideal outputs, per position kind
     totals = []
     for kind in (0, 1):
