@@ -16,7 +16,7 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.compiler import compile_with_tracr
 from depthcraft.verify.certify import certify
-from depthcraft.verify.certify.values import _Analysis, single_valued
+from depthcraft.verify.certify.values import ValueAnalysis, single_valued
 
 VOCAB, N = [1, 2, 3], 4
 
@@ -77,7 +77,7 @@ def test_certification_and_the_exhaustive_check_agree(sorted_models, name):
 def test_the_analysis_rules(sorted_models):
     program, model = sorted_models["tokens"]
     link = model.program
-    an = _Analysis(link)
+    an = ValueAnalysis(link)
     agg = link.nodes[link.sink]
     key = agg.selector.keys  # target_pos = SelectorWidth(Select(tokens, tokens, <))
     assert an.injective(rasp.indices) and not an.injective(rasp.tokens) and not an.injective(key)

@@ -85,3 +85,12 @@ def test_verify_certify_fits_and_names_witness_tokens(capsys, monkeypatch):
     flat = " ".join(out.split())
     assert "witness:" in flat and "tokens: c" in flat
     assert "tokens: 2" not in flat and "tokens: 0" not in flat
+
+
+def test_the_width_follows_columns_set_after_import(monkeypatch):
+    # rich fixes a Console's width at construction when COLUMNS is set; the CLI's consoles are made at
+    # import, so a COLUMNS set later (another test, a user's shell) must still be read at every print.
+    from depthcraft.verify.cli import render
+    for columns in (80, 60, 47):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        assert render.width() == columns

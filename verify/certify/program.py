@@ -83,7 +83,8 @@ class _Ambiguous(Exception):
 _MISSING = object()
 #: An angle-coded pointer holds position p when its (cos, sin) is within this of p's (float32 rounding).
 ANGLE_TOL = 1e-6
-_AMBIGUOUS = object()
+#: The decoded value of a vector that names no single value (several entries at or above 1/2).
+AMBIGUOUS = object()
 
 
 def _value(v: Any) -> Any:
@@ -140,7 +141,7 @@ class Decoder:
 
     def decode_rows(self, name: str, mat: np.ndarray) -> np.ndarray:
         """[m] object: the value each row of ``mat`` [m, len(block rows)] holds; None when every entry
-        is below 1/2, :data:`_AMBIGUOUS` when several are at or above it (or one is exactly 1/2).
+        is below 1/2, :data:`AMBIGUOUS` when several are at or above it (or one is exactly 1/2).
 
         Raises:
             NoSemantics: the block is not a categorical SOp of the program.
@@ -154,7 +155,7 @@ class Decoder:
             near = dist.argmin(1)
             for i in range(len(mat)):
                 out[i] = int(near[i]) if dist[i, near[i]] < ANGLE_TOL else \
-                    None if np.abs(mat[i]).max(initial=0) == 0 else _AMBIGUOUS
+                    None if np.abs(mat[i]).max(initial=0) == 0 else AMBIGUOUS
             return out
         on = mat >= 0.5
         count = on.sum(1)
@@ -163,7 +164,7 @@ class Decoder:
         labels = self.labels[name]
         for i in range(len(mat)):
             c = count[i]
-            out[i] = None if c == 0 else labels[top[i]] if c == 1 and mat[i, top[i]] != 0.5 else _AMBIGUOUS
+            out[i] = None if c == 0 else labels[top[i]] if c == 1 and mat[i, top[i]] != 0.5 else AMBIGUOUS
         return out
 
     def decode(self, name: str, vec: np.ndarray) -> Any:
@@ -174,7 +175,7 @@ class Decoder:
             _Ambiguous: no single value.
         """
         v = self.decode_rows(name, np.asarray(vec)[None, :])[0]
-        if v is _AMBIGUOUS:
+        if v is AMBIGUOUS:
             raise _Ambiguous(name)
         return v
 
@@ -261,7 +262,7 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
                   np.concatenate([o[3] for o in out]), index)
 
 
-def _read_blocks(blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> List[str]:
+def read_blocks(blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> List[str]:
     """The blocks with a row in ``rows`` that ``w`` [len(rows), e] reads (a non-zero row)."""
     live = set(int(r) for r in rows[np.abs(np.asarray(w)).sum(1) > 0])
     return [nm for nm, b in blocks.items() if live & set(int(r) for r in b.rows)]
@@ -291,7 +292,7 @@ def head_node(link: ProgramLink, out_blocks: Sequence[str]) -> Any:
 
 
 def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
-    """[m] object: the decoded value of SOp ``label`` in every combination (:data:`_AMBIGUOUS` where no
+    """[m] object: the decoded value of SOp ``label`` in every combination (:data:`AMBIGUOUS` where no
     single value); each distinct vector is decoded once."""
     b = blocks.get(label)
     if b is None:
@@ -476,8 +477,8 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                                           wq, wk, wvo, n, causal, eps)
     expr = head_node(dec.link, written)
     ref = _reference(expr)
-    qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
-    kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
+    qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
+    kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
     q_pos = ref.how == "position" or ref.where is not None
     cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=ref.query_sops)
     ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions, w=wk, keep=ref.key_sops)
@@ -489,7 +490,7 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
     for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
         for nm, col in side_vals.items():
-            bad = [i for i, v in enumerate(col) if v is _AMBIGUOUS]
+            bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
             if bad:
                 raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
     want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
@@ -581,8 +582,8 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     if not isinstance(sel, rasp.Select):
         raise NoSemantics(f"SelectorWidth {expr.label} uses a {type(sel).__name__}, not a Select")
     qsop, ksop = sel.queries.label, sel.keys.label
-    qn = sorted(set(_read_blocks(blocks, q_rows, wq)) | {qsop})
-    kn = sorted(set(_read_blocks(blocks, k_rows, wk)) | {ksop})
+    qn = sorted(set(read_blocks(blocks, q_rows, wq)) | {qsop})
+    kn = sorted(set(read_blocks(blocks, k_rows, wk)) | {ksop})
     cq = combos(state, blocks, qn, q_rows, n, positions=causal, w=wq, keep=[qsop])
     ck = combos(state, blocks, kn, k_rows, n, positions=causal, w=wk, keep=[ksop])
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
@@ -592,7 +593,7 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     qv = _column(state, blocks, dec, cq, qsop)[qi]
     kv = _column(state, blocks, dec, ck, ksop)[kj]
     for col, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
-        bad = [i for i, v in enumerate(col) if v is _AMBIGUOUS]
+        bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
         if bad:
             raise Unclean(f"the {what}'s value is no single value", {what: _where(c, int(rows[bad[0]]))})
     want, raised = _pair_table(sel.predicate, kv, qv, skip_none=False)
@@ -629,7 +630,7 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
                       f"({sk[a, b]:.4g} vs {lo[a]:.4g})", witness(a, b))
     cols = np.flatnonzero(np.isin(out_rows, blocks[aux].rows))
     w = wvo[:, cols]
-    cv = combos(state, blocks, _read_blocks(blocks, v_rows, w), v_rows, n, w=w)
+    cv = combos(state, blocks, read_blocks(blocks, v_rows, w), v_rows, n, w=w)
     vals = cv.x @ w
     target = np.where(cv.kind == 0, 1.0, 0.0)[:, None]
     off = np.abs(vals - target).max(1) if vals.shape[1] else np.ones(len(vals))
@@ -695,7 +696,7 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         w = wvo[:, cols]
         keep = [] if src is POSITION else [src.label]
-        cv = combos(state, blocks, sorted(set(_read_blocks(blocks, v_rows, w)) | set(keep)), v_rows, n,
+        cv = combos(state, blocks, sorted(set(read_blocks(blocks, v_rows, w)) | set(keep)), v_rows, n,
                     positions=src is POSITION, w=w, keep=keep)
         vecs = np.zeros((len(cv.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = cv.x @ w
@@ -706,14 +707,14 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
                 want = default
             elif src is POSITION:
                 want = apply_fn(fn, int(cv.position[i]))
-            elif source[i] is _AMBIGUOUS:
+            elif source[i] is AMBIGUOUS:
                 raise Unclean(f"the value's {src.label} is no single value", {"value": _where(cv, i)})
             else:
                 want = apply_fn(fn, source[i])
             got = got_all[i]
             if _same_value(got, want):
                 continue
-            got = [round(float(v), 4) for v in vecs[i]] if got is _AMBIGUOUS else got
+            got = [round(float(v), 4) for v in vecs[i]] if got is AMBIGUOUS else got
             raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {_value(got)!r} where the program "
                           f"has {_value(want)!r}", {"value": _where(cv, i), "expected": _value(want),
                                                     "got": _value(got)})
@@ -748,7 +749,7 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
         raise NoSemantics(f"numerical Aggregate {nm} with default {expr.default!r}")
     cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
     w = wvo[:, cols]
-    cv = combos(state, blocks, sorted(set(_read_blocks(blocks, v_rows, w)) | {src}), v_rows, n, w=w, keep=[src])
+    cv = combos(state, blocks, sorted(set(read_blocks(blocks, v_rows, w)) | {src}), v_rows, n, w=w, keep=[src])
     got = (cv.x @ w)[:, 0]
     want = np.where(cv.kind == 0, 0.0, _scalars(state, cv, src))
     diff = np.abs(got - want)
@@ -761,7 +762,7 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
 
 def _same_value(got: Any, want: Any) -> bool:
     """A decoded value equals the program's (None only equals None; no single value equals nothing)."""
-    if got is _AMBIGUOUS:
+    if got is AMBIGUOUS:
         return False
     if got is None or want is None:
         return got is None and want is None
@@ -790,7 +791,7 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
     worst = 0.0
     for i in np.flatnonzero(c.kind == 1):
         xs = [inputs[lab][i] for lab in ins]
-        if any(x is _AMBIGUOUS or x is None for x in xs):
+        if any(x is AMBIGUOUS or x is None for x in xs):
             raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
         try:
             want = float(expr.f(*xs))
@@ -852,7 +853,7 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
             if (linear and not all(num_in)) or (not linear and any(num_in)):
                 raise NoSemantics(f"the MLP writes the numerical SOp {nm!r} from a numerical input by a "
                                   f"discretising MLP: not checked here")
-    names = sorted(set(_read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
+    names = sorted(set(read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
     inputs = {lab: _widths(state, c, lab) if lab.endswith(SW_SUFFIX) else
@@ -868,7 +869,7 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         got_all = dec.decode_rows(nm, vecs)
         for i in np.flatnonzero(c.kind == 1):
             xs = [inputs[lab][i] for lab in ins]
-            if any(x is _AMBIGUOUS for x in xs):
+            if any(x is AMBIGUOUS for x in xs):
                 raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
             if isinstance(expr, rasp.SelectorWidth):
                 want = xs[0]  # the width the head's 1 / (w + 1) names
@@ -884,7 +885,7 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
             got = got_all[i]
             if _same_value(got, want):
                 continue
-            got = [round(float(v), 4) for v in vecs[i]] if got is _AMBIGUOUS else got
+            got = [round(float(v), 4) for v in vecs[i]] if got is AMBIGUOUS else got
             raise Unclean(f"{expr.label}: the MLP writes {_value(got)!r} where the function gives {_value(want)!r}",
                           {"input": dict(zip(ins, map(_value, xs))), "expected": _value(want), "got": _value(got)})
 

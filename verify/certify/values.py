@@ -66,7 +66,13 @@ def value_sets(link) -> Dict[str, Set[Any]]:
     return {k: v for k, v in out.items() if len(v) == count[k]}
 
 
-class _Analysis:
+class ValueAnalysis:
+    """Facts about the SOps of one compiled program (``model.program``), proved from its RASP graph.
+
+    :meth:`injective`: distinct positions always hold distinct values; the module docstring gives
+    the rules and why each is sound. Results are memoised per SOp label.
+    """
+
     def __init__(self, link):
         self.vals = value_sets(link)
         self._inj: Dict[str, bool] = {}
@@ -178,7 +184,7 @@ def single_valued(link, expr) -> Optional[str]:
     sel = expr.selector
     if not isinstance(sel, rasp.Select):
         return None
-    an = _Analysis(link)
+    an = ValueAnalysis(link)
     if not an.functional(sel):
         return None
     if an.injective(sel.keys):
@@ -205,7 +211,7 @@ def level_clean_reason(state, blocks, dec, spec, p, h: int) -> Optional[str]:
     and its OV circuit reads only the aggregated SOp's block, where every ideal vector a regular
     key can hold decodes to one value and vectors of one value write the same output.
     """
-    from depthcraft.verify.certify.program import NoSemantics, _AMBIGUOUS, _read_blocks, head_node
+    from depthcraft.verify.certify.program import NoSemantics, AMBIGUOUS, read_blocks, head_node
 
     d = len(state.radius)
     v_rows, out_rows = spec.rows("v_rows", d), spec.rows("out_rows", d)
@@ -218,14 +224,14 @@ def level_clean_reason(state, blocks, dec, spec, p, h: int) -> Optional[str]:
     why = single_valued(dec.link, expr)
     if why is None:
         return None
-    read = _read_blocks(blocks, v_rows, wvo)
+    read = read_blocks(blocks, v_rows, wvo)
     name = expr.sop.label
     if read != [name] or name not in blocks or blocks[name].kind == "position" or not dec.decodable(name):
         return None
     b = blocks[name]
     vecs = state.sets[1][name]
     decoded = dec.decode_rows(name, vecs)
-    if any(v is _AMBIGUOUS for v in decoded):
+    if any(v is AMBIGUOUS for v in decoded):
         return None
     where = {int(r): i for i, r in enumerate(v_rows)}
     sub = np.zeros((len(b.rows), wvo.shape[1]))

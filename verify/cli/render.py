@@ -31,10 +31,24 @@ from rich.text import Text
 
 from depthcraft.verify.views.text import aligned_rows, wrap
 
+
+
+class _Console(Console):
+    """rich's Console with its width read at every print (the terminal, or ``COLUMNS`` as it is then).
+
+    rich fixes the width at construction when ``COLUMNS`` is set in the environment; this module's
+    consoles are made at import, so a ``COLUMNS`` set later (a user's shell, a test) would be ignored.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._width = None  # rich's private field: None = measure at every print
+
+
 #: Standard output (reports, tables). No fixed width: see the module docstring.
-console = Console(highlight=False)
+console = _Console(highlight=False)
 #: Standard error: one-line errors, never wrapped.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+err_console = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 #: The fixed columns of a report line: (header, width).
 COLUMNS = (("L/bound", 7), ("H/bound", 7), ("d_model", 7), ("checks", 9), ("pass", 4), ("time", 6))
