@@ -50,9 +50,9 @@ from depthcraft.constructions.runtime import Arch, as_jax, forward
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
 from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
-from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig, optimiser_key,
-                                                donate_args, optimizer, runtime_schedule, score_predictions,
-                                                step_rng)
+from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig, condition_counts,
+                                                donate_args, optimiser_key, optimizer, runtime_schedule,
+                                                score_predictions, step_rng)
 
 #: Compute precisions of the fused trainer (``auto``: bfloat16 on GPU/TPU, float32 on CPU).
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -359,18 +359,10 @@ def eval_entries(pred: np.ndarray, ce: np.ndarray, sets: List[Batch], data: Task
     """:func:`~verify.crosscheck.train.evaluate`'s per-condition entries from one member's
     predictions on the concatenated ``sets`` (pred, ce: [B_total, T]; the loss from float32
     cross-entropy)."""
-    out, start = [], 0
-    for c, s in enumerate(sets):
-        b = len(s.ids)
-        p, x = pred[start:start + b], ce[start:start + b]
-        start += b
-        wrong = ((p != s.targets) & s.error_mask).sum(0)
-        scored = s.error_mask.sum(0)
-        total = int(scored.sum())
-        lm = s.loss_mask
+    out = []
+    for c, (wrong, scored, total, loss) in enumerate(condition_counts(pred, ce.astype(np.float64), sets)):
         out.append({"condition": data.names[c], "params": data.conditions[c],
-                    "error": float(wrong.sum() / total) if total else None, "scored": total,
-                    "loss": float((x.astype(np.float64) * lm).sum() / lm.sum()) if lm.sum() else None,
+                    "error": float(wrong.sum() / total) if total else None, "scored": total, "loss": loss,
                     "error_per_position": [round(float(w / n), 5) if n else None
                                            for w, n in zip(wrong[1:], scored[1:])]})
     return out

@@ -536,19 +536,29 @@ def score_predictions(pred: np.ndarray, ce: np.ndarray, sets: List[Batch], names
         {name: [float|None per model position 1..T-1]}}``, as :func:`evaluate` defines them.
     """
     out = {"error": {}, "loss": {}, "error_per_position": {}}
-    start = 0
-    for name, s in zip(names, sets):
+    for name, (wrong_pos, scored_pos, total, loss) in zip(names, condition_counts(pred, ce, sets)):
+        out["error"][name] = round(float(wrong_pos.sum() / total), 6) if total else None
+        out["loss"][name] = round(loss, 6) if loss is not None else None
+        out["error_per_position"][name] = [round(float(w / n), 5) if n else None
+                                           for w, n in zip(wrong_pos[1:], scored_pos[1:])]
+    return out
+
+
+def condition_counts(pred: np.ndarray, ce: np.ndarray, sets: List[Batch]) -> List[Tuple[np.ndarray, np.ndarray,
+                                                                                          int, Optional[float]]]:
+    """Per evaluation set, from predictions on the concatenated ``sets`` (pred, ce: [B_total, T]):
+    wrong [T] and scored [T] counts per model position (``error_mask``), the scored total, and the
+    mean cross-entropy over ``loss_mask`` in nats (None where nothing is scored), in ``ce``'s dtype."""
+    out, start = [], 0
+    for s in sets:
         b = len(s.ids)
         p, c = pred[start:start + b], ce[start:start + b]
         start += b
         wrong_pos = ((p != s.targets) & s.error_mask).sum(0)
         scored_pos = s.error_mask.sum(0)
-        total = int(scored_pos.sum())
         lm = s.loss_mask
-        out["error"][name] = round(float(wrong_pos.sum() / total), 6) if total else None
-        out["loss"][name] = round(float((c * lm).sum() / lm.sum()), 6) if lm.sum() else None
-        out["error_per_position"][name] = [round(float(w / n), 5) if n else None
-                                           for w, n in zip(wrong_pos[1:], scored_pos[1:])]
+        out.append((wrong_pos, scored_pos, int(scored_pos.sum()),
+                    float((c * lm).sum() / lm.sum()) if lm.sum() else None))
     return out
 
 

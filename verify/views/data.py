@@ -494,7 +494,6 @@ def explore_trained(directory: str, params: Dict[str, Any], text: str,
             no condition or several.
     """
     from depthcraft.constructions.errors import ParameterError
-    from depthcraft.constructions.model import ResidualStream, sublayer_names
     from depthcraft.constructions.runtime import as_jax, forward
     from depthcraft.verify.crosscheck.alignment import alignment
     from depthcraft.verify.crosscheck.train import load_trained
@@ -527,13 +526,7 @@ def explore_trained(directory: str, params: Dict[str, Any], text: str,
     mask = np.asarray(scored[0], bool)
     wrong = [int(i) + 1 for i in np.flatnonzero(np.asarray(task.mismatch(p, got_row, exp_row), bool)[0] & mask)]
     d = tm.model.width
-    stages = ["embeddings"] + sublayer_names(tm.arch)
-    stream = ResidualStream(tokens=list(tokens), labels=[f"d{i}" for i in range(d)], stages=stages,
-                            values=np.stack([np.asarray(r[0]) for r in out.residuals]),
-                            attention=[np.asarray(a[0]) for a in out.attention],
-                            scores=[np.asarray(s[0]) for s in out.scores],
-                            head_outputs=[np.asarray(h[0]) for h in out.head_outputs], logits=logits,
-                            causal=tm.arch.causal)
+    stages, stream = trained_stream(tokens, out, logits, tm.arch, d)
     layer_names = [s for s in stages if s.startswith("attn")]
     head_names = [[f"L{l + 1} H{h}" for h in range(tm.model.heads)] for l in range(len(layer_names))]
     notes = ["embeddings: learned token + position embedding (BOS names the condition)"]
@@ -580,7 +573,6 @@ def explore_published(directory: str, params: Dict[str, Any], text: str,
         InputError: a bad checkpoint or input text; ParameterError: ``-p`` other than ``k``.
     """
     from depthcraft.constructions.errors import ParameterError
-    from depthcraft.constructions.model import ResidualStream, sublayer_names
     from depthcraft.constructions.runtime import as_jax, forward
     from depthcraft.verify.crosscheck.alignment import alignment
     from depthcraft.verify.crosscheck.published import MAX_HOPS, AuthorsFormat, load_run
@@ -610,13 +602,7 @@ def explore_published(directory: str, params: Dict[str, Any], text: str,
     mask = np.asarray(scored[0], bool)
     wrong = [i + 1 for i, (g, e, m) in enumerate(zip(got, expected[0], mask)) if m and g != e]
     d = pm.width
-    stages = ["embeddings"] + sublayer_names(pm.arch)
-    stream = ResidualStream(tokens=list(tokens), labels=[f"d{i}" for i in range(d)], stages=stages,
-                            values=np.stack([np.asarray(r[0]) for r in out.residuals]),
-                            attention=[np.asarray(a[0]) for a in out.attention],
-                            scores=[np.asarray(s[0]) for s in out.scores],
-                            head_outputs=[np.asarray(h[0]) for h in out.head_outputs], logits=logits,
-                            causal=pm.arch.causal)
+    stages, stream = trained_stream(tokens, out, logits, pm.arch, d)
     layer_names = [s for s in stages if s.startswith("attn")]
     head_names = [[f"L{l + 1} H{h}" for h in range(pm.heads)] for l in range(len(layer_names))]
     notes = ["embeddings: GPT-2 token + position embedding (position 0: the hop-count token k)"]
@@ -669,3 +655,18 @@ def _trained_alignment(task, p, tokens, stream, head_names, construction, causal
                      construction_heads=[n for n, _ in cons], matrix=matrix,
                      construction_maps=[m for _, m in cons])
 
+
+def trained_stream(tokens: Sequence[Any], out: Any, logits: np.ndarray, arch: Any, width: int):
+    """(stages, :class:`ResidualStream`) of a trained model's one-input forward ``out`` (batch of 1,
+    run with residuals, attention, scores and head outputs collected): residual rows named
+    ``d0..d{width-1}``, since a trained model's directions carry no labels."""
+    from depthcraft.constructions.model import ResidualStream, sublayer_names
+
+    stages = ["embeddings"] + sublayer_names(arch)
+    stream = ResidualStream(tokens=list(tokens), labels=[f"d{i}" for i in range(width)], stages=stages,
+                            values=np.stack([np.asarray(r[0]) for r in out.residuals]),
+                            attention=[np.asarray(a[0]) for a in out.attention],
+                            scores=[np.asarray(s[0]) for s in out.scores],
+                            head_outputs=[np.asarray(h[0]) for h in out.head_outputs], logits=logits,
+                            causal=arch.causal)
+    return stages, stream
