@@ -138,8 +138,27 @@ class Task(abc.ABC):
         return None
 
     def in_domain(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
-        """[batch] bool: which inputs satisfy :meth:`domain` (every input when it is None)."""
-        return np.ones(len(np.asarray(tokens)), bool)
+        """[batch] bool: which inputs satisfy :meth:`domain` (every input when it is None).
+
+        Row by row: an input :meth:`check_inputs` refuses is outside the domain; one it accepts
+        is inside when :meth:`row_in_domain` says so.
+        """
+        x = np.asarray(tokens)
+        if self.domain(p) is None:
+            return np.ones(len(x), bool)
+        out = np.zeros(len(x), bool)
+        for r in range(len(x)):
+            try:
+                row = self.check_inputs(p, x[r:r + 1])[0]
+            except InputError:
+                continue
+            out[r] = self.row_in_domain(p, row)
+        return out
+
+    def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Whether one well-formed input [n] (int64, :meth:`check_inputs` accepted it) is in the
+        domain beyond its format; the default: every well-formed input is."""
+        return True
 
     def check_inputs(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
         """Check [batch, n] integer inputs against the task's input layout; return them.

@@ -303,18 +303,6 @@ class ConnectivityTask(Task):
         return (f"the task's format: vertex block with each of the {p['n']} vertices once, at most "
                 f"{max_edges(p)} edge slots (edge tokens or fillers, no edge twice), then ? s t")
 
-    def in_domain(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
-        """[batch] bool: which inputs satisfy :meth:`domain` (row by row, :meth:`check_inputs`)."""
-        x = np.asarray(tokens)
-        out = np.zeros(len(x), bool)
-        for r in range(len(x)):
-            try:
-                self.check_inputs(p, x[r:r + 1])
-                out[r] = True
-            except InputError:
-                pass
-        return out
-
     # ------------------------------------------------------------------ reference
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         """1 at the last position when t is reachable from s (breadth-first search), else 0; nothing else scored.

@@ -181,30 +181,22 @@ class RetrievalTask(Task):
         return (f"facts and query form disjoint chains: fact keys distinct, no symbol the value of two facts "
                 f"or of a fact and the query, no cycle, and the queried chain has exactly d = {p['d']} facts")
 
-    def in_domain(self, p: Dict[str, Any], tokens: np.ndarray) -> np.ndarray:
-        """[batch] bool: which inputs satisfy :meth:`domain` (a malformed input is outside it)."""
-        x = np.asarray(tokens)
-        out = np.zeros(len(x), bool)
-        for r in range(len(x)):
-            try:
-                row = self.check_inputs(p, x[r:r + 1])[0]
-            except InputError:
-                continue
-            keys, values, query = row[0:-2:2].tolist(), row[1:-2:2].tolist(), int(row[-1])
-            if len(set(values + [query])) != len(values) + 1:  # a symbol is the value of two facts
-                continue
-            nxt = dict(zip(keys, values))
-            ok = True
-            for start in keys:  # no cycle: every chain leaves the keys within F steps
-                cur, steps = start, 0
-                while cur in nxt and steps <= len(keys):
-                    cur, steps = nxt[cur], steps + 1
-                ok &= steps <= len(keys) and cur not in nxt
-            cur, hops = query, 0
-            while ok and cur in nxt and hops <= len(keys):
-                cur, hops = nxt[cur], hops + 1
-            out[r] = ok and hops == p["d"]
-        return out
+    def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Whether one well-formed input [n] satisfies :meth:`domain` beyond its format."""
+        keys, values, query = row[0:-2:2].tolist(), row[1:-2:2].tolist(), int(row[-1])
+        if len(set(values + [query])) != len(values) + 1:  # a symbol is the value of two facts
+            return False
+        nxt = dict(zip(keys, values))
+        for start in keys:  # no cycle: every chain leaves the keys within F steps
+            cur, steps = start, 0
+            while cur in nxt and steps <= len(keys):
+                cur, steps = nxt[cur], steps + 1
+            if steps > len(keys) or cur in nxt:
+                return False
+        cur, hops = query, 0
+        while cur in nxt and hops <= len(keys):
+            cur, hops = nxt[cur], hops + 1
+        return hops == p["d"]
 
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         """x_{D-h} at the last position (h = ``hops``, D by default), ⊥ when a chain breaks; nothing else scored.
