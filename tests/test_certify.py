@@ -12,11 +12,10 @@ The four failing-side checks of the certification issue:
 import dataclasses
 import itertools
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from certify_radii import assert_within_radii
 from depthcraft.constructions.compiler import compile_program, compile_with_tracr
 from depthcraft.constructions.errors import CompileError
 from depthcraft.rasp_programs import pitfalls
@@ -90,28 +89,10 @@ def test_measured_errors_stay_within_the_certified_radii(name, params):
     n = r.task.max_seq_len(p)
     inputs = np.concatenate([r.task.sample(p, rng, 64)] + [np.asarray(e)[:, :n] for e in r.task.edge_cases(p)
                                                              if np.asarray(e).shape[1] == n])
-    ids = model.encode(inputs, length=n + 1)
-    real = model.forward_ids(ids, collect_residuals=True, planned=False)
-    ideal_arch = dataclasses.replace(model.arch, attention="hardmax")
-    with jax.enable_x64(True):
-        from depthcraft.constructions.runtime import forward
-        params64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), model.params)
-        ideal = forward(params64, jnp.asarray(ids), ideal_arch, dtype=jnp.float64, collect_residuals=True)
-        ideal_res = [np.asarray(x, np.float64) for x in ideal.residuals]
-    d = len(model.residual_labels)
-    for i, (spec, entry_layer) in enumerate(zip(model.arch.sublayers, _layer_names(model))):
-        rows = spec.rows("out_rows", d)
-        err = np.abs(np.asarray(real.residuals[i + 1], np.float64)[..., rows] - ideal_res[i + 1][..., rows]).max()
-        radius = max(e["radius_out"] for e in cert["per_layer"] if e["layer"] == entry_layer)
-        assert err <= radius, (entry_layer, err, radius)
+    real = assert_within_radii(model, cert, model.encode(inputs, length=n + 1))
     for a, mass in enumerate(real.attn_mass):
         bound = max(e["leak_bound"] for e in cert["per_layer"] if e["layer"] == f"attn {a + 1}")
         assert 1.0 - float(np.asarray(mass).min()) <= bound + 1e-6  # + float32 rounding of the mass itself
-
-
-def _layer_names(model):
-    from depthcraft.constructions.model import sublayer_names
-    return sublayer_names(model.arch)
 
 
 PITFALL_PROGRAMS = [("first_token_non_unique", pitfalls.first_token_non_unique, [0, 1, 2], 6, "depthcraft"),

@@ -11,13 +11,13 @@
   float64 hardmax run lies within the certified radius.
 """
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from certify_radii import assert_within_radii
 from depthcraft.verify import lookup
 from depthcraft.verify.certify import certify
 from depthcraft.verify.certify.float32 import U32, gamma, pointer_output_rel, softmax_output_rel
@@ -113,18 +113,4 @@ def test_pointer_models_measured_error_within_the_relative_radii(name, params):
     n = r.task.max_seq_len(p)
     inputs = np.concatenate([r.task.sample(p, rng, 48)] + [np.asarray(e)[:, :n] for e in r.task.edge_cases(p)
                                                              if np.asarray(e).shape[1] == n])
-    ids = model.encode(inputs, length=n + 1)
-    real = model.forward_ids(ids, collect_residuals=True, planned=False)
-    ideal_arch = dataclasses.replace(model.arch, attention="hardmax")
-    with jax.enable_x64(True):
-        from depthcraft.constructions.runtime import forward
-        params64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), model.params)
-        ideal = forward(params64, jnp.asarray(ids), ideal_arch, dtype=jnp.float64, collect_residuals=True)
-        ideal_res = [np.asarray(x, np.float64) for x in ideal.residuals]
-    from depthcraft.constructions.model import sublayer_names
-    d = len(model.residual_labels)
-    for i, (spec, layer) in enumerate(zip(model.arch.sublayers, sublayer_names(model.arch))):
-        rows = spec.rows("out_rows", d)
-        err = np.abs(np.asarray(real.residuals[i + 1], np.float64)[..., rows] - ideal_res[i + 1][..., rows]).max()
-        radius = max(e["radius_out"] for e in cert["per_layer"] if e["layer"] == layer)
-        assert err <= radius, (layer, err, radius)
+    assert_within_radii(model, cert, model.encode(inputs, length=n + 1))

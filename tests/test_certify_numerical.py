@@ -15,15 +15,13 @@
 import dataclasses
 import logging
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from tracr.compiler import lib
 from tracr.rasp import rasp
 
+from certify_radii import assert_within_radii
 from depthcraft import check_program, compile_program
-from depthcraft.constructions.model import sublayer_names
 from depthcraft.rasp_programs import pitfalls
 from depthcraft.verify.certify import certify
 
@@ -95,17 +93,4 @@ def test_measured_errors_stay_within_the_certified_radii_for_mean_heads_and_nume
     assert cert["float32_matches_hardmax"], cert["uncertified"]
     rng = np.random.default_rng(0)
     inputs = [list(rng.choice(vocab, n)) for _ in range(48)] + [[t] * n for t in vocab]
-    ids = model.encode(inputs, length=n + 1)
-    real = model.forward_ids(ids, collect_residuals=True, planned=False)
-    with jax.enable_x64(True):
-        from depthcraft.constructions.runtime import forward
-        params64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), model.params)
-        ideal = forward(params64, jnp.asarray(ids), dataclasses.replace(model.arch, attention="hardmax"),
-                        dtype=jnp.float64, collect_residuals=True)
-        ideal_res = [np.asarray(x, np.float64) for x in ideal.residuals]
-    d = len(model.residual_labels)
-    for i, (spec, name) in enumerate(zip(model.arch.sublayers, sublayer_names(model.arch))):
-        rows = spec.rows("out_rows", d)
-        err = np.abs(np.asarray(real.residuals[i + 1], np.float64)[..., rows] - ideal_res[i + 1][..., rows]).max()
-        radius = max(e["radius_out"] for e in cert["per_layer"] if e["layer"] == name)
-        assert err <= radius, (name, err, radius)
+    assert_within_radii(model, cert, model.encode(inputs, length=n + 1))
