@@ -68,7 +68,7 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink
 from depthcraft.constructions.angles import position_features
-from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_pointer
+from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
 from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean
 
 
@@ -106,6 +106,9 @@ class Decoder:
     link: ProgramLink
     labels: Dict[str, List[Any]]
     angles: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: set-valued SOps (:func:`constructions.nodes.is_multi`): a vector decodes to the set of the
+    #: values whose entry is at or above 1/2 (a multi-hot), never to :data:`AMBIGUOUS`
+    sets: frozenset = frozenset()
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
     #: numerical SOp label -> bound on |ideal value - program value| (checked sublayers add to it)
     num_dev: Dict[str, float] = dataclasses.field(default_factory=dict)
@@ -133,7 +136,8 @@ class Decoder:
                     labels[name] = [_MISSING] * len(labels[name])
                     if None not in parts:
                         angle_tables[name] = np.stack([feats[v] for v in parts], 1)  # [N + 1, rows]
-        return cls(link, labels, angle_tables)
+        sets = frozenset(nm for nm in labels if nm not in angle_tables and is_multi(link.nodes.get(nm)))
+        return cls(link, labels, angle_tables, sets=sets)
 
     def decodable(self, name: str) -> bool:
         """Whether every row of block ``name`` is a categorical value of the program."""
@@ -158,6 +162,13 @@ class Decoder:
                     None if np.abs(mat[i]).max(initial=0) == 0 else AMBIGUOUS
             return out
         on = mat >= 0.5
+        if name in self.sets:  # a multi-hot: the set of its values (an entry of exactly 1/2 holds no value)
+            labels = self.labels[name]
+            out = np.empty(len(mat), object)
+            for i in range(len(mat)):
+                out[i] = frozenset(labels[c] for c in np.flatnonzero(on[i])) \
+                    if not (mat[i] == 0.5).any() else AMBIGUOUS
+            return out
         count = on.sum(1)
         top = mat.argmax(1) if mat.shape[1] else np.zeros(len(mat), int)
         out = np.empty(len(mat), object)
@@ -476,6 +487,9 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         return _check_selector_width_head(state, blocks, dec, sw, written[0], q_rows, k_rows, v_rows, out_rows,
                                           wq, wk, wvo, n, causal, eps)
     expr = head_node(dec.link, written)
+    if isinstance(expr, HeadSpec) and expr.attention == "relu":
+        return _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, written,
+                                n, causal, eps)
     ref = _reference(expr)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
@@ -544,6 +558,122 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                 raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
                               f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+# ---------------------------------------------------------------------------- ReLU heads
+
+#: A ReLU head's value vectors must hold 0 or at least this in every entry, none negative (so that
+#: sums of them, each with a weight within :data:`RELU_WEIGHT_TOL` of 1, decode to the union: an entry
+#: is >= 1/2 exactly when some summand's is non-zero, and one vector decodes as itself).
+SET_ENTRY_MIN = 0.75
+#: A key a ReLU head attends to must score within this of 1 (the float32 weights' "exactly 1": the
+#: query and key scales are float32 numbers whose product is 1 up to their rounding).
+RELU_WEIGHT_TOL = 1e-3
+
+
+def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, written, n, causal,
+                     eps) -> None:
+    """A ReLU head (weights relu(score), no normalisation; :mod:`.relu`) against its kind's semantics.
+
+    The reference (:mod:`constructions.reference`, ReLU): a ``position`` head (``prev_token``,
+    ``position_map``) attends to target(i) (BOS for target 0, nothing for None); a ``match``
+    head with ``select="all"`` to every key j <= i in its window agreeing on every pair (never
+    BOS); the BOS query to BOS. The head's ideal output is the sum of relu(score) times the
+    value over the keys, so it equals the reference's read on EVERY input when, for every
+    query combination, every attended key (BOS included) scores 1 (within
+    :data:`RELU_WEIGHT_TOL` + 2 eps: the ideal output is the weighted sum, which the decoding
+    below names) and every other key the
+    query may see scores at most 2 eps (weight 0 in the ideal evaluation, :mod:`.relu`);
+    every attended key is visible (at or before the query); each value vector decodes to
+    the read's value of its key (BOS: the read's BOS value); and every value vector holds 0
+    or at least :data:`SET_ENTRY_MIN` in every entry, none negative, so a sum of them with
+    weights within :data:`RELU_WEIGHT_TOL` of 1 decodes to the union of their values (the
+    reference's value; one value decodes as itself). A read that is not
+    set-valued has one attended key (a position head): the float32 part refuses a query
+    with on keys at several positions.
+
+    Raises:
+        Unclean: a table differs (witness); NoSemantics: a ReLU head of another kind.
+    """
+    kind = expr.kind
+    if not (kind.selects == "position" or (kind.selects == "match" and expr.spec.select == "all")):
+        raise NoSemantics(f"{kind} head {expr.label}: no table semantics for a ReLU '{kind.selects}' head here")
+    if not causal:
+        raise NoSemantics(f"{kind} head {expr.label}: a ReLU head of a bidirectional model")
+    if kind.selects == "position":
+        ref = _Ref("position", [], [], target=expr.spec.target)
+    else:
+        spec = expr.spec
+        ref = _Ref("match", [q.label for q, _ in spec.pairs], [k.label for _, k in spec.pairs], where=spec.where,
+                   prefix=True)
+    qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
+    kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
+    cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
+    ck = combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops)
+    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    qb = np.flatnonzero(cq.kind == 0)
+    if len(cq.kind) * len(ck.kind) > 50_000_000:
+        raise TooLarge(f"program table of {len(cq.kind)} queries x {len(ck.kind)} keys")
+    s = (cq.x @ wq) @ (ck.x @ wk).T
+    one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
+    # the BOS query (causal: it sees only BOS) attends to BOS with weight 1
+    if len(qb) and not one(s[np.ix_(qb, kb)]).all():
+        a, b = np.argwhere(~one(s[np.ix_(qb, kb)]))[0]
+        raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
+                      f"(score {s[qb[a], kb[b]]:.4g})", {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
+    qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+        for nm, col in side_vals.items():
+            bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+            if bad:
+                raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    qpos, kpos = cq.position[qi], ck.position[kj]
+    want, _ = _want(ref, qv, qpos, kv, kpos, n)
+    if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
+        tgt = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
+        want_bos = tgt == 0
+    else:
+        want_bos = np.zeros(len(qi), bool)
+    always, never, _ = _visibility(cq, qi, ck, kj, causal)
+    sk, sb = s[np.ix_(qi, kj)], s[np.ix_(qi, kb)]
+
+    def witness(a, b):
+        key = {"position": "BOS"} if b is None else {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}}
+        return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}}, "key": key,
+                "selects": bool(want_bos[a]) if b is None else bool(want[a, b])}
+
+    hidden = want & ~always
+    if hidden.any():
+        a, b = np.argwhere(hidden)[0]
+        raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide", witness(a, b))
+    seen = ~never
+    low = want & ~one(sk)
+    if low.any():
+        a, b = np.argwhere(low)[0]
+        raise Unclean(f"{_name(expr)}: an attended key does not score 1 ({sk[a, b]:.4g})", witness(a, b))
+    high = ~want & seen & ~(sk <= 2 * eps)
+    if high.any():
+        a, b = np.argwhere(high)[0]
+        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores above 0 ({sk[a, b]:.4g})",
+                      witness(a, b))
+    bad_bos = np.where(want_bos[:, None], ~one(sb), ~(sb <= 2 * eps))
+    if bad_bos.any():
+        a, _ = np.argwhere(bad_bos)[0]
+        raise Unclean(f"{_name(expr)}: BOS scores {sb[a].max():.4g} where the reference gives it weight "
+                      f"{int(want_bos[a])}", witness(a, None))
+    for nm in written:  # sums of value vectors, each weighted 1 +- tol, decode to the union
+        cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+        w = wvo[:, cols]
+        cv = combos(state, blocks, read_blocks(blocks, v_rows, w), v_rows, n, positions=True, w=w)
+        vals = cv.x @ w
+        bad = (vals < 0) | ((vals != 0) & (vals < SET_ENTRY_MIN))
+        if bad.any():
+            i = int(np.argwhere(bad)[0][0])
+            raise Unclean(f"{_name(expr)}: the read {nm} writes {vals[i].round(4).tolist()}: an entry neither 0 "
+                          f"nor >= {SET_ENTRY_MIN}, so a weighted sum of reads need not decode to their union",
+                          {"value": _where(cv, i)})
+    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, sets_ok=True)
 
 
 # ------------------------------------------------------------------------- SelectorWidth
@@ -679,8 +809,11 @@ def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> Non
                       f"{'later' if first else 'n earlier'} one", witness(a, b))
 
 
-def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
-    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring)."""
+def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, sets_ok: bool = False) -> None:
+    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring).
+
+    ``sets_ok``: a set-valued read is checked too (a ReLU head, whose sums :func:`_check_relu_head`
+    ties to the union); otherwise it has no semantics here."""
     if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
         return _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n)
     if isinstance(expr, rasp.Aggregate):
@@ -689,7 +822,7 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
         reads = []
         for nm in written:
             r = dec.link.nodes[nm]
-            if r.multi:
+            if r.multi and not (sets_ok and nm in dec.sets):
                 raise NoSemantics(f"the read {nm!r} is set-valued")
             reads.append((nm, r.read.source, r.read.fn, r.bos_value))
     for nm, src, fn, default in reads:  # each output block on its own: only what writes into it matters
@@ -711,6 +844,8 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
                 raise Unclean(f"the value's {src.label} is no single value", {"value": _where(cv, i)})
             else:
                 want = apply_fn(fn, source[i])
+            if nm in dec.sets and not isinstance(want, frozenset):  # a set-valued read of one value
+                want = frozenset() if want is None else frozenset([want])
             got = got_all[i]
             if _same_value(got, want):
                 continue
