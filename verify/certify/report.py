@@ -147,7 +147,7 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
         witness = e.witness
         if model is not None:
             witness = dict(witness) if isinstance(witness, dict) else {"detail": witness}
-            witness["wrong_input"] = _wrong_input(model)
+            witness["wrong_input"] = _wrong_input(model, hand_built=model.arch.attention == "relu")
         return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": witness}
     except NoSemantics as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
