@@ -507,6 +507,12 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
             bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
             if bad:
                 raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    # combinations no input reaches: a value a read never holds at that position (.positions)
+    rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
+    if not rq.all() or not rk.all():
+        qi, kj, s = qi[rq], kj[rk], s[rq]
+        qv = {k: v[rq] for k, v in qv.items()}
+        kv = {k: v[rk] for k, v in kv.items()}
     want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
     always, never, present = _visibility(cq, qi, ck, kj, causal)
     sk = s[:, kj]
@@ -558,6 +564,25 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                 raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
                               f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+def _reachable(link: ProgramLink, vals: Dict[str, np.ndarray], pos: np.ndarray, n: int) -> np.ndarray:
+    """[m] bool: the combinations whose decoded values the SOps can hold at their model position
+    (:func:`positions.possible`; a combination at no known position, or a SOp with no rule, is kept)."""
+    from depthcraft.verify.certify.positions import possible
+    keep = np.ones(len(pos), bool)
+    cache: Dict[Tuple[str, int], Optional[set]] = {}
+    for nm, col in vals.items():
+        for i, (p_, v) in enumerate(zip(pos, col)):
+            if p_ < 1 or not keep[i]:
+                continue
+            key = (nm, int(p_))
+            if key not in cache:
+                cache[key] = possible(link, nm, int(p_), n)
+            ok = cache[key]
+            if ok is not None and v not in ok:
+                keep[i] = False
+    return keep
 
 
 # ---------------------------------------------------------------------------- ReLU heads
