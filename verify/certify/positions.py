@@ -9,8 +9,20 @@ the head's BOS scores with a query whose P_s is 0; but the head reads only last 
 label positions, where P_s is always at least 1.
 
 Soundness argument. :func:`possible` returns a set that contains the SOp's value at model
-position ``pos`` on EVERY input of length >= pos (RASP semantics, :mod:`constructions.reference`),
-or None (no claim). Rules, by the head's kind (anything else: None):
+position ``pos`` on EVERY input of length >= pos (RASP semantics, :mod:`constructions.reference`;
+tracr's evaluator for its own SOps), or None (no claim). tracr's SOps:
+
+* ``indices`` holds pos - 1 (RASP indices are 0-based over the tokens, model position 0 is BOS);
+* ``Map(f, a)`` holds f(x) for x in a's set (None for None: tracr's evaluator), a's set being
+  :func:`possible` of it or its whole value set plus None; ``SequenceMap(f, a, b)`` likewise
+  over pairs (None when either is None). A function that raises gives no claim;
+* any other SOp: its whole value set (the residual labels', a superset of what occurs) plus
+  None; a SOp with no categorical value set: no claim.
+
+This is how a pair-valued SOp (value, index) ties its index component to the position, so
+``khop_rasp``'s selectors "(value, index), key index <= query index" select no later key.
+
+Hand-built heads, by kind (anything else: None):
 
 * ``match`` with ``select`` ``"first"`` or ``"last"`` reading POSITION (through ``fn``): the
   attended key is a candidate j (1 <= j <= pos, ``where(pos, j)``), or BOS when nothing
@@ -54,8 +66,10 @@ def possible(link, label: str, pos: int, n: int, _depth: int = 0) -> Optional[Se
         A set of values (frozensets for set-valued reads), or None where no rule applies.
     """
     expr = link.nodes.get(label)
-    if not isinstance(expr, HeadRead) or _depth > 16 or not 1 <= pos <= n:
+    if expr is None or _depth > 16 or not 1 <= pos <= n:
         return None
+    if not isinstance(expr, HeadRead):
+        return _rasp_possible(link, expr, pos, n, _depth)
     head, read = expr.head, expr.read
     kind = head.kind
     if kind.selects == "match" and head.spec.select in ("first", "last") and read.source is POSITION:
@@ -84,4 +98,55 @@ def possible(link, label: str, pos: int, n: int, _depth: int = 0) -> Optional[Se
         if head.attention == "softmax" or t == 0:
             return {expr.bos_value}
         return {frozenset() if expr.multi else None}
+    return None
+
+
+#: A position-wise set larger than this is no claim (None).
+MAX_POSSIBLE = 10_000
+#: id(link) -> (link, its value sets): the link is kept, so the id is not reused while cached.
+_SETS: dict = {}
+
+
+def _global(link, label: str) -> Optional[Set[Any]]:
+    """Every value SOp ``label`` can hold at a regular position (its residual value set), plus None;
+    None when the SOp has no categorical value set (:func:`values.value_sets`)."""
+    from depthcraft.verify.certify.values import value_sets
+    sets = _SETS.get(id(link))
+    if sets is None or sets[0] is not link:
+        if len(_SETS) > 16:
+            _SETS.clear()
+        sets = _SETS[id(link)] = (link, value_sets(link))
+    vals = sets[1].get(label)
+    return None if vals is None else set(vals) | {None}
+
+
+def _rasp_possible(link, expr: Any, pos: int, n: int, depth: int) -> Optional[Set[Any]]:
+    """:func:`possible` for tracr's own SOps (module docstring of the rules: ``indices``, ``Map``,
+    ``SequenceMap``; any other SOp: its value set plus None)."""
+    if isinstance(expr, rasp.IndicesType):
+        return {pos - 1}  # RASP index = model position - 1
+    if isinstance(expr, rasp.Map) and not isinstance(expr, rasp.SequenceMap):
+        inner = possible(link, expr.inner.label, pos, n, depth + 1)
+        if inner is None:
+            inner = _global(link, expr.inner.label)
+        if inner is None:
+            return None
+        try:
+            out = {None if x is None else expr.f(x) for x in inner}
+        except Exception:  # noqa: BLE001 - the function raises somewhere: no claim
+            return None
+        return out if len(out) <= MAX_POSSIBLE else None
+    if isinstance(expr, rasp.SequenceMap):
+        sides = []
+        for sub in (expr.fst, expr.snd):
+            got = possible(link, sub.label, pos, n, depth + 1)
+            sides.append(got if got is not None else _global(link, sub.label))
+        if any(x is None for x in sides) or len(sides[0]) * len(sides[1]) > MAX_POSSIBLE:
+            return None
+        try:
+            return {None if (x is None or y is None) else expr.f(x, y) for x in sides[0] for y in sides[1]}
+        except Exception:  # noqa: BLE001 - no claim
+            return None
+    if isinstance(expr, rasp.SOp):
+        return _global(link, expr.label)
     return None

@@ -751,6 +751,10 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
         bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
         if bad:
             raise Unclean(f"the {what}'s value is no single value", {what: _where(c, int(rows[bad[0]]))})
+    rq = _reachable(dec.link, {qsop: qv}, cq.position[qi], n)  # combinations no input reaches (.positions)
+    rk = _reachable(dec.link, {ksop: kv}, ck.position[kj], n)
+    if not rq.all() or not rk.all():
+        qi, kj, s, qv, kv = qi[rq], kj[rk], s[rq], qv[rq], kv[rk]
     want, raised = _pair_table(sel.predicate, kv, qv, skip_none=False)
     if raised is not None:
         k, q, e = raised
