@@ -152,3 +152,21 @@ def test_ictm_relu_parse_and_copy_are_proved_match_has_a_witness():
     want = Evaluator().evaluate(program, x)[pos - 1]
     assert len(want) >= 2  # two example blocks with the query's pattern: a set of two labels
     assert model.run([x])[0][pos - 1] in want
+
+
+def test_weakened_relu_match_head_is_not_certified_and_its_witness_reproduces():
+    # the parse head (a ReLU match over several positions) with W_Q x 0.45: every match scores 0.45,
+    # so the pattern's entries fall below 1/2 and the copies and the final match read nothing
+    program = ictm_parse_copy_match(2, attention="relu")
+    model = compile_program(program, vocab=range(6 + 3), max_seq_len=8, causal=True, attention="relu")
+    model = _weaken(model, 0.45)
+    cert = certify(model)
+    assert not cert["certified"]
+    bad = [u for u in cert["uncertified"] if u["layer"] == "attn 1"]
+    assert bad and bad[0]["check"] == "program"
+    wrong = bad[0]["witness"]["wrong_input"]
+    assert wrong is not None
+    x, pos = wrong["tokens"], wrong["positions"][0]
+    want = Evaluator().evaluate(program, x)[pos - 1]
+    got = model.run([x])[0][pos - 1]
+    assert want != (frozenset() if got is None else frozenset([got]))

@@ -13,6 +13,7 @@ position ``pos`` on EVERY input of length >= pos (RASP semantics, :mod:`construc
 tracr's evaluator for its own SOps), or None (no claim). tracr's SOps:
 
 * ``indices`` holds pos - 1 (RASP indices are 0-based over the tokens, model position 0 is BOS);
+  ``tokens`` a token of its value set (never None at a regular position);
 * ``Map(f, a)`` holds f(x) for x in a's set (None for None: tracr's evaluator), a's set being
   :func:`possible` of it or its whole value set plus None; ``SequenceMap(f, a, b)`` likewise
   over pairs (None when either is None). A function that raises gives no claim;
@@ -125,6 +126,9 @@ def _rasp_possible(link, expr: Any, pos: int, n: int, depth: int) -> Optional[Se
     ``SequenceMap``; any other SOp: its value set plus None)."""
     if isinstance(expr, rasp.IndicesType):
         return {pos - 1}  # RASP index = model position - 1
+    if isinstance(expr, rasp.TokensType):  # a token of the vocabulary, never None at a regular position
+        g = _global(link, expr.label)
+        return None if g is None else g - {None}
     if isinstance(expr, rasp.Map) and not isinstance(expr, rasp.SequenceMap):
         inner = possible(link, expr.inner.label, pos, n, depth + 1)
         if inner is None:

@@ -658,7 +658,8 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
     if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
         tgt = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
         want_bos = tgt == 0
-    else:
+    else:  # every match j <= i (the reference's range is the visible prefix)
+        want &= kpos[None, :] <= qpos[:, None]
         want_bos = np.zeros(len(qi), bool)
     always, never, _ = _visibility(cq, qi, ck, kj, causal)
     sk, sb = s[np.ix_(qi, kj)], s[np.ix_(qi, kb)]
