@@ -16,7 +16,7 @@ import numpy as np
 
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.model import sublayer_names
-from depthcraft.constructions.primitives import Read, match, prev_token
+from depthcraft.constructions.primitives import prev_token
 from depthcraft.constructions.reference import Evaluator
 from depthcraft.constructions.runtime import forward
 from depthcraft.rasp_programs.chen_zou import ictm_parse_copy_match, icqa_copy_match
@@ -78,6 +78,22 @@ def test_relu_radius_covers_the_measured_float32_error():
     for name, err in _relu_errors(model, ids):
         radius = max(e["radius_out"] for e in cert["per_layer"] if e["layer"] == name)
         assert err <= radius, (name, err, radius)
+
+
+def test_relu_radius_covers_the_measured_error_where_several_keys_add_up():
+    # ictm's parse head adds every same-block position holding the token (a set of offsets)
+    program = ictm_parse_copy_match(2, attention="relu")
+    model = compile_program(program, vocab=range(6 + 3), max_seq_len=8, causal=True, attention="relu")
+    cert = certify(model)
+    rng = np.random.default_rng(1)
+    ids = model.encode([[int(t) for t in rng.integers(0, 3, 8)] for _ in range(64)]
+                       + [[int(t) for t in rng.integers(0, 9, 8)] for _ in range(64)])
+    proved = {e["layer"] for e in cert["per_layer"]}
+    assert {"attn 1", "attn 2"} <= proved
+    for name, err in _relu_errors(model, ids):
+        if name in proved:
+            radius = max(e["radius_out"] for e in cert["per_layer"] if e["layer"] == name)
+            assert err <= radius, (name, err, radius)
 
 
 def _weaken(model, factor):

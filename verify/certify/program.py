@@ -645,7 +645,8 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
     if len(qb) and not one(s[np.ix_(qb, kb)]).all():
         a, b = np.argwhere(~one(s[np.ix_(qb, kb)]))[0]
         raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
-                      f"(score {s[qb[a], kb[b]]:.4g})", {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
+                      f"(score {s[qb[a], kb[b]]:.4g})",
+                      {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
     qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
     kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
     for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
@@ -665,14 +666,16 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
     sk, sb = s[np.ix_(qi, kj)], s[np.ix_(qi, kb)]
 
     def witness(a, b):
-        key = {"position": "BOS"} if b is None else {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}}
+        key = {"position": "BOS"} if b is None else \
+            {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}}
         return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}}, "key": key,
                 "selects": bool(want_bos[a]) if b is None else bool(want[a, b])}
 
     hidden = want & ~always
     if hidden.any():
         a, b = np.argwhere(hidden)[0]
-        raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide", witness(a, b))
+        raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide",
+                      witness(a, b))
     seen = ~never
     low = want & ~one(sk)
     if low.any():

@@ -25,15 +25,17 @@ plus the float32 rounding of q . k, :func:`heads._score_perturbation`, :func:`fl
   hold there (BOS's values at BOS; a value side that reads a position block: that
   position's), or 0 (an off alternative, or the position is absent from a shorter
   input). The ideal output is the sum over positions of one option each; the state gets
-  every such sum (:func:`_sums`, refused beyond :data:`MAX_SUMS`), with the largest guard
+  every such sum (:func:`_minkowski`, refused beyond :data:`MAX_SUMS`), with the largest guard
   of its terms (every term's position exists).
 * **Clean.** A head whose output is not set-valued (``sums_ok`` False) must have, for
   every query row, on keys at one position at most (or write 0 from every value: a sum
-  of k equal values is k times the value, not the value), else the sum of several values is no value of the output SOp: not certified,
-  with the query and keys as witness. A set-valued output (a ReLU ``match`` reading the
-  union of the matched keys) may add several positions; when it feeds the read-out
-  (``to_readout``), a sum of two different values is a set of several values, which the
-  read-out (argmax) cannot decode as the program's set: not certified either.
+  of k equal values is k times the value, not the value), else the sum of several values
+  is no value of the output SOp: not certified, with the query and keys as witness. A
+  set-valued output (a ReLU ``match`` reading the union of the matched keys) may add
+  several positions; but when it feeds the read-out (``to_readout``), keys at several
+  positions may hold different values, a set of several values, which the read-out
+  (argmax, one token) cannot decode as the program's set: not certified either (the
+  check does not look at the values: a sound refusal where they could not differ).
 * **Error.** Per output row c, with ``Vmax[c]`` the largest |ideal value| and ``Rv[c]``
   the value side's input error through W_OV (:func:`state.lin_err`): the real output is
   within ``K dw (Vmax + Rv) + Sigma Rv + Lk (Vmax + Rv)`` of the ideal sum,
@@ -60,7 +62,7 @@ import numpy as np
 from depthcraft.verify.certify.float32 import U32, gamma, score_rel, terms, up
 from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, HeadCert, _score_perturbation, _sides,
                                              _table_rounding, causal_mask)
-from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min, unique_rows
+from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min
 
 #: Most ideal sums a ReLU head may write (per kind of query position).
 MAX_SUMS = 200_000
@@ -180,10 +182,13 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
             sel = vs.kind == 1
         return outs[sel], vs.guard[sel]
 
-    # rows with the same options at every position give the same sums: each signature once
+    # rows with the same options at every position give the same sums: each signature once (a row
+    # with several weights at one position has a signature of its own: its weights are not all listed)
     sigs = np.concatenate([qkind[:, None], n_seen[:, None], on_g, on_g & maybe_zero,
                            np.where(on_g, sig_hi, 0.0), np.where(on_g, sig_lo, 0.0)], 1)
     _, first = np.unique(sigs, axis=0, return_index=True)
+    own = np.flatnonzero((on_g & (sig_lo != sig_hi)).any(1))
+    first = np.union1d(first, own)
     vcache: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
     totals: List[List[Tuple[np.ndarray, np.ndarray]]] = [[], []]
     for r in first:

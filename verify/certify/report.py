@@ -339,7 +339,8 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         raise ValueError("certify: the model has layer norm (a trained model, not a compiled one)")
     if model.arch.attention not in ("softmax", "relu"):
         cert["uncertified"].append({"layer": None, "head": None, "check": "float32", "witness": None,
-                                    "why": f"{model.arch.attention} attention: the certifier proves softmax and ReLU models"})
+                                    "why": f"{model.arch.attention} attention: the certifier proves softmax and "
+                                           f"ReLU models"})
         return done()
     blocks = {b.name: b for b in blocks_of(model)}
     state = initial_state(model, list(blocks.values()))
