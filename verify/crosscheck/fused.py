@@ -5,29 +5,43 @@ conditions) with its seeds vmapped; a sweep of 10 groups launches each group's k
 and on a GPU the step is bound by the number of kernels, not by arithmetic. Here every run of a
 sweep trains in **one** jitted call per chunk of steps:
 
-* a *family* is the runs that differ only in depth and seed (same conditions, width, heads,
-  block); each family's models are stacked on a leading model axis [M, ...] and vmapped;
-* depths are padded to the family's deepest: a model of ``d`` layers has zero weights in layers
-  ``d..L-1``; models are ordered deepest first, so layer ``j`` runs (``vmap``) on the prefix of
-  models that have it and the others carry their residual stream past it unchanged. A padded
+* a *family* is the runs that share data and model; each family's models are stacked on a
+  leading model axis [M, ...] and vmapped. Two layouts (:data:`LAYOUTS`, :func:`resolve_layout`):
+* ``padded`` (the default on a GPU or TPU): a family is the runs that differ only in depth and
+  seed; depths are padded to the family's deepest: a model of ``d`` layers has zero weights in
+  layers ``d..L-1``; models are ordered deepest first, so layer ``j`` runs (``vmap``) on the prefix
+  of models that have it and the others carry their residual stream past it unchanged. A padded
   layer is thus skipped, not computed: its weights get an exact zero gradient (the transpose of a
   slice), so AdamW leaves them at zero (zero moments, zero decay of a zero weight), and a forward
   pass through the padded stack (:func:`evaluate_all`: zero weights and biases write exactly
-  0 to the residual stream) equals the model's own;
+  0 to the residual stream) equals the model's own. The fewest kernels per step (k-hop paper
+  preset, CPU back end's HLO: 13,781, against 122,525 for the per-group programs);
+* ``split`` (the default on the CPU): a family is one depth's seeds, vmapped on their own: the
+  per-group trainer's operations and shapes, still in one program (18,699 kernels per step on
+  that preset);
 * families of different width train side by side in the same jitted step (no width padding:
   it would quadruple the narrow models' matrix products);
-* the learning-rate schedule's length and warm-up are runtime arguments
-  (:func:`~verify.crosscheck.train.runtime_schedule`): calibration and the run share one
-  compilation;
+* the learning rate of every step is an argument of the compiled chunk (:func:`learning_rates`:
+  optax's schedule evaluated with the run's length as a constant, the per-group trainer's
+  values bit for bit): calibration and a run of any length share one compilation;
 * ``precision="bfloat16"``: the forward and backward pass in bfloat16 (weights cast inside the
   step, logits back to float32), with float32 master weights, optimiser state and loss
-  (``"auto"``: bfloat16 on a GPU or TPU, float32 on the CPU).
+  (``"auto"``: bfloat16 on a GPU or TPU, float32 on the CPU);
+* ``checkpoint_dir``: every family's state, the histories and curves are saved at every curve
+  point (:mod:`verify.crosscheck.checkpoint`); a run started again with the same settings
+  continues from the last one, and its steps after it are those of an uninterrupted run
+  (tests/test_crosscheck_fused.py: bit for bit).
 
 Each model's maths is that of :func:`~verify.crosscheck.train.train_seeds` with the JAX or numpy
 sampler: the same initial weights, batches (``data_key(seed, step)``; one draw per seed and
 family, shared by the depths, as the per-group trainer draws the same batches for every group),
-optimiser and schedule; in float32 its losses equal the per-group trainer's up to float
-reassociation (tests/test_crosscheck_fused.py: relative difference < 1e-5 after 100 steps).
+optimiser and learning rates. In float32 on the CPU the ``split`` layout gives the per-group
+trainer's losses and weights bit for bit (the k-hop cpu preset's rate 2e-3, 100 steps: relative
+difference 0; tests/test_crosscheck_fused.py). The ``padded`` layout reduces over other shapes:
+at the paper preset's rate 1e-4 its losses are the per-group trainer's to 9e-7 after 100 steps,
+at 2e-3 to 5.2e-3, which is inside that trajectory's float32 noise floor: the per-group trainer
+against itself, seeds vmapped together against one at a time, differs by 1.6e-2 there
+(benchmarks/fused_noise.py, results/performance/fused_noise.json).
 
 Evaluation (:func:`evaluate_all`) and attention maps (:func:`attention_all`) run every model of a
 family in one vmapped call per slice of sequences.
@@ -99,7 +113,8 @@ def resolve_precision(precision: str) -> str:
 
 @dataclasses.dataclass
 class Family:
-    """Runs that differ only in depth and seed, stacked on one model axis.
+    """Runs that differ only in depth and seed (``layout="split"``: only in seed), stacked on one
+    model axis.
 
     Attributes:
         data: the task and conditions every model trains on.
@@ -427,8 +442,9 @@ class FusedResult:
     Attributes:
         outcomes: one :class:`~verify.crosscheck.train.RunOutcome` per run, in the caller's order.
         families: the families; params: each family's stacked padded weights [M, ...].
-        stats: ``{"chunks": [{"step", "seconds"}], "compile_s", "evals": [seconds], "precision",
-            "families", "models"}`` (wall seconds; the first chunk includes compilation).
+        stats: ``{"chunks": [{"step", "seconds"}], "compile_s", "evals": [seconds],
+            "checkpoints": [seconds], "precision", "layout", "families", "models", "resumed_from"}``
+            (wall seconds of this call; the first chunk includes compilation).
     """
 
     outcomes: List[RunOutcome]
