@@ -224,6 +224,28 @@ def choose_steps(budget_s: float, elapsed_s: float, cal: Dict[str, Any], chunk: 
     return steps, why
 
 
+def with_steps(cfg: sweep.SweepConfig, steps: int) -> sweep.SweepConfig:
+    """``cfg`` trained for ``steps`` steps (warm-up at most ``steps``, 20 logged losses at most
+    every 100 steps)."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(
+        cfg.train, steps=steps, warmup=min(cfg.train.warmup, steps), log_every=max(1, min(100, steps // 20))))
+
+
+def check_checkpoint(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]], ckpt: str) -> None:
+    """Raise :class:`ParameterError` when the checkpoint in ``ckpt`` was made with other settings
+    than the fused sweep ``cfg`` of ``groups`` (compiles nothing)."""
+    from depthcraft.verify.crosscheck import fused
+
+    runs, datas, _, _, _ = sweep.fused_inputs(cfg, groups)
+    triples = [(d, r.model, r.train.seed) for d, r in zip(datas, runs)]
+    layout = fused.resolve_layout("auto")
+    families = fused.make_families(triples, cfg.sampler, layout)
+    every = cfg.eval_every or max(1, cfg.train.steps // sweep.DEFAULT_CURVE_POINTS)
+    desc = fused.checkpoint_description(triples, cfg.train, families, fused.resolve_precision(cfg.precision),
+                                        layout, every)
+    fused.check_resumable(ckpt, desc)
+
+
 def khop_table(results: Dict[str, Any]) -> str:
     """Markdown: error (mean ± std over seeds) by depth and k, beside SPEC §7a's published errors."""
     summary = {s["condition"]: s for s in results["summary"]}
@@ -320,6 +342,12 @@ def main(argv=None) -> int:
             return 2
     infos = [sweep.condition_info(cfg, c) for c in cfg.conditions]
     groups = sweep.seed_groups(sweep.plan(cfg, [i.bound for i in infos]))
+    if resume is not None:
+        try:  # refuse a checkpoint of other settings now, not after the calibration
+            check_checkpoint(with_steps(cfg, resume[1]), groups, ckpt)
+        except DepthcraftError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     print(f"constructions built ({time.perf_counter() - t0:.0f} s); {len(groups)} groups of runs "
           f"({', '.join(sweep.group_id(g) for g in groups)}), one compiled step", flush=True)
     cal, why = None, "given on the command line (--steps)"
@@ -349,8 +377,7 @@ def main(argv=None) -> int:
         else:
             steps, why = fit, fit_why
     print(f"steps: {steps} ({why})", flush=True)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-        cfg.train, steps=steps, warmup=min(cfg.train.warmup, steps), log_every=max(1, min(100, steps // 20))))
+    cfg = with_steps(cfg, steps)
     deadline = t0 + a.budget_s - reserve
     t_train = time.perf_counter()
     stats: Dict[str, Any] = {}

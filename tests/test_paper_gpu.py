@@ -112,9 +112,9 @@ def test_smoke_plans_the_capacity_control():
 
 def test_smoke_run_killed_half_way_leaves_its_results_and_resumes(tmp_path, smoke):
     """results.json is written after every curve point, after its checkpoint: killed (SIGKILL) as
-    soon as it appears, the run leaves a readable file with the steps trained so far; the same
-    command run again continues from that step and ends with the uninterrupted run's losses and
-    errors."""
+    soon as it appears, the run leaves a readable file with the steps trained so far; a command
+    with other runs (the control added) is refused before calibrating; the same command run again
+    continues from that step and ends with the uninterrupted run's losses and errors."""
     import os
     import signal
     import subprocess
@@ -141,6 +141,10 @@ def test_smoke_run_killed_half_way_leaves_its_results_and_resumes(tmp_path, smok
     assert len(r["runs"]) == 2 and all(x["partial"] and x["steps_done"] == r["partial_step"] for x in r["runs"])
     assert all(x["curve"] and set(x["error"]) == {"k=0", "k=1"} for x in r["runs"])
     assert (out / "checkpoints" / "fused" / "checkpoint.json").exists()
+    other = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper_gpu.py"), "--smoke", "--control",
+                            "--out", str(out), "--budget-s", "600"], capture_output=True, text=True, env=env,
+                           cwd=str(tmp_path), timeout=600)
+    assert other.returncode == 2 and "other settings" in other.stderr and "calibration" not in other.stdout
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper_gpu.py"), "--smoke", "--no-control",
                            "--out", str(out), "--budget-s", "600"], capture_output=True, text=True, env=env,
                           cwd=str(tmp_path), timeout=600)

@@ -468,7 +468,7 @@ def checkpoint_description(runs: Sequence[Tuple[TaskData, ModelConfig, int]], tr
             "eval_every": eval_every}
 
 
-def _check_resumable(checkpoint_dir: str, desc: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def check_resumable(checkpoint_dir: str, desc: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The checkpoint record of ``checkpoint_dir`` (None when there is none), made with ``desc``.
 
     Raises:
@@ -558,7 +558,7 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
     desc = None
     if checkpoint_dir is not None:
         desc = checkpoint_description(runs, train_cfg, families, precision, layout, eval_every)
-        if _check_resumable(checkpoint_dir, desc) is not None:
+        if check_resumable(checkpoint_dir, desc) is not None:
             start, state, meta = load_checkpoint(checkpoint_dir, {"states": states})
             states = list(state["states"])
             history = [list(h) for h in meta["history"]]
