@@ -7,7 +7,8 @@ attention alignment with the construction, and writes ``results.json`` after
 every run and the plot at the end (:mod:`verify.crosscheck.report`). With
 ``trainer="fused"`` every run trains at once in one compiled step
 (:mod:`verify.crosscheck.fused`, :func:`_fused_sweep`), evaluation and alignment are
-batched, and ``results.json`` is written after every curve point.
+batched, and ``results.json`` and one checkpoint of every run
+(``checkpoints/fused``, resumed the same way) are written after every curve point.
 """
 
 from __future__ import annotations
