@@ -30,7 +30,6 @@ both layouts (CPU back end's HLO, benchmarks/train_kernels.py's count).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time

@@ -217,7 +217,8 @@ def choose_steps(budget_s: float, elapsed_s: float, cal: Dict[str, Any], chunk: 
     grain = CURVE_POINTS * chunk
     steps = min(cap, fit // grain * grain if fit >= grain else fit // chunk * chunk)
     why = (f"budget {budget_s:.0f} s - elapsed {elapsed_s:.0f} s - reserve {reserve:.0f} s - {CURVE_POINTS} curve "
-           f"evaluations and checkpoints {evals:.0f} s = {left:.0f} s at {cal['step_s'] * 1e3:.3f} ms/step (all runs at once) "
+           f"evaluations and checkpoints {evals:.0f} s = {left:.0f} s at {cal['step_s'] * 1e3:.3f} ms/step "
+           f"(all runs at once) "
            f"-> {fit} steps; rounded down to a multiple of {grain if fit >= grain else chunk}, cap {cap}: {steps}")
     if steps < chunk:
         raise ValueError(f"the budget cannot hold the preset: {why}")
