@@ -15,9 +15,11 @@ at or above 1/2) and fails where it names no value or the wrong one, so the next
 
 A numerical input (tracr's discretising MLPs: SelectorWidth's read-out, numerical Maps)
 is no different: its ideal values are a finite set (the means a head can write,
-:mod:`.heads`), and around each the real input lies in [x - r, x + r]; the interval through
-each hidden ReLU is exact for one input row (a monotone function of one variable), so the
-bound covers every real input of the interval. Where tracr's discretisation puts a
+:mod:`.heads`), and around each the real input lies in [x - r, x + r]. When every hidden
+unit reads at most one input row whose radius is not 0 (:func:`noisy_rows`), the output's
+range over those intervals is computed exactly, at the ends and the kinks
+(:func:`line_error`); otherwise each hidden unit gets its own interval (sound, but it loses
+the cancellation inside tracr's ReLU pairs). Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
 """

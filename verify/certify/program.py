@@ -44,17 +44,28 @@ output at every position of every input up to N.
 * **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
   alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
   1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
-  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w.
+  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w (a
+  numerical SelectorWidth: be within :data:`NUM_TOL` of w, :func:`_check_numerical_width`).
 * **Numbers.** A numerical Aggregate's selected keys all score alike (one level: the mean is
   over all of them), and its OV writes each key's value (BOS: 0, the default); a Map from
   categorical SOps to a number and a LinearSequenceMap of numbers are compared with the
   function. Values match within :data:`NUM_TOL`; the deviation is recorded per SOp
   (``Decoder.num_dev``) and the read-out returns it for the report's ``atol`` comparison.
+  A deviation of exactly 0 means the ideal values ARE the float64 values tracr's evaluator
+  computes (a mean of values on a grid 2^-s has exact sums, so both divide the same sum by
+  the same count; an MLP output equal to ``f`` of the same inputs is the same float).
+* **Discretising MLPs** (tracr's Map of a numerical SOp, categorical or numerical output,
+  :func:`_exact_numerical_input`): ``f`` may jump anywhere, so the MLP is compared with ``f``
+  at the input's ideal values only where its deviation is exactly 0; the float32 part
+  (:func:`mlps.line_error`) bounds each interval around them exactly.
+* **BOS never attended**: where every query of a categorical Aggregate has a selected key
+  that surely exists (its position, or the query's guard) and scores above BOS, BOS is the
+  top of no query and its value is not compared with the default.
 
-A block with no semantics here (numerical Maps of a numerical SOp other than SelectorWidth's,
-a numerical SelectorWidth, set-valued, scored and select-all heads, memorised read-outs, a
-model with no program linked) raises :class:`NoSemantics`: the certificate then does not claim
-the program.
+A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
+program's, set-valued, scored and select-all heads, memorised read-outs, a model with no
+program linked) raises :class:`NoSemantics`: the certificate then does not claim the
+program.
 """
 
 from __future__ import annotations
