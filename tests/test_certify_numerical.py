@@ -95,6 +95,7 @@ SOUND = [("length", lib.make_length, ["a", "b"], 8), ("histogram", pitfalls.hist
          ("frac_prevs", frac_prevs, ["a", "b"], 8),
          ("length_numerical", lambda: rasp.numerical(lib.make_length()), ["a", "b"], 6),
          ("shuffle_dyck2", lib.make_shuffle_dyck2, ["(", ")", "{", "}"], 5),
+         ("sort", lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1), [1, 2, 3, 4], 5),
          ("pair_balance", lambda: lib.make_pair_balance(rasp.tokens, "(", ")"), ["(", ")", "x"], 6)]
 
 
