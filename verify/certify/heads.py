@@ -44,7 +44,10 @@ to the floor may be the top on some input (the *candidate* levels).
   whether BOS is in it (always, maybe, never) and whether regular keys are; the ideal
   output set is every mean (b v_BOS + v_1 + ... + v_m) / (b + m) with b in the BOS options,
   0 <= m <= N regular values drawn from every value a regular key can write (a finite set
-  of fractions; refused beyond :data:`MAX_MEANS`). The real weights inside the top level
+  of fractions; refused beyond :data:`MAX_MEANS`); m >= 1 where every key position 1 can
+  hold scores in the level or above (position 1 is in every input, so the top level holds
+  it). A mean of m regular keys gets guard m: m distinct positions exist (and, causal, are
+  visible). The real weights inside the top level
   are uniform up to the factor exp(x), x = the level's score span + 2 eps + 2 delta, so the
   write is within (exp(x) - 1) x range + leak x range of that mean (the leak moves the rest
   of the mass), plus the input error through W_OV and the float32 term. That the level is
