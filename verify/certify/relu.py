@@ -134,33 +134,14 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         off_w = np.where(off, np.maximum(s + eps + delta, 0.0), 0.0)  # an off key's largest real weight
         return s, masked, on, off, sig, off_w
 
-    g_on, g_off, g_offw, g_hi, g_lo = [], [], [], [], []
-    s_max = 0.0
-    for a in range(0, nq, chunk):
-        s, masked, on, off, sig, off_w = row_tables(a, min(a + chunk, nq))
-        red = lambda f, x: f.reduceat(x[:, order], starts, axis=1)  # noqa: E731  [r, groups]
-        g_on.append(red(np.logical_or, on))
-        g_off.append(red(np.logical_or, off))
-        g_offw.append(red(np.maximum, off_w))
-        g_hi.append(red(np.maximum, sig))
-        g_lo.append(red(np.minimum, np.where(on, sig, np.inf)))
-        s_max = max(s_max, float(np.abs(np.where(on, s, 0.0)).max(initial=0.0)))
-    on_g, off_g, offw_g, sig_hi, sig_lo = (np.concatenate(x) for x in (g_on, g_off, g_offw, g_hi, g_lo))
-    dw = delta + eps + U32 * s_max  # an on key's real weight is within dw of its sigma
     qkind, qpos = qs.kind.astype(int), qs.position.astype(int)
     # positions a query may see: BOS, and 1..qpos (or 1..n when its position is not read)
     n_seen = np.where((qkind == 0) & causal, 0, np.where(qpos >= 1, qpos, n))
     free = gpos == -1
     copies = np.where(free[None, :], n_seen[:, None], 1)  # a free key may stand at every seen position
-    exists = (gpos[None, :] == 0) | ((qpos[:, None] >= 1) & (gpos[None, :] >= 1) & (gpos[None, :] <= qpos[:, None]))
-    maybe_zero = off_g | ~exists | free[None, :]
-    n_on = (on_g * copies).sum(1)
-    k_on = int(n_on.max(initial=0))
-    sigma_max = float((np.where(on_g, sig_hi, 0.0) * copies).sum(1).max(initial=0.0))
-    leak_max = float((offw_g * copies).sum(1).max(initial=0.0))
-    several = np.flatnonzero(n_on >= 2)
-    if len(several) and not zero and (not sums_ok or to_readout):
-        r = int(several[0])
+    single_only = not zero and (not sums_ok or to_readout)  # a query may not add several positions
+
+    def several_at(r: int) -> HeadCert:
         on_r = row_tables(r, r + 1)[2][0]
         js = [int(j) for j in np.flatnonzero(on_r)][:6]
         witness = {"query": describe(qs, r, blocks, state), "keys": [describe(ks, j, blocks, state) for j in js]}
@@ -169,6 +150,31 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
                "ReLU head: keys at several positions may score > 0 for one query: the output is the set of their "
                "values, and the read-out (argmax) decodes a set of several values as one of them")
         return HeadCert(None, {"why": why, "witness": witness})
+
+    g_on, g_off, g_offw, g_hi, g_lo = [], [], [], [], []
+    s_max = 0.0
+    for a in range(0, nq, chunk):
+        b = min(a + chunk, nq)
+        s, masked, on, off, sig, off_w = row_tables(a, b)
+        red = lambda f, x: f.reduceat(x[:, order], starts, axis=1)  # noqa: E731  [r, groups]
+        g_on.append(red(np.logical_or, on))
+        if single_only:  # stop at the first query that adds several positions
+            hit = np.flatnonzero((g_on[-1] * copies[a:b]).sum(1) >= 2)
+            if len(hit):
+                return several_at(a + int(hit[0]))
+        g_off.append(red(np.logical_or, off))
+        g_offw.append(red(np.maximum, off_w))
+        g_hi.append(red(np.maximum, sig))
+        g_lo.append(red(np.minimum, np.where(on, sig, np.inf)))
+        s_max = max(s_max, float(np.abs(np.where(on, s, 0.0)).max(initial=0.0)))
+    on_g, off_g, offw_g, sig_hi, sig_lo = (np.concatenate(x) for x in (g_on, g_off, g_offw, g_hi, g_lo))
+    dw = delta + eps + U32 * s_max  # an on key's real weight is within dw of its sigma
+    exists = (gpos[None, :] == 0) | ((qpos[:, None] >= 1) & (gpos[None, :] >= 1) & (gpos[None, :] <= qpos[:, None]))
+    maybe_zero = off_g | ~exists | free[None, :]
+    n_on = (on_g * copies).sum(1)
+    k_on = int(n_on.max(initial=0))
+    sigma_max = float((np.where(on_g, sig_hi, 0.0) * copies).sum(1).max(initial=0.0))
+    leak_max = float((offw_g * copies).sum(1).max(initial=0.0))
 
     # the values a key at a position can give: BOS's at BOS, a pinned value side's at its position
     def values_at(pos: int) -> Tuple[np.ndarray, np.ndarray]:
