@@ -3,7 +3,8 @@
 Soundness argument. By induction over the sublayers: before each one, every residual row of
 every position of every input of length 1..N lies within its radius of one of the block's
 ideal vectors (the embedding is exact: radius 0). Each sublayer is certified from that
-state (:mod:`.heads`, :mod:`.mlps`); its ideal writes and radii extend the state
+state (:mod:`.heads`, :mod:`.relu` for a ReLU model's heads, :mod:`.mlps`); its ideal writes
+and radii extend the state
 (:func:`state.write`), so the invariant holds after it. Heads of one sublayer add their
 writes: every combination of their ideal outputs is an ideal vector of the sum, and their
 radii add. At the read-out every ideal output vector must decode (argmax, or "no value"
@@ -20,13 +21,13 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel, sublayer_names
+from depthcraft.constructions.nodes import is_multi
 from depthcraft.verify.certify import float32
 from depthcraft.verify.certify.float32 import U32, gamma, terms
-from depthcraft.constructions.nodes import is_multi
 from depthcraft.verify.certify.heads import certify_head
-from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
+from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
                                              initial_state, lin_err, side, unique_min, write)
