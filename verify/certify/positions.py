@@ -72,6 +72,15 @@ def possible(link, label: str, pos: int, n: int, _depth: int = 0) -> Optional[Se
     if not isinstance(expr, HeadRead):
         return _rasp_possible(link, expr, pos, n, _depth)
     head, read = expr.head, expr.read
+    out = _head_possible(link, expr, head, read, pos, n, _depth)
+    if out is None or not expr.multi:
+        return out
+    # a set-valued read holds the union of what its attended keys hold (reference.Evaluator)
+    return {v if isinstance(v, frozenset) else (frozenset() if v is None else frozenset([v])) for v in out}
+
+
+def _head_possible(link, expr, head, read, pos: int, n: int, depth: int) -> Optional[Set[Any]]:
+    """:func:`possible` of a hand-built head's read, before a set-valued read's values become sets."""
     kind = head.kind
     if kind.selects == "match" and head.spec.select in ("first", "last") and read.source is POSITION:
         spec = head.spec
@@ -88,19 +97,12 @@ def possible(link, label: str, pos: int, n: int, _depth: int = 0) -> Optional[Se
                 return {apply_fn(read.fn, t)}
             if not isinstance(read.source, rasp.SOp):
                 return None
-            src = possible(link, read.source.label, t, n, _depth + 1)
-            if src is None:
-                return None
-            out = {apply_fn(read.fn, v) for v in src}
-            if expr.multi:  # a set-valued copy of a single value is its one-element set
-                out = {v if isinstance(v, frozenset) else (frozenset() if v is None else frozenset([v]))
-                       for v in out}
-            return out
+            src = possible(link, read.source.label, t, n, depth + 1)
+            return None if src is None else {apply_fn(read.fn, v) for v in src}
         if head.attention == "softmax" or t == 0:
             return {expr.bos_value}
-        return {frozenset() if expr.multi else None}
+        return {None}  # ReLU, no target: nothing attended (the empty set for a set-valued read)
     return None
-
 
 #: A position-wise set larger than this is no claim (None).
 MAX_POSSIBLE = 10_000
