@@ -110,15 +110,28 @@ MAX_POSSIBLE = 10_000
 _SETS: dict = {}
 
 
+def _value_sets(link) -> dict:
+    """SOp label -> its categorical values (the residual labels'), as :func:`values.value_sets`: a SOp two
+    of whose values compare equal, or one with an unhashable value, has no set."""
+    out: dict = {}
+    count: dict = {}
+    for _, (label, v) in link.values.items():
+        try:
+            out.setdefault(label, set()).add(v)
+        except TypeError:
+            out[label] = set()
+        count[label] = count.get(label, 0) + 1
+    return {k: v for k, v in out.items() if len(v) == count[k]}
+
+
 def _global(link, label: str) -> Optional[Set[Any]]:
     """Every value SOp ``label`` can hold at a regular position (its residual value set), plus None;
-    None when the SOp has no categorical value set (:func:`values.value_sets`)."""
-    from depthcraft.verify.certify.values import value_sets
+    None when the SOp has no categorical value set (:func:`_value_sets`)."""
     sets = _SETS.get(id(link))
     if sets is None or sets[0] is not link:
         if len(_SETS) > 16:
             _SETS.clear()
-        sets = _SETS[id(link)] = (link, value_sets(link))
+        sets = _SETS[id(link)] = (link, _value_sets(link))
     vals = sets[1].get(label)
     return None if vals is None else set(vals) | {None}
 

@@ -9,7 +9,7 @@ radius of one of the ideal sums, and enumerates the set of ideal sums.
 Soundness argument. The score table is computed as in :mod:`.heads` (every combination of
 the query side's and the key side's ideal vectors, exact up to ``eps``, the table's float64
 rounding); a real score is within ``delta`` of its table entry (input radii through W_QK
-plus the float32 rounding of q . k, :func:`heads._score_perturbation`, :func:`float32.score_rel`).
+plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`float32.score_rel`).
 
 * **On and off.** A key whose table score is above ``2 eps`` is *on*: its ideal weight
   ``sigma`` is the table score rounded to float32 (so that near-equal scores are one
@@ -60,8 +60,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from depthcraft.verify.certify.float32 import U32, gamma, score_rel, terms, up
-from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, HeadCert, _score_perturbation, _sides,
-                                             _table_rounding, causal_mask)
+from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, HeadCert, causal_mask, head_sides,
+                                             score_perturbation, table_rounding)
 from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min
 
 #: Most ideal sums a ReLU head may write (per kind of query position).
@@ -106,10 +106,10 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     Raises:
         TooLarge: the score table, one side, or the set of sums is too large.
     """
-    t = _sides(state, blocks, spec, p, h, n)
+    t = head_sides(state, blocks, spec, p, h, n)
     qs, ks, vs = t.qs, t.ks, t.vs
-    eps = _table_rounding(t)
-    d_inputs = _score_perturbation(state, blocks, t, n)
+    eps = table_rounding(t)
+    d_inputs = score_perturbation(state, blocks, t, n)
     g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
     chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
     abs_max = max((float((qs.absval[a:a + chunk] @ ks.absval.T).max(initial=0.0))
