@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel, sublayer_names
+from depthcraft.constructions.reference import evaluate as reference_evaluate
 from depthcraft.verify.certify import float32
 from depthcraft.verify.certify.float32 import U32, gamma, terms
 from depthcraft.verify.certify.heads import certify_head
@@ -76,8 +77,9 @@ def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]
     all-equal inputs of every length (where tracr's SelectorWidth and means break first), then
     a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
     :data:`WITNESS_SECONDS` in all). The program's value is tracr's evaluator on the output
-    SOp (no value for hand-built heads: then None). A search, not a proof: None says only that
-    none of these inputs is wrong.
+    SOp, or for hand-built heads their reference semantics (:func:`constructions.reference.evaluate`;
+    None when neither evaluates). A search, not a proof: None says only that none of these
+    inputs is wrong.
     """
     link = model.program
     if link is None or link.sink not in link.nodes:
@@ -102,8 +104,11 @@ def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]
         for tokens, row in zip(batch, got):
             try:
                 want = rasp.evaluate(program, list(tokens))
-            except Exception:  # noqa: BLE001 - no evaluator semantics (hand-built heads)
-                return None
+            except Exception:  # noqa: BLE001 - hand-built heads: their reference semantics (SPEC §6)
+                try:
+                    want = reference_evaluate(program, list(tokens))
+                except Exception:  # noqa: BLE001 - no evaluator semantics at all
+                    return None
             wrong = []
             for i, (g, w) in enumerate(zip(row.tolist(), want)):
                 if model.categorical_output:

@@ -77,7 +77,7 @@ import numpy as np
 from depthcraft.constructions.nodes import HeadRead, HeadSpec, SetMeet, apply_fn
 from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, terms, up)
-from depthcraft.verify.certify.state import Block, State, TooLarge, Unclean, ideal_side_vectors, lin_err, side
+from depthcraft.verify.certify.state import Block, State, TooLarge, Unclean, lin_err, side
 
 #: Suffix of a union head's scratch block (the mean before the threshold MLP), see constructions.heads.
 SCRATCH = "_sum"
@@ -98,6 +98,9 @@ class SetDom:
     lo: List[List[np.ndarray]]
     hi: List[List[np.ndarray]]
     can: List[List[np.ndarray]]
+    #: a union's scratch: [d] the smallest positive value one selected key writes (for witnesses: with m
+    #: selected keys of which one holds the element, the hardmax mean is unit / m), else None
+    unit: Optional[np.ndarray] = None
 
     @property
     def points(self) -> bool:
@@ -287,16 +290,14 @@ def certify_union_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str
     # delta: the input radii through W_QK (d1 query error, d2 key error, d3 both) and the score's float32 term
     blist = list(blocks.values())
     a = wq @ wk.T
-    kv = ideal_side_vectors(state, blocks, k_rows, n)
     rq, rk = state.radius[q_rows], state.radius[k_rows]
-    d1 = float(lin_err(state, blist, q_rows, a @ kv.T).max()) if rq.any() else 0.0
+    # W_QK applied to every ideal key is W_Q (k W_K)^T: the key side's projections (ks.contrib, merged
+    # only where equal); likewise for the queries, the set rows at their largest value
+    d1 = float(lin_err(state, blist, q_rows, wq @ ks.contrib.T).max()) if rq.any() else 0.0
     if rk.any():
-        qf_vecs = ideal_side_vectors(state, blocks, qf_rows, n)  # [m, len(qf_rows)]
-        full = np.zeros((len(qf_vecs), len(q_rows)))
-        full[:, np.searchsorted(q_rows, qf_rows)] = qf_vecs
-        bound = np.abs(a.T @ full.T)  # [len(k_rows), m]
+        bound = np.abs(wk @ qs.contrib.T)  # [len(k_rows), m]
         if len(qs_rows):
-            bound = bound + (np.abs(a[np.searchsorted(q_rows, qs_rows)]).T @ hi_q)[:, None]
+            bound = bound + (np.abs(wk @ wq_s.T) @ hi_q)[:, None]
         d2 = float(lin_err(state, blist, k_rows, bound).max())
     else:
         d2 = 0.0
@@ -365,6 +366,8 @@ def certify_union_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str
     x = span + 2 * eps + 2 * delta
     dom = _dom(len(blocks[out_name].rows))
     cols = np.searchsorted(blocks[out_name].rows, out_rows)
+    dom.unit = np.zeros(len(blocks[out_name].rows))
+    dom.unit[cols] = np.where(np.isfinite(vmin), vmin, 0.0)
     for c in (0, 1):
         dom.can[c][0][cols] = True
         dom.hi[c][0][cols] = [up(v) for v in leak * vmax]
@@ -385,6 +388,26 @@ def certify_union_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str
 
 
 # -------------------------------------------------------------------------------- threshold MLP
+
+
+def _fan_in(state: State, blocks: Dict[str, Block], row: int, const: np.ndarray, slope: np.ndarray,
+            wo: np.ndarray, b2: float, n: int) -> Dict[str, Any]:
+    """Witness of a threshold that fails on the on interval: the smallest number m of selected keys
+    (1..N) such that, when one of them holds the element, the hardmax mean unit / m goes through
+    the MLP (exactly, no error terms) to an output below 1/2, i.e. the union drops the element.
+    ``fan_in`` None: no such m (the refusal may then be only a missing margin)."""
+    nm, j = _coord(state, blocks, row)
+    unit = state.setdom[nm].unit
+    out = {"element": blocks[nm].values[j], "fan_in": None}
+    if unit is None or unit[j] <= 0:
+        return out
+    for m in range(1, n + 1):
+        xm = float(unit[j]) / m
+        y = float(np.maximum(const + xm * slope, 0) @ wo + b2)
+        if y < 0.5:
+            out.update(fan_in=m, scratch=xm, output=y)
+            break
+    return out
 
 
 def certify_threshold_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int,
@@ -454,9 +477,12 @@ def certify_threshold_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[
                     y_lo, y_hi = float(ys.min()) - rnd, float(ys.max()) + rnd
                     point = 0.0 if -0.25 <= y_lo and y_hi <= 0.25 else 1.0 if 0.75 <= y_lo and y_hi <= 1.25 else None
                     if point is None:
+                        witness = {"output_row": int(out_rows[o]), "kind": c, "input_interval": [xl, xh],
+                                   "on": bool(k)}
+                        if src is not None and k == 1:
+                            witness.update(_fan_in(state, blocks, int(s_rows[src]), const, slope, wo, b2[o], n))
                         raise Unclean(f"set MLP: output row {int(out_rows[o])} lies in [{y_lo:.4g}, {y_hi:.4g}], "
-                                      f"not within 1/4 of 0 or 1", {"output_row": int(out_rows[o]), "kind": c,
-                                                                     "input_interval": [xl, xh], "on": bool(k)})
+                                      f"not within 1/4 of 0 or 1", witness)
                     kk = int(point)
                     prev = table[int(out_rows[o])][1].get((c, k))
                     if prev is not None and prev != point:
