@@ -395,17 +395,20 @@ def _fan_in(state: State, blocks: Dict[str, Block], row: int, const: np.ndarray,
     """Witness of a threshold that fails on the on interval: the smallest number m of selected keys
     (1..N) such that, when one of them holds the element, the hardmax mean unit / m goes through
     the MLP (exactly, no error terms) to an output below 1/2, i.e. the union drops the element.
-    ``fan_in`` None: no such m (the refusal may then be only a missing margin)."""
+    ``fan_in`` None: no such m (the refusal may then be only a missing margin). ``fan_in_zero``: the
+    smallest m where that output is 0 or below (the element is gone, not only below 1/2), or None."""
     nm, j = _coord(state, blocks, row)
     unit = state.setdom[nm].unit
-    out = {"element": blocks[nm].values[j], "fan_in": None}
+    out = {"element": blocks[nm].values[j], "fan_in": None, "fan_in_zero": None}
     if unit is None or unit[j] <= 0:
         return out
     for m in range(1, n + 1):
         xm = float(unit[j]) / m
         y = float(np.maximum(const + xm * slope, 0) @ wo + b2)
-        if y < 0.5:
+        if y < 0.5 and out["fan_in"] is None:
             out.update(fan_in=m, scratch=xm, output=y)
+        if y <= 0:
+            out["fan_in_zero"] = m
             break
     return out
 
@@ -676,7 +679,7 @@ def certify_meet_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, 
                     raise TooLarge(f"more than {MAX_SUMS} meet outputs")
                 sums = nxt
             r_max = np.maximum(r_max, dev_total + g2 * hi_total)
-            for vec, fl in sums:
+            for vec, fl in sorted(sums):  # in order: the witness is the smallest wrong output
                 got = dec.decode_rows(expr.label, np.asarray(vec)[None, :])[0]
                 if c == 1 and wrong is None and not (isinstance(got, (int, np.integer)) and got == int(fl)):
                     wrong = Unclean(f"meet {expr.label}: the MLP writes {got if got is not AMBIGUOUS else 'no value'!r}"
