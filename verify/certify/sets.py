@@ -206,6 +206,18 @@ def register_write(state: State, blocks: Dict[str, Block], name: str, dom: SetDo
     state.setdom_rows[name] = b.rows
 
 
+def _value_magnitude(state: State, blocks: Dict[str, Block], v_rows: np.ndarray, w_v: np.ndarray, n: int
+                     ) -> np.ndarray:
+    """[d_head] M: max over every value of ((|x| + r) |W_V|) per head dimension (what the float32
+    softmax average is relative to): the categorical rows by enumeration, the set rows at their
+    largest value (every row W_V reads, whether or not W_O keeps it)."""
+    f_rows, wf, s_rows, ws = _split(state, v_rows, w_v)
+    m = side(state, blocks, f_rows, wf, n).absval.max(0) if len(f_rows) else np.zeros(w_v.shape[1])
+    if len(s_rows):
+        m = m + (_set_hi(state, blocks, s_rows) + state.radius[s_rows]) @ np.abs(ws)
+    return m
+
+
 # ------------------------------------------------------------------------------------ union head
 
 
@@ -377,12 +389,8 @@ def certify_union_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str
                                       * (1 - 1e-12), 0.0)
         dom.hi[c][1][cols] = np.where(on, [up(v) for v in vmax], 0.0)
     # radius: input error through W_OV and the float32 term of a several-key average
-    m_v = vs.absval.max(0) if len(vf_rows) else 0.0
-    m_v = side(state, blocks, vf_rows, w_v[np.isin(v_rows, vf_rows)], n).absval.max(0) if len(vf_rows) else \
-        np.zeros(w_v.shape[1])
-    if len(vs_rows):
-        m_v = m_v + (_set_hi(state, blocks, vs_rows) + state.radius[vs_rows]) @ np.abs(w_v[np.isin(v_rows, vs_rows)])
-    f32 = softmax_output_rel(n, p["w_v"][h], p["w_o"][h]) * (m_v @ np.abs(w_o))
+    f32 = softmax_output_rel(n, p["w_v"][h], p["w_o"][h]) * (_value_magnitude(state, blocks, v_rows, w_v, n)
+                                                              @ np.abs(w_o))
     r_out = lin_err(state, blist, v_rows, wvo) + f32
     return entry, dom, np.array([up(v) for v in r_out]), t
 
@@ -476,7 +484,11 @@ def certify_threshold_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[
                     err = fin_err[units] + g1 * (fin_abs[f][units] + max(abs(xl), abs(xh)) * np.abs(slope)
                                                  + np.abs(b1[units]))
                     hi_h = np.maximum(np.abs(pre).max(0) + err, 0)
-                    rnd = float(np.abs(wo) @ err) + g2 * (float(np.abs(wo) @ hi_h) + abs(b2[o]))
+                    mag = float(np.abs(wo) @ hi_h) + abs(b2[o])
+                    # float32 output sum; the float64 evaluation here (its products and sums, and a
+                    # breakpoint -c/a computed within a few ulp: y is Lipschitz with sum |w2 a|)
+                    rnd = float(np.abs(wo) @ err) + g2 * mag + gamma(len(in_rows) + len(units) + 8, U64) * (
+                        mag + float(np.abs(wo) @ np.abs(slope)) * (abs(xl) + abs(xh) + 1.0))
                     y_lo, y_hi = float(ys.min()) - rnd, float(ys.max()) + rnd
                     point = 0.0 if -0.25 <= y_lo and y_hi <= 0.25 else 1.0 if 0.75 <= y_lo and y_hi <= 1.25 else None
                     if point is None:
@@ -494,7 +506,6 @@ def certify_threshold_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[
                     dom.can[c][kk][ocols[o]] = True
                     dom.lo[c][kk][ocols[o]] = dom.hi[c][kk][ocols[o]] = point
                     r_out[o] = max(r_out[o], abs(y_lo - point), abs(y_hi - point))
-    r_out = r_out + gamma(len(in_rows) + w2.shape[0] + 4, U64) * 2.0
     return dom, np.array([up(v) for v in r_out]), table
 
 
@@ -581,9 +592,7 @@ def certify_set_copy(state: State, blocks: Dict[str, Block], spec, p: Dict[str, 
                 dom.lo[c][k][ocols[o]] = dom.hi[c][k][ocols[o]] = v
             pts = [v for _, v in vals]
             spread[o] = max(spread[o], max(pts) - min(pts))
-    hi_s = _set_hi(state, blocks, s_rows) if len(s_rows) else np.zeros(0)
-    m_v = (hi_s + state.radius[s_rows]) @ np.abs(w_v[np.isin(v_rows, s_rows)]) if len(s_rows) else \
-        np.zeros(w_v.shape[1])
+    m_v = _value_magnitude(state, blocks, v_rows, w_v, n)
     rel = min(softmax_output_rel(n, p["w_v"][h], p["w_o"][h]), pointer_output_rel(n, leak, p["w_v"][h], p["w_o"][h]))
     r_out = leak * spread + lin_err(state, list(blocks.values()), v_rows, wvo) + rel * (m_v @ np.abs(w_o))
     return entry, dom, np.array([up(v) for v in r_out]), (t, eps)
