@@ -192,3 +192,38 @@ def test_meet_scaled_below_its_constant_fails_the_program_check():
     assert (u["layer"], u["check"]) == (f"MLP {last // 2 + 1}", "program")
     assert u["witness"]["expected"] == 1 and u["witness"]["got"] == 0
     assert u["witness"]["output"] == pytest.approx([1.0, 0.4])
+
+
+def test_softened_union_head_leaks_and_its_witness_input_is_really_wrong():
+    """The first union head's W_Q times 0.2: the gap between the tiers is 0.2 x 24 = 4.8 nats, so the
+    N = 18 keys off the top may carry 18 e^-4.8 = 0.148 of the mass (the leak bound, from the
+    definition), which the threshold (slope 38) turns into a member. Not certified at the threshold,
+    off interval; the witness input is wrong on the float32 model and right on the program."""
+    n = 5
+    model = _model(n)
+    weak = _with(model, 0, "w_q", lambda w: w * 0.2)
+    cert = certify(weak)
+    assert cert["certified"] is False and cert["float32_matches_hardmax"] is False
+    head = cert["per_layer"][0]
+    big_n = seq_len({"n": n, "max_edges": 0})
+    assert head["min_gap"] == pytest.approx(0.2 * 24, rel=1e-6)
+    assert head["leak_bound"] == pytest.approx(big_n * np.exp(-0.2 * 24), rel=1e-3)
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["check"], u["witness"]["on"]) == ("MLP 1", "float32", False)
+    wrong = u["witness"]["wrong_input"]
+    assert wrong is not None
+    tokens = wrong["tokens"]
+    want = evaluate(model.program.nodes[model.program.sink], tokens)
+    got = weak.run([tokens])[0].tolist()
+    assert [want[i - 1] for i in wrong["positions"]] == wrong["expected"]
+    assert [got[i - 1] for i in wrong["positions"]] == wrong["got"] != wrong["expected"]
+    assert model.run([tokens])[0].tolist() == want
+
+
+def test_without_the_program_no_set_analysis_and_no_certificate():
+    """A model with no program linked: which blocks are sets is unknown, the generic analysis sees a
+    union head's level of several positions and stops there (as before the set analysis)."""
+    cert = certify(dataclasses.replace(_model(5), program=None))
+    assert cert["certified"] is False and cert["float32_matches_hardmax"] is False
+    u = [e for e in cert["uncertified"] if e["check"] == "float32"][0]
+    assert (u["layer"], u["head"]) == ("attn 1", 0) and "several positions may match" in u["why"]
