@@ -168,6 +168,8 @@ def _point_options(state: State, blocks: Dict[str, Block], row: int, kind: int) 
             if dom.lo[kind][k][j] != dom.hi[kind][k][j]:
                 raise Unclean(f"the set block {nm!r} is read as a set before its threshold", {"block": nm})
             out.append((k, float(dom.lo[kind][k][j])))
+    if not out:
+        raise Unclean(f"the set block {nm!r} has a coordinate with no possible value", {"block": nm, "row": row})
     return out
 
 
@@ -194,6 +196,10 @@ def register_write(state: State, blocks: Dict[str, Block], name: str, dom: SetDo
     if not np.isin(out_rows, b.rows).all():
         raise Unclean(f"a set sublayer writes outside {name!r}", {"block": name})
     cols = np.searchsorted(b.rows, out_rows)
+    rest = np.setdiff1d(np.arange(len(b.rows)), cols)  # coordinates the sublayer does not write stay 0
+    for c in (0, 1):
+        dom.can[c][0][rest], dom.can[c][1][rest] = True, False
+        dom.lo[c][0][rest] = dom.hi[c][0][rest] = 0.0
     writes = []
     for c in (0, 1):
         top = np.zeros(len(b.rows))
