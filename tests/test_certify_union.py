@@ -72,6 +72,9 @@ def test_set_blocks_stay_within_the_certified_radius_of_the_programs_sets():
     vocab = list(model.vocab)
     strings = [[vocab[int(i)] for i in rng.integers(0, len(vocab), int(rng.integers(1, model.max_seq_len + 1)))]
                for _ in range(24)]
+    # large fan-in: one edge among many copies of its endpoints (an element held by 1 of up to N keys)
+    strings += [[edge_token(n, 0, 1)] + [0] * k + [1] * (model.max_seq_len - 2 - k) + [2]
+                for k in (0, 5, model.max_seq_len // 2, model.max_seq_len - 3)]
     radius = {e["layer"]: e["radius_out"] for e in cert["per_layer"]}
     sets = _sets_program(model)
     out_of = {}
