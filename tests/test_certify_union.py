@@ -112,8 +112,8 @@ def test_union_head_weakened_for_large_fan_in_is_not_certified_and_really_drops_
     """The first union head's W_O times 1/8: an element held by one of m selected keys reaches the
     threshold clip(s x - 1/2, 0, 1), s = 2(N + 1) = 38 at n = 5, as x = 1/(8m): it decodes (>= 1/2)
     only while 38 / (8 m) >= 1 (m <= 4), and is gone (output 0) once 38 / (8 m) <= 1/2 (m >= 10).
-    The certificate refuses at the threshold MLP and its witness names both fan-ins; an input with
-    fan-in 10 is really wrong, the same input with fan-in 4 is right."""
+    The certificate refuses at the threshold MLP; its witness names both fan-ins and carries an input
+    with fan-in 10 on which the model is really wrong; the same shape with fan-in 4 is right."""
     n = 5
     model = _model(n)
     weak = _with(model, 0, "w_o", lambda w: w / 8)
@@ -129,6 +129,14 @@ def test_union_head_weakened_for_large_fan_in_is_not_certified_and_really_drops_
     assert (m_half, m_zero) == (5, 10) and (w["fan_in"], w["fan_in_zero"]) == (m_half, m_zero)
     assert w["on"] is True and w["scratch"] == pytest.approx(1 / (8 * m_half))
     assert w["output"] == pytest.approx(s / (8 * m_half) - 0.5)
+    # the witness's concrete input (built from the fan-in): wrong on the model, the program's value expected
+    wrong = w["wrong_input"]
+    assert wrong is not None and wrong["tokens"].count(1) == m_zero - 1
+    tokens = wrong["tokens"]
+    want, got = evaluate(model.program.nodes[model.program.sink], tokens), weak.run([tokens])[0].tolist()
+    assert [want[i - 1] for i in wrong["positions"]] == wrong["expected"]
+    assert [got[i - 1] for i in wrong["positions"]] == wrong["got"] != wrong["expected"]
+    assert model.run([tokens])[0].tolist() == want
 
     def witness_input(m):
         # the query at "1" has m keys (m - 1 copies of "1" and the edge 0-1), one of them holds 0; the

@@ -70,12 +70,48 @@ WITNESS_ATOL = 1e-3
 WITNESS_TOKENS, WITNESS_SECONDS = 16, 30.0
 
 
-def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]]:
+class _NoEvaluator(Exception):
+    """Neither tracr's evaluator nor the hand-built heads' reference semantics evaluates the program."""
+
+
+def _first_wrong(model: CompiledModel, program: Any, batch) -> Optional[Dict[str, Any]]:
+    """The first input of ``batch`` (same length) where the model's output differs from the program's.
+
+    Raises:
+        _NoEvaluator: the program has no evaluator semantics.
+    """
+    from tracr.rasp import rasp  # the program's own evaluator
+    got = model.run(batch)
+    for tokens, row in zip(batch, got):
+        try:
+            want = rasp.evaluate(program, list(tokens))
+        except Exception:  # noqa: BLE001 - hand-built heads: their reference semantics (SPEC §6)
+            try:
+                want = reference_evaluate(program, list(tokens))
+            except Exception as e:  # noqa: BLE001 - no evaluator semantics at all
+                raise _NoEvaluator() from e
+        wrong = []
+        for i, (g, w) in enumerate(zip(row.tolist(), want)):
+            if model.categorical_output:
+                bad = g != w
+            else:
+                bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
+            if bad:
+                wrong.append(i)
+        if wrong:
+            val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+            return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
+                    "expected": [val(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+    return None
+
+
+def _wrong_input(model: CompiledModel, seed: int = 0, candidates=()) -> Optional[Dict[str, Any]]:
     """A concrete input on which the float32 model's output differs from the RASP program's, or None.
 
     Run after the certificate fails, to turn an abstract witness into a reproducible one: the
-    all-equal inputs of every length (where tracr's SelectorWidth and means break first), then
-    a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
+    ``candidates`` first (inputs an analysis built from its witness, e.g. :func:`.sets.fan_in_inputs`),
+    then the all-equal inputs of every length (where tracr's SelectorWidth and means break first),
+    then a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
     :data:`WITNESS_SECONDS` in all). The program's value is tracr's evaluator on the output
     SOp, or for hand-built heads their reference semantics (:func:`constructions.reference.evaluate`;
     None when neither evaluates). A search, not a proof: None says only that none of these
@@ -84,43 +120,31 @@ def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]
     link = model.program
     if link is None or link.sink not in link.nodes:
         return None
-    from tracr.rasp import rasp  # the program's own evaluator
     program = link.nodes[link.sink]
     vocab = list(model.vocab)
     n = int(model.max_seq_len)
     rng = np.random.default_rng(seed)
     lengths = list(range(1, n + 1)) if n <= 64 else sorted({1, 2, n} | set(int(x) for x in rng.integers(1, n, 13)))
     same = vocab[:WITNESS_TOKENS]
+    by_length: Dict[int, list] = {}
+    for c in candidates:
+        if 1 <= len(c) <= n:
+            by_length.setdefault(len(c), []).append(list(c))
+    batches = [b for _, b in sorted(by_length.items())]
+    batches += [[[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
+                                                for _ in range(4)] for length in lengths]
     t0 = time.perf_counter()
-    for length in lengths:
+    for batch in batches:
         if time.perf_counter() - t0 > WITNESS_SECONDS:
             return None
-        batch = [[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
-                                                for _ in range(4)]
         try:
-            got = model.run(batch)
+            found = _first_wrong(model, program, batch)
+        except _NoEvaluator:
+            return None
         except Exception:  # noqa: BLE001 - a witness is best effort
             return None
-        for tokens, row in zip(batch, got):
-            try:
-                want = rasp.evaluate(program, list(tokens))
-            except Exception:  # noqa: BLE001 - hand-built heads: their reference semantics (SPEC §6)
-                try:
-                    want = reference_evaluate(program, list(tokens))
-                except Exception:  # noqa: BLE001 - no evaluator semantics at all
-                    return None
-            wrong = []
-            for i, (g, w) in enumerate(zip(row.tolist(), want)):
-                if model.categorical_output:
-                    bad = g != w
-                else:
-                    bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
-                if bad:
-                    wrong.append(i)
-            if wrong:
-                val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
-                return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
-                        "expected": [val(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+        if found is not None:
+            return found
     return None
 
 
@@ -285,7 +309,9 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
             write(state, blocks, out_rows, outs, (r_out, {out: float(np.sum(r_out))}))
     except Unclean as e:
         witness = dict(e.witness) if isinstance(e.witness, dict) else {"detail": e.witness}
-        witness["wrong_input"] = _wrong_input(cert["model"]) if "model" in cert else None
+        candidates = sets.fan_in_inputs(dec, list(cert["model"].vocab), out, witness, n) \
+            if role == "threshold" and "model" in cert else []
+        witness["wrong_input"] = _wrong_input(cert["model"], candidates=candidates) if "model" in cert else None
         return {"layer": name, "head": head, "check": "float32", "why": e.why, "witness": witness}
     if bad is not None:
         cert["program_failures"].append(bad)

@@ -427,6 +427,46 @@ def _fan_in(state: State, blocks: Dict[str, Block], row: int, const: np.ndarray,
     return out
 
 
+#: Most tokens tried on each side of a fan-in witness (:func:`fan_in_inputs`).
+FAN_IN_CONTEXT = 40
+
+
+def fan_in_inputs(dec, vocab: Sequence[Any], out_name: str, witness: Dict[str, Any], n: int) -> List[List[Any]]:
+    """Candidate inputs for a threshold that drops an element at fan-in m (:func:`_fan_in`), for a union
+    head whose query, key and value read the tokens: a query token q, one key token selected by q
+    that holds the element, m - 1 copies of one selected by q that does not (q itself when it is
+    one), then one token before and one after (each of the first :data:`FAN_IN_CONTEXT` tokens), so
+    that a later layer can see the loss. Candidates only: the caller keeps those where the model
+    and the program differ. [] when the head is not of that shape or no m is known.
+    """
+    from tracr.rasp import rasp
+
+    m = witness.get("fan_in_zero") or witness.get("fan_in")
+    expr = dec.link.nodes.get(out_name)
+    if not m or not isinstance(expr, HeadRead) or "element" not in witness:
+        return []
+    head, read = expr.head, expr.read
+    if not all(isinstance(x, rasp.TokensType) for x in (head.query, head.key, read.source)):
+        return []
+    e = witness["element"]
+    for q in vocab:
+        try:
+            sel = [k for k in vocab if head.predicate(k, q)]
+            holds = [k for k in sel if e in _as_set(apply_fn(read.fn, k))]
+            other = [k for k in sel if e not in _as_set(apply_fn(read.fn, k))]
+        except Exception:  # noqa: BLE001 - a predicate without a value here: no candidate from q
+            continue
+        if not holds or not other:
+            continue
+        k2 = q if q in other else other[0]
+        core = [holds[0]] + [k2] * (m - 1) + ([] if k2 == q else [q])
+        ctx = list(vocab[:FAN_IN_CONTEXT])
+        if len(core) + 2 > n:
+            return []
+        return [[a] + core + [b] for a in ctx for b in ctx] + [core + [b] for b in ctx]
+    return []
+
+
 def certify_threshold_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int,
                           out_name: str) -> Tuple[SetDom, np.ndarray, Dict[str, Any]]:
     """The float32 part of a union head's threshold MLP (module docstring): the output set block's
