@@ -42,7 +42,10 @@ against the program (the program check), as for every other sublayer:
   its range is taken at the interval's ends and the ReLUs' breakpoints inside), plus the
   categorical inputs' radius and the float32 rounding of every pre-activation (ReLU is
   1-Lipschitz) and of the output sum; the output interval must lie within 1/4 of 0 or of 1:
-  that is its ideal point, the rest joins the radius.
+  that is its ideal point, the rest joins the radius. Where the on interval fails, the witness
+  names the smallest fan-in m (one holder among m selected keys, hardmax mean unit / m) whose
+  output decodes as absent, and the one where it is 0 (:func:`_fan_in`); for a union over the
+  tokens, :func:`fan_in_inputs` builds inputs of that fan-in for the wrong-input search.
 * **Copy of a set** (:func:`certify_set_copy`): a one-position head (the generic level and leak
   analysis, :mod:`.heads`) whose value reads a 0/1 set block; every output row reads at most one
   set row, so the write's coordinates take the points {0, W[i, o]}; radius: leak x spread +
@@ -911,10 +914,10 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
                 got = frozenset(labels[wvo_s[i] * v > 0].tolist())
                 want = _as_set(apply_fn(read.read.fn, frozenset((e,)))) if v >= 0.5 else frozenset()
                 if got != want:
-                    raise Unclean(f"union head {head.label}: the OV circuit writes the elements "
-                                  f"{sorted(got, key=repr)} for element {e!r} {'on' if k else 'off'} where the read "
-                                  f"holds {sorted(want, key=repr)}", {"element": _value(e), "expected":
-                                                                      sorted(want, key=repr), "got": sorted(got, key=repr)})
+                    exp_, got_ = sorted(want, key=repr), sorted(got, key=repr)
+                    raise Unclean(f"union head {head.label}: the OV circuit writes the elements {got_} for "
+                                  f"element {e!r} {'on' if k else 'off'} where the read holds {exp_}",
+                                  {"element": _value(e), "expected": exp_, "got": got_})
 
 
 def check_threshold_mlp(blocks: Dict[str, Block], out_name: str, table: Dict[int, Any]) -> None:
