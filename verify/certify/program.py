@@ -99,8 +99,8 @@ ANGLE_TOL = 1e-6
 AMBIGUOUS = object()
 
 
-def _value(v: Any) -> Any:
-    """JSON-friendly value for a witness."""
+def rasp_value(v: Any) -> Any:
+    """JSON-friendly value of a RASP value for a witness (a numpy scalar becomes a Python one)."""
     return v.item() if isinstance(v, np.generic) else v
 
 
@@ -326,7 +326,7 @@ def head_node(link: ProgramLink, out_blocks: Sequence[str]) -> Any:
     return found[0]
 
 
-def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
+def sop_column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
     """[m] object: the decoded value of SOp ``label`` in every combination (:data:`AMBIGUOUS` where no
     single value); each distinct vector is decoded once."""
     b = blocks.get(label)
@@ -344,7 +344,7 @@ def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, lab
     return out
 
 
-def _pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
+def pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
                 skip_none: bool) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
     """[nq, nk] bool ``pred(key, query)`` over the columns' values, each distinct pair evaluated once.
 
@@ -440,7 +440,7 @@ def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, 
         return np.array([int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else -1
                          for v in col], int)
     if ref.how == "select":
-        return _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
+        return pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
     if ref.how == "position":
         t = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
         ok = (t >= 1) & (t <= qpos)
@@ -451,13 +451,13 @@ def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, 
     if ref.how == "match":  # every pair agrees (None never does), j <= i, inside the window
         want = (kpos >= 1)[None, :] & np.ones((len(qpos), 1), bool)
         for qs_, ks_ in zip(ref.query_sops, ref.key_sops):
-            agree, _ = _pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
+            agree, _ = pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
             want &= agree
         if ref.where is not None:
             want &= kpos[None, :] <= qpos[:, None]
             want &= np.array([[bool(ref.where(int(i), int(j))) if j >= 1 else False for j in kpos] for i in qpos])
         return want, None
-    want, raised = _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
+    want, raised = pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
     want &= (kpos >= 1)[None, :]
     if len(ref.query_sops) > 1:  # at or before a stored pointer
         ptr = as_int(qv[ref.query_sops[1]])
@@ -525,8 +525,8 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     if len(qi) * len(ck.kind) > 50_000_000:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
     s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
-    qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
-    kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
     for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
         for nm, col in side_vals.items():
             bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
@@ -543,14 +543,14 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     sk = s[:, kj]
 
     def witness(a, b):
-        return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}},
-                "key": {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}},
+        return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}},
+                "key": {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}},
                 "selects": bool(want[a, b])}
 
     if raised is not None:
         k, q, e = raised
         raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
-                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+                      f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
     hidden = want & ~always if not ref.prefix else np.zeros_like(want)
     if hidden.any():
         a, b = np.argwhere(hidden)[0]
@@ -677,8 +677,8 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
         raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
                       f"(score {s[qb[a], kb[b]]:.4g})",
                       {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
-    qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
-    kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
     for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
         for nm, col in side_vals.items():
             bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
@@ -697,8 +697,8 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
 
     def witness(a, b):
         key = {"position": "BOS"} if b is None else \
-            {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}}
-        return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}}, "key": key,
+            {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}}
+        return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}}, "key": key,
                 "selects": bool(want_bos[a]) if b is None else bool(want[a, b])}
 
     hidden = want & ~always
@@ -779,8 +779,8 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     if len(qi) * len(ck.kind) > 50_000_000:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
     s = (cq.x[qi] @ wq) @ (ck.x @ wk).T
-    qv = _column(state, blocks, dec, cq, qsop)[qi]
-    kv = _column(state, blocks, dec, ck, ksop)[kj]
+    qv = sop_column(state, blocks, dec, cq, qsop)[qi]
+    kv = sop_column(state, blocks, dec, ck, ksop)[kj]
     for col, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
         bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
         if bad:
@@ -789,11 +789,11 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     rk = _reachable(dec.link, {ksop: kv}, ck.position[kj], n)
     if not rq.all() or not rk.all():
         qi, kj, s, qv, kv = qi[rq], kj[rk], s[rq], qv[rq], kv[rk]
-    want, raised = _pair_table(sel.predicate, kv, qv, skip_none=False)
+    want, raised = pair_table(sel.predicate, kv, qv, skip_none=False)
     if raised is not None:
         k, q, e = raised
         raise Unclean(f"SelectorWidth {expr.label}: the selector's predicate raises on (key {k!r}, query {q!r}): "
-                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+                      f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
     always, never, _ = _visibility(cq, qi, ck, kj, causal)
     sk = s[:, kj]
     sb = s[:, kb]
@@ -801,14 +801,14 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     if hidden.any():
         a, b = np.argwhere(hidden)[0]
         raise Unclean(f"SelectorWidth {expr.label}: the selector selects a key that the causal mask may hide "
-                      f"(a later position)", {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
-                                              "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}})
+                      f"(a later position)", {"query": {**_where(cq, int(qi[a])), qsop: rasp_value(qv[a])},
+                                              "key": {**_where(ck, int(kj[b])), ksop: rasp_value(kv[b])}})
     hi = np.maximum(sb.max(1), np.where(want, sk, -np.inf).max(1, initial=-np.inf))
     lo = np.minimum(sb.min(1), np.where(want, sk, np.inf).min(1, initial=np.inf))
 
     def witness(a, b):
-        return {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
-                "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}, "selects": bool(want[a, b])}
+        return {"query": {**_where(cq, int(qi[a])), qsop: rasp_value(qv[a])},
+                "key": {**_where(ck, int(kj[b])), ksop: rasp_value(kv[b])}, "selects": bool(want[a, b])}
 
     wide = ~(hi - lo <= 2 * eps)
     if wide.any():
@@ -901,7 +901,7 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, b
         vecs = np.zeros((len(cv.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = cv.x @ w
         got_all = dec.decode_rows(nm, vecs)
-        source = None if src is POSITION else _column(state, blocks, dec, cv, src.label)
+        source = None if src is POSITION else sop_column(state, blocks, dec, cv, src.label)
         for i in range(len(cv.x)):
             if cv.kind[i] == 0 and not bos_top:
                 continue
@@ -919,9 +919,9 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, b
             if _same_value(got, want):
                 continue
             got = [round(float(v), 4) for v in vecs[i]] if got is AMBIGUOUS else got
-            raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {_value(got)!r} where the program "
-                          f"has {_value(want)!r}", {"value": _where(cv, i), "expected": _value(want),
-                                                    "got": _value(got)})
+            raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {rasp_value(got)!r} where the program "
+                          f"has {rasp_value(want)!r}", {"value": _where(cv, i), "expected": rasp_value(want),
+                                                    "got": rasp_value(got)})
 
 
 #: A numerical ideal value matches the program's within this (the rest is tracked in ``Decoder.num_dev``).
@@ -1013,11 +1013,11 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
             want = float(expr.f(*xs))
         except Exception as e:  # noqa: BLE001 - the function has no value here: the program raises
             raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
-                          {"input": dict(zip(ins, map(_value, xs)))})
+                          {"input": dict(zip(ins, map(rasp_value, xs)))})
         d = abs(float(got[i]) - want)
         if not d <= NUM_TOL:
             raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the function gives {want:.6g}",
-                          {"input": dict(zip(ins, map(_value, xs))), "expected": want, "got": float(got[i])})
+                          {"input": dict(zip(ins, map(rasp_value, xs))), "expected": want, "got": float(got[i])})
         worst = max(worst, d)
     if isinstance(expr, rasp.LinearSequenceMap):
         worst += abs(expr.fst_fac) * dec.num_dev.get(ins[0], 0.0) + abs(expr.snd_fac) * dec.num_dev.get(ins[1], 0.0)
@@ -1116,7 +1116,7 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
     inputs = {lab: _widths(state, c, lab) if lab.endswith(SW_SUFFIX) else
-              _scalars(state, c, lab) if numerical_block(blocks, lab) else _column(state, blocks, dec, c, lab)
+              _scalars(state, c, lab) if numerical_block(blocks, lab) else sop_column(state, blocks, dec, c, lab)
               for lab in {s for _, _, ins in maps for s in ins}}
     for nm, expr, ins in maps:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
@@ -1143,13 +1143,13 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
                     want = None if any(x is None for x in xs) else expr.f(*xs)
                 except Exception as e:  # the function has no value here: the program raises
                     raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
-                                  {"input": dict(zip(ins, map(_value, xs)))})
+                                  {"input": dict(zip(ins, map(rasp_value, xs)))})
             got = got_all[i]
             if _same_value(got, want):
                 continue
             got = [round(float(v), 4) for v in vecs[i]] if got is AMBIGUOUS else got
-            raise Unclean(f"{expr.label}: the MLP writes {_value(got)!r} where the function gives {_value(want)!r}",
-                          {"input": dict(zip(ins, map(_value, xs))), "expected": _value(want), "got": _value(got)})
+            raise Unclean(f"{expr.label}: the MLP writes {rasp_value(got)!r} where the function gives {rasp_value(want)!r}",
+                          {"input": dict(zip(ins, map(rasp_value, xs))), "expected": rasp_value(want), "got": rasp_value(got)})
 
 
 # -------------------------------------------------------------------------- the read-out
@@ -1186,13 +1186,13 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
         got = None if logits.max() < 0.5 else model.output_values[int(logits.argmax())]
         if isinstance(want, frozenset):  # a set-valued output reads out as the set of its one token
             if want != (frozenset() if got is None else frozenset([got])):
-                raise Unclean(f"the read-out decodes {sink} = {sorted(map(_value, want), key=repr)!r} as "
-                              f"{_value(got)!r}", {"expected": sorted(map(_value, want), key=repr),
-                                                  "got": _value(got)})
+                raise Unclean(f"the read-out decodes {sink} = {sorted(map(rasp_value, want), key=repr)!r} as "
+                              f"{rasp_value(got)!r}", {"expected": sorted(map(rasp_value, want), key=repr),
+                                                  "got": rasp_value(got)})
             continue
         if not (got is None and want is None) and (got is None or want is None or got != want):
-            raise Unclean(f"the read-out decodes {sink} = {_value(want)!r} as {_value(got)!r}",
-                          {"expected": _value(want), "got": _value(got)})
+            raise Unclean(f"the read-out decodes {sink} = {rasp_value(want)!r} as {rasp_value(got)!r}",
+                          {"expected": rasp_value(want), "got": rasp_value(got)})
 
 
 # ------------------------------------------------------------------ causal selectors (no weights)
@@ -1240,7 +1240,7 @@ def causal_selector_failures(model: CompiledModel) -> List[Dict[str, Any]]:
             except Exception:  # no value here: the certificate's table check names it
                 continue
             if hit:
-                out.append({"selector": label, "key": _value(k), "query": _value(q),
+                out.append({"selector": label, "key": rasp_value(k), "query": rasp_value(q),
                             "why": "causal model: the selector selects a key after the query, which the mask hides"})
                 break
     return out
