@@ -67,6 +67,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, up)
 from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
@@ -78,6 +79,27 @@ MAX_TABLE = 400_000_000
 ROW_CHUNK_ENTRIES = 4_000_000
 #: Most ideal outputs a numerical (mean) head may have, per kind of query position.
 MAX_MEANS = 200_000
+#: The self-consistency floor compares a block's groups only when it has at most this many vectors.
+SELF_MAX_VECTORS = 4096
+
+
+@dataclasses.dataclass
+class DomainView:
+    """A domain precondition (:class:`.domain.Precondition`) as one head uses it.
+
+    Attributes:
+        pre: the precondition.
+        n: N, the longest input.
+        token_of: per token block never written by a sublayer, [m] the token id (index into the
+            model's input values) of each regular ideal vector of the block, -1 where several
+            tokens share the vector.
+        used: the facts this head's analysis used (``"lengths"``, ``"classes"``).
+    """
+
+    pre: Precondition
+    n: int
+    token_of: Dict[str, np.ndarray]
+    used: set = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -188,7 +210,8 @@ class _Levels:
     row_gap: np.ndarray  # [r] smallest gap below a candidate level
 
 
-def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Levels:
+def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool,
+            dom: Optional["DomainView"] = None) -> _Levels:
     qs, ks = t.qs, t.ks
     s = qs.contrib[start:stop] @ ks.contrib.T  # [r, nk]
     if causal:
@@ -199,7 +222,7 @@ def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Lev
         diffs = ss[:, :-1] - ss[:, 1:]  # NaN between two masked keys: no break there
     brk = diffs > 2 * eps
     cid = np.concatenate([np.zeros((len(ss), 1), int), np.cumsum(brk, 1)], 1)
-    floor = _floor(s, qs, ks, start, stop, causal)
+    floor = _floor(s, qs, ks, start, stop, causal, dom)
     # the levels that can be the top: every level down to the one holding the floor
     reach = np.where(ss >= (floor - 2 * eps)[:, None], cid, -1).max(1)
     cand = cid <= reach[:, None]
@@ -211,12 +234,36 @@ def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Lev
     return _Levels(s, order, ss, diffs, brk, cid, reach, cand, valid, row_gap)
 
 
+def _token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
+    """[nk] for each key combination: a code of (class of its position, its token) when it stands at a
+    regular position and its vector determines its token (the key side reads a token block that no
+    sublayer writes, and its group under W_K is one vector of one token), else -1; None when the
+    precondition has no distinct-token fact or the key side reads no such block."""
+    if dom is None or dom.pre.classes is None:
+        return None
+    classes = np.asarray(dom.pre.classes, np.int64)
+    for nm, tok_of in dom.token_of.items():
+        if nm not in ks.names or nm not in ks.member:
+            continue
+        rep = ks.parts[:, ks.names.index(nm)]
+        size = np.bincount(ks.member[nm], minlength=len(tok_of))
+        tok = np.where(size[rep] == 1, tok_of[rep], -1)
+        ok = (ks.kind == 1) & (ks.position >= 1) & (ks.position < len(classes)) & (tok >= 0)
+        width = int(tok_of.max(initial=0)) + 2
+        return np.where(ok, classes[np.clip(ks.position, 0, len(classes) - 1)] * width + tok, -1)
+    return None
+
+
 def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block], state: State,
-                   n_values: int) -> Optional[Dict[str, Any]]:
+                   n_values: int, dom: Optional[DomainView] = None) -> Optional[Dict[str, Any]]:
     """{why, witness} for the first candidate level whose keys do not all name one position, else None.
 
     Combinations at one position are alternatives (only one of them is the input's), so a
     level of one position is clean; any other level may average several different values.
+    Given a precondition with a distinct-token fact (``dom``), a level whose keys all stand at
+    regular positions of one class and hold one and the same token is clean too: on every
+    domain input at most one of those positions holds that token (:mod:`.domain`); recorded
+    as a use of ``classes``.
     """
     ks, ss, cid = t.ks, lv.ss, lv.cid
     live = lv.cand & lv.valid
@@ -229,6 +276,19 @@ def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block]
     lo_at = np.take_along_axis(lo.reshape(len(ss), -1), cid, 1)
     hi_at = np.take_along_axis(hi.reshape(len(ss), -1), cid, 1)
     bad = live & ((lo_at < 0) | (lo_at != hi_at))
+    codes = _token_codes(ks, dom) if bad.any() else None
+    if codes is not None:  # one class, one token: at most one of the level's keys is in a domain input
+        kc = codes[lv.order]
+        clo = np.full(len(ss) * ss.shape[1], np.iinfo(np.int64).max)
+        chi = np.full(len(ss) * ss.shape[1], -2)
+        np.minimum.at(clo, flat, kc[live])
+        np.maximum.at(chi, flat, kc[live])
+        clo_at = np.take_along_axis(clo.reshape(len(ss), -1), cid, 1)
+        chi_at = np.take_along_axis(chi.reshape(len(ss), -1), cid, 1)
+        one = (clo_at >= 0) & (clo_at == chi_at)
+        if (bad & one).any():
+            dom.used.add("classes")
+        bad &= ~one
     if not bad.any():
         return None
     r, c = np.argwhere(bad)[0]
@@ -271,16 +331,70 @@ def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, group
     return float(total.max(initial=0.0))
 
 
-def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool) -> np.ndarray:
+def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool,
+           dom: Optional["DomainView"] = None) -> np.ndarray:
     """[r] a score the top key of each query row reaches on EVERY input (the top level is at least this).
 
     Every position 0..i exists when the query sits at position i (0..1 when the query reads no
     position: it sits at some i >= 1; a BOS query of a causal model sees only BOS). Each existing
     position holds one of its alternatives, so the top score is at least
     max over existing positions of (min over that position's alternatives).
+
+    The key at the query's own position holds the query's own vectors: where both sides read a
+    block, only the key alternatives whose group (under W_K) meets the query's (under W_Q) can
+    stand there (:func:`_self_floor`). Given a domain precondition (``dom``), positions up to
+    the least domain length >= i exist (:meth:`.domain.Precondition.reach`; recorded as a use
+    of ``lengths`` where it raises the floor).
     """
+    base = _floor_upto(s, qs, ks, start, stop, causal, None)
+    if dom is not None and dom.pre.lengths:
+        ext = _floor_upto(s, qs, ks, start, stop, causal, dom)
+        if (ext > base).any():
+            dom.used.add("lengths")
+        base = ext
+    return np.maximum(base, _self_floor(s, qs, ks, start, stop))
+
+
+def _self_floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int) -> np.ndarray:
+    """[r] the lowest score of a key at the query's own position that agrees with the query (-inf if none).
+
+    The query sits at its position, so that position exists, and the key there is the same
+    residual vector: for every block both sides read, the key's group of vectors (those W_K
+    maps alike) and the query's (those W_Q maps alike) both hold that one vector, so they
+    meet. Key alternatives whose group meets the query's for every shared block are the only
+    ones that can stand there; the top is at least the lowest of their scores. Rows whose
+    position is unknown (or BOS) get -inf; a block with more than :data:`SELF_MAX_VECTORS`
+    vectors is not compared (fewer constraints: more alternatives, still sound).
+    """
+    r = stop - start
+    out = np.full(r, -np.inf)
+    qpos = np.where(qs.kind[start:stop] == 1, qs.position[start:stop], -1)
+    kpos = np.where(ks.kind == 1, ks.position, -1)
+    if not (qpos >= 1).any() or not (kpos >= 1).any():
+        return out
+    here = (kpos[None, :] == qpos[:, None]) & (qpos >= 1)[:, None]  # [r, nk]
+    for nm in set(qs.names) & set(ks.names):
+        mq, mk = qs.member.get(nm), ks.member.get(nm)
+        if mq is None or mk is None or len(mq) != len(mk) or len(mq) > SELF_MAX_VECTORS:
+            continue
+        meet = np.zeros((len(mq), len(mq)), bool)
+        meet[mq, mk] = True  # [query rep, key rep]: some vector is in both groups
+        qp = qs.parts[start:stop, qs.names.index(nm)]
+        kp = ks.parts[:, ks.names.index(nm)]
+        here &= meet[qp[:, None], kp[None, :]]
+    ok = here.any(1)
+    out[ok] = np.where(here, s, np.inf)[ok].min(1)
+    return out
+
+
+def _floor_upto(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool,
+                dom: Optional["DomainView"]) -> np.ndarray:
+    """[r] max over the positions that surely exist of the lowest alternative (see :func:`_floor`)."""
     qkind, qpos = qs.kind[start:stop], qs.position[start:stop]
     reach = np.where(qkind == 0, 0 if causal else 1, np.maximum(qpos, qs.guard[start:stop]))  # [r] exists
+    if dom is not None:
+        ext = dom.pre.reach(dom.n)
+        reach = np.where((qkind == 0) & causal, reach, ext[np.clip(reach, 0, dom.n)])
     kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: a regular key that reads no position
     if (kpos >= 0).all():
         order = np.argsort(kpos, kind="stable")
@@ -415,7 +529,7 @@ def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.nd
 
 
 def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
-                 causal: bool, clean_by: Optional[str] = None) -> HeadCert:
+                 causal: bool, clean_by: Optional[str] = None, dom: Optional[DomainView] = None) -> HeadCert:
     """Certify head ``h`` of one attention sublayer (see the module docstring).
 
     Args:
@@ -430,6 +544,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
             None. Such a level is then accepted and ``entry["level_clean_by"]`` says so: the
             argument is about the RASP program, so the caller must stop the head unless its
             table is the program's selector (:func:`program.check_head`).
+        dom: a domain precondition (:class:`DomainView`), or None: every input. The facts it
+            used are added to ``dom.used``; what is then proved holds on the domain only.
     Returns:
         :class:`HeadCert`.
     Raises:
@@ -457,7 +573,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     for start in range(0, len(qs.contrib), chunk):
         stop = min(start + chunk, len(qs.contrib))
         abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
-        lv = _levels(t, start, stop, eps, causal)
+        lv = _levels(t, start, stop, eps, causal, dom)
         if len(lv.row_gap) and lv.row_gap.min() < min_gap:
             min_gap = float(lv.row_gap.min())
         leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
@@ -469,7 +585,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                 pats[kind].update(p_k)
                 span = max(span, sp)
         elif not constant:
-            bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
+            bad = _unclean_level(lv, t, start, blocks, state, len(uniq), dom)
             if bad is not None:
                 if clean_by is None:
                     return HeadCert(None, bad)

@@ -22,7 +22,8 @@ import numpy as np
 from depthcraft.constructions.model import CompiledModel, sublayer_names
 from depthcraft.verify.certify import float32
 from depthcraft.verify.certify.float32 import U32, gamma, terms
-from depthcraft.verify.certify.heads import certify_head
+from depthcraft.verify.certify.domain import Precondition
+from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
 from depthcraft.verify.certify.values import level_clean_reason
@@ -143,12 +144,15 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
 
 
 def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p,
-               n: int, causal: bool, dec: Optional[Decoder]) -> Optional[Dict[str, Any]]:
+               n: int, causal: bool, dec: Optional[Decoder],
+               dom: Optional[DomainView] = None) -> Optional[Dict[str, Any]]:
     """Certify one attention sublayer, head by head, and write its heads' sum into the state.
 
     Returns the ``uncertified`` entry of the first head whose float32 part fails (None when all
     hold); appends one ``per_layer`` entry per certified head, and to ``cert["program_failures"]``
     the first program-check entry of each head (``dec`` None: no program linked, not checked).
+    ``dom``: the domain precondition (:class:`heads.DomainView`); each head's uses of its facts
+    are appended to ``cert["domain_uses"]``.
     """
     d = len(state.radius)
     out_rows = spec.rows("out_rows", d)
@@ -161,7 +165,11 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
         clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
             if dec is not None and not cert["program_failures"] else None
-        hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
+        hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by, dom)
+        if dom is not None:
+            for fact in sorted(dom.used):
+                cert["domain_uses"].append({"layer": name, "head": h, "fact": fact})
+            dom.used.clear()
         if hc.failure is not None:
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
@@ -221,11 +229,17 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
                               "radius_out": float(state.radius[out_rows].max(initial=0))})
 
 
-def _scopes(model: CompiledModel) -> Dict[str, str]:
-    """The ``scope`` sentence of each outcome: the program proved, only the weights' hardmax, nothing."""
+def _scopes(model: CompiledModel, domain: Optional[str] = None) -> Dict[str, str]:
+    """The ``scope`` sentence of each outcome: the program proved, only the weights' hardmax, nothing.
+
+    ``domain``: the proof used a domain precondition: the inputs are then "every input in the
+    domain (the predicate) of length 1..N", never every input.
+    """
     n = int(model.max_seq_len)
     inputs = (f"every input of length 1..{n} over the {len(model.vocab)}-token vocabulary (BOS first), every "
-              f"position 1..n")
+              f"position 1..n") if domain is None else (
+        f"every input in the domain ({domain}) of length 1..{n} over the {len(model.vocab)}-token vocabulary "
+        f"(BOS first), every position 1..n; inputs outside the domain are not covered")
     hardmax = (f"the float32 {model.arch.attention} forward decodes to the output of the exact hardmax "
                f"evaluation of the same weights")
     return {
@@ -238,7 +252,29 @@ def _scopes(model: CompiledModel) -> Dict[str, str]:
         "none": f"{inputs}: nothing proved (see uncertified)"}
 
 
-def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = None) -> Dict[str, Any]:
+def _token_of(model: CompiledModel, state: State, blocks: Dict[str, Block]) -> Dict[str, np.ndarray]:
+    """For every token block that no sublayer writes: [m] the token of each regular ideal vector (an index
+    into ``model.input_values``), -1 where several tokens share the vector (:class:`heads.DomainView`)."""
+    from depthcraft.constructions.model import BOS, PAD
+    d = len(state.radius)
+    written = np.zeros(d, bool)
+    for spec in model.arch.sublayers:
+        written[spec.rows("out_rows", d)] = True
+    token = np.asarray(model.params["embed"]["token"], np.float64)
+    ids = [i for i, v in enumerate(model.input_values) if v not in (BOS, PAD)]
+    out = {}
+    for nm, b in blocks.items():
+        if b.kind != "token" or written[b.rows].any():
+            continue
+        rows = token[ids][:, b.rows]
+        vecs = state.sets[1][nm]
+        same = (np.abs(vecs[:, None, :] - rows[None, :, :]).max(2) == 0)  # [m, tokens]
+        out[nm] = np.where(same.sum(1) == 1, np.asarray(ids)[same.argmax(1)], -1)
+    return out
+
+
+def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = None,
+            precondition: Optional[Precondition] = None) -> Dict[str, Any]:
     """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
 
     Two facts, both over every input: the float32 forward decodes like the exact hardmax
@@ -252,10 +288,13 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         atol: a numerical output is certified when its proved error (float32 radius plus the
             deviation of the weights' values from the program's) is within this.
         domain: the task's declared input domain in words (:meth:`Task.domain`), or None. It is
-            reported (key ``domain``: ``{"predicate", "used_as_precondition"}``) and named in
-            ``scope``; the tables do NOT yet use it as a precondition, so what is proved is proved
-            for every input, a fortiori for the domain, and what fails over every input is not
-            certified (it may still hold on the domain: say so, never "every input").
+            reported (key ``domain``: ``{"predicate", "used_as_precondition", "uses"}``) and named
+            in ``scope``.
+        precondition: facts the domain implies (:class:`.domain.Precondition`,
+            :meth:`Task.domain_precondition`), or None. The heads may use them; where one did
+            (``domain.uses``: layer, head, fact), what is proved holds on the domain only and
+            ``scope`` says "every input in the domain ...". Where none was used the proof covers
+            every input. ``domain`` defaults to the precondition's predicate.
     Returns:
         ``{"certified": bool, "float32_matches_hardmax": bool, "scope": str, "per_layer":
         [{"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}], "uncertified":
@@ -271,10 +310,13 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     """
     t0 = time.perf_counter()
     n = int(model.max_seq_len)
+    if domain is None and precondition is not None:
+        domain = precondition.predicate
     scopes = _scopes(model)
     cert: Dict[str, Any] = {"certified": False, "float32_matches_hardmax": False, "scope": scopes["none"],
                             "per_layer": [], "uncertified": [], "readout": None, "seconds": None,
-                            "float32": float32.DESCRIPTION, "program_failures": [], "model": model}
+                            "float32": float32.DESCRIPTION, "program_failures": [], "model": model,
+                            "domain_uses": []}
 
     def done():
         program = cert.pop("program_failures")
@@ -282,14 +324,16 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         float_fail = list(cert["uncertified"])
         cert["uncertified"] = sorted(program + float_fail, key=lambda e: _order.get((e["layer"], e["head"]), 1 << 30))
         cert["certified"] = cert["float32_matches_hardmax"] and not program
-        cert["scope"] = scopes["program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"]
-                               else "none"]
+        uses = cert.pop("domain_uses")
+        outcome = "program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"] else "none"
+        cert["scope"] = (_scopes(model, domain) if uses else scopes)[outcome]
         if domain is not None:
-            cert["domain"] = {"predicate": domain, "used_as_precondition": False}
-            cert["scope"] += (f". The task's inputs satisfy a declared domain ({domain}); the proof does not use "
-                              f"it as a precondition" + (", so it covers every input, those outside the domain too"
-                                                         if cert["certified"] else
-                                                         ", and nothing is certified on the domain either"))
+            cert["domain"] = {"predicate": domain, "used_as_precondition": bool(uses), "uses": uses}
+            if not uses:
+                cert["scope"] += (f". The task's inputs satisfy a declared domain ({domain}); the proof does not "
+                                  f"use it as a precondition" + (
+                                      ", so it covers every input, those outside the domain too"
+                                      if cert["certified"] else ", and nothing is certified on the domain either"))
         cert["seconds"] = round(time.perf_counter() - t0, 3)
         return cert
 
@@ -310,6 +354,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         _order[(name, None)] = 2 * i + 1
     _order[("read-out", None)] = 2 * len(names)
     dec = Decoder.of(model, blocks) if model.program is not None else None
+    dom = DomainView(precondition, n, _token_of(model, state, blocks)) if precondition is not None else None
     if dec is None:
         cert["program_failures"].append({"layer": None, "head": None, "check": "program", "witness": None,
                                          "why": "no RASP program is linked to these weights (a loaded or "
@@ -326,7 +371,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
                 if attn_no in soft:
                     raise Unclean("soft by design (a memorising head averages over several keys)",
                                   {"layer": name})
-                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec)
+                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec, dom)
                 if fail is not None:
                     cert["uncertified"].append(fail)
                     return done()

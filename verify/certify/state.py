@@ -216,6 +216,9 @@ class Side:
     parts: per combination, the index of a vector taken from each non-position block (a
         representative: values the projection maps to the same vector are one combination).
     names: the non-position blocks read (order of ``parts``).
+    member: per non-position block, [m] for every regular ideal vector of the block (index into
+        ``state.sets[1][name]``) the representative of its group (the index ``parts`` uses):
+        the vectors the projection cannot tell apart from it.
     """
 
     contrib: np.ndarray
@@ -227,6 +230,7 @@ class Side:
     names: List[str]
     pos_names: List[str]
     guard: np.ndarray
+    member: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> Side:
@@ -250,6 +254,7 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
     pos_names = [nm for nm in read if blocks[nm].kind == "position"]
     names = [nm for nm in read if blocks[nm].kind != "position"]
     out, reps = [], {}
+    member: Dict[str, np.ndarray] = {}
     for kind in (0, 1):
         positions = np.array([0]) if kind == 0 else np.arange(1, n + 1)
         if pos_names:
@@ -273,6 +278,8 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
             proj = vecs[:, [j for _, j in idx]]
             proj, first, inv = np.unique(proj, axis=0, return_index=True, return_inverse=True)  # values this
             reps.setdefault(kind, {})[nm] = first  # projection cannot tell apart are one combination
+            if kind == 1:
+                member[nm] = first[inv.ravel()]
             g = np.full(len(proj), np.iinfo(np.int64).max)
             np.minimum.at(g, inv.ravel(), state.guard[kind][nm])
             r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
@@ -293,7 +300,7 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
         out.append((contrib, absval, np.full(len(contrib), kind), pos_col[flat[0]], parts, guard))
     contrib, absval, kinds, position, parts, guard = (np.concatenate(x) for x in zip(*out))
     pinned = (kinds == 0) | (position >= 0)
-    return Side(contrib, absval, kinds, position, pinned, parts, names, pos_names, guard)
+    return Side(contrib, absval, kinds, position, pinned, parts, names, pos_names, guard, member)
 
 
 def describe(sd: Side, i: int, blocks: Dict[str, Block], state: State) -> Dict[str, Any]:
