@@ -70,7 +70,7 @@ import numpy as np
 from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, up)
-from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
+from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe,
                                              lin_err, side, unique_min, unique_rows)
 
 #: Most (query, key) score entries one head's table may hold (memory: 8 bytes each, in chunks).
@@ -136,6 +136,7 @@ class _Tables:
     q_rows: np.ndarray
     k_rows: np.ndarray
     v_rows: np.ndarray
+    wq_s: np.ndarray  # W_Q times the sublayer's qk_scale
 
 
 def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
@@ -149,7 +150,7 @@ def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _
     if len(qs.contrib) * len(ks.contrib) > MAX_TABLE:
         raise TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
     vs = side(state, blocks, v_rows, wvo, n)
-    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows)
+    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows, wq * scale)
 
 
 def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
@@ -160,11 +161,11 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
     product of the two errors.
     """
     rq, rk = state.radius[t.q_rows], state.radius[t.k_rows]
-    qv = ideal_side_vectors(state, blocks, t.q_rows, n)
-    kv = ideal_side_vectors(state, blocks, t.k_rows, n)
     blist = list(blocks.values())
-    d1 = float(lin_err(state, blist, t.q_rows, t.a @ kv.T).max()) if rq.any() else 0.0
-    d2 = float(lin_err(state, blist, t.k_rows, t.a.T @ qv.T).max()) if rk.any() else 0.0
+    # W_QK k over every ideal key k is (scaled W_Q) (W_K^T k): the key side's projections (combinations
+    # it cannot tell apart project alike), so the sides' tables serve; likewise for the queries
+    d1 = float(lin_err(state, blist, t.q_rows, t.wq_s @ t.ks.contrib.T).max()) if rq.any() else 0.0
+    d2 = float(lin_err(state, blist, t.k_rows, t.wk @ t.qs.contrib.T).max()) if rk.any() else 0.0
     l1q = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
                     if np.isin(b.rows, t.q_rows).any()))
     l1k = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist

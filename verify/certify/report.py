@@ -194,20 +194,45 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                   "radius_in": r_in, "radius_out": None,
                                   **({"level_clean_by": e["level_clean_by"]} if "level_clean_by" in e else {})})
     # heads add their writes: every combination of the heads' ideal outputs, per position kind
-    totals = []
-    for kind in (0, 1):
-        total, tg = writes[0][kind]
-        for w in writes[1:]:
-            wv, wg = w[kind]
-            if len(total) * len(wv) > MAX_TUPLES:
-                raise TooLarge("combinations of the heads' outputs")
-            total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
-                                   np.maximum(tg[:, None], wg[None, :]).ravel())
-        totals.append((total, tg))
+    totals = [_heads_sum([w[kind] for w in writes]) for kind in (0, 1)]
     write(state, blocks, out_rows, totals, (radius, l1_sum))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
     return None
+
+
+def _heads_sum(outs) -> Any:
+    """(vectors [m, Do], guards [m]) standing for every sum of one ideal output per head, for :func:`write`.
+
+    ``outs``: per head, (vectors [m_h, Do], guards [m_h]). :func:`state.write` uses the sums one
+    block at a time (each block's set of vectors, each with its smallest guard). Where the heads
+    write disjoint rows (no row written by two heads), a block's part of a sum is one head's
+    output, so the per-block sets and guards of the full product are those of the padded list:
+    for each head h, its every output plus, for every other head, its output of smallest guard
+    (the product's guard of a block vector v of head h is max(g_h(v), min over the others' guards)).
+    Otherwise the full product, refused beyond :data:`MAX_TUPLES`.
+
+    Raises:
+        TooLarge: heads writing a common row whose product is too large.
+    """
+    live = [np.abs(v).sum(0) > 0 for v, _ in outs]
+    overlap = np.sum(live, axis=0).max(initial=0) > 1
+    if not overlap and len(outs) > 1:
+        best = [v[int(np.argmin(g))] if len(v) else np.zeros(v.shape[1]) for v, g in outs]
+        gbest = [int(g.min()) if len(g) else 0 for _, g in outs]
+        vecs, guards = [], []
+        for h, (v, g) in enumerate(outs):
+            base = sum(best[o] for o in range(len(outs)) if o != h)
+            vecs.append(v + base[None, :])
+            guards.append(np.maximum(g, max([gbest[o] for o in range(len(outs)) if o != h], default=0)))
+        return unique_min(np.concatenate(vecs), np.concatenate(guards))
+    total, tg = outs[0]
+    for wv, wg in outs[1:]:
+        if len(total) * len(wv) > MAX_TUPLES:
+            raise TooLarge("combinations of the heads' outputs")
+        total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
+                               np.maximum(tg[:, None], wg[None, :]).ravel())
+    return total, tg
 
 
 def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
