@@ -70,11 +70,16 @@ import numpy as np
 from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, up)
-from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe,
-                                             lin_err, side, unique_min, unique_rows)
+from depthcraft.verify.certify import state as _state
+from depthcraft.verify.certify.state import (Block, Side, SideTables, State, TooLarge, describe, lin_err,
+                                             reduce_side, side, side_tables, unique_min, unique_rows)
 
-#: Most (query, key) score entries one head's table may hold (memory: 8 bytes each, in chunks).
+#: Most (query, key) score entries one head's table may hold (memory: 8 bytes each, in chunks); beyond
+#: it (or beyond :data:`state.MAX_TUPLES` keys) the keys are grouped per batch of query rows by the
+#: scores those rows give them (:func:`state.reduce_side`), at most :data:`MAX_FACTORED` entries in all.
 MAX_TABLE = 400_000_000
+#: Most score entries of a head whose keys are grouped by score (summed over its query batches).
+MAX_FACTORED = 4_000_000_000
 #: Rows of the query table handled at once (bounds memory to ROW_CHUNK x keys x 8 bytes, several times).
 ROW_CHUNK_ENTRIES = 4_000_000
 #: Most ideal outputs a numerical (mean) head may have, per kind of query position.
@@ -137,6 +142,7 @@ class _Tables:
     k_rows: np.ndarray
     v_rows: np.ndarray
     wq_s: np.ndarray  # W_Q times the sublayer's qk_scale
+    kf: Optional[SideTables] = None  # the key side's factors when ``ks`` is too large (ks is then None)
 
 
 def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
@@ -146,11 +152,12 @@ def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _
     wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)  # [Dv, Do]
     scale = float(spec.qk_scale)
     qs = side(state, blocks, q_rows, wq * scale, n)
-    ks = side(state, blocks, k_rows, wk, n)
-    if len(qs.contrib) * len(ks.contrib) > MAX_TABLE:
-        raise TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
+    kf = side_tables(state, blocks, k_rows, wk, n)
+    nk = max(kf.count(0), 1) + kf.count(1)
+    ks = side(state, blocks, k_rows, wk, n) if nk <= _state.MAX_TUPLES and len(qs.contrib) * nk <= MAX_TABLE else None
     vs = side(state, blocks, v_rows, wvo, n)
-    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows, wq * scale)
+    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows, wq * scale,
+                   None if ks is not None else kf)
 
 
 def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
@@ -164,7 +171,12 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
     blist = list(blocks.values())
     # W_QK k over every ideal key k is (scaled W_Q) (W_K^T k): the key side's projections (combinations
     # it cannot tell apart project alike), so the sides' tables serve; likewise for the queries
-    d1 = float(lin_err(state, blist, t.q_rows, t.wq_s @ t.ks.contrib.T).max()) if rq.any() else 0.0
+    if not rq.any():
+        d1 = 0.0
+    elif t.ks is not None:
+        d1 = float(lin_err(state, blist, t.q_rows, t.wq_s @ t.ks.contrib.T).max())
+    else:  # factored keys: |W_QK k| per query row is at most the sum over the factors of their largest
+        d1 = float(lin_err(state, blist, t.q_rows, t.kf.abs_factors(t.wq_s)[:, None]).max())
     d2 = float(lin_err(state, blist, t.k_rows, t.wk @ t.qs.contrib.T).max()) if rk.any() else 0.0
     l1q = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
                     if np.isin(b.rows, t.q_rows).any()))
@@ -177,8 +189,60 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
 def _table_rounding(t: _Tables) -> float:
     """eps: the float64 rounding of the tables themselves (float32 weights times exact vectors, then q.k)."""
     dk = t.wq.shape[1]
+    kmax = float(np.abs(t.ks.contrib).max()) if t.ks is not None else float(t.kf.contrib_bound().max())
     return up(gamma(len(t.q_rows) + len(t.k_rows) + 2 * dk + 4, U64)
-              * float(np.abs(t.qs.contrib).sum(1).max() * np.abs(t.ks.contrib).max()) + 1e-300)
+              * float(np.abs(t.qs.contrib).sum(1).max() * kmax) + 1e-300)
+
+
+def _grouping_rounding(t: _Tables) -> float:
+    """The extra score uncertainty of keys grouped by :func:`state.reduce_side`: members whose computed
+    per-block products q . c agree differ in real value by at most twice that product's float64
+    rounding, gamma_{e+2} sum |q| |c|, summed over the blocks (0 without factored keys)."""
+    if t.kf is None:
+        return 0.0
+    qmax = float(np.abs(t.qs.contrib).sum(1).max(initial=0.0))
+    cmax = sum(float(np.abs(tab[1]).max(initial=0.0)) for kind in t.kf.kinds for tab in kind[3])
+    return up(2 * gamma(t.wq.shape[1] + 2, U64) * qmax * cmax)
+
+
+def _key_batches(t: _Tables, budget: int):
+    """(query rows, t restricted to them with its keys reduced for them) covering every query row.
+
+    Without factored keys: one batch, every row, the full key side. With them: the query rows
+    sorted by kind, then the vectors they read, then position (rows that read alike share the
+    keys' grouping), cut into batches of about ``budget`` (rows x reduced keys) entries.
+    """
+    qs = t.qs
+    if t.kf is None:
+        yield np.arange(len(qs.contrib)), t
+        return
+    keys = [qs.position] + [qs.parts[:, i] for i in reversed(range(qs.parts.shape[1]))] + [qs.kind]
+    order = np.lexsort(keys)
+    i, total = 0, 0
+    while i < len(order):
+        size, grow = 1, True
+        while True:
+            rows = order[i:i + size]
+            ks = reduce_side(t.kf, qs.contrib[rows])
+            entries = len(rows) * len(ks.contrib)
+            if entries > 2 * budget and size > 1:  # the rows read too differently: fewer of them
+                size, grow = max(1, size // 2), False
+                continue
+            if not grow or entries * 2 > budget or i + size >= len(order):
+                break
+            size = min(len(order) - i, max(size * 2, budget // max(len(ks.contrib), 1)))
+        total += entries
+        if total > MAX_FACTORED:
+            raise TooLarge(f"score table of {len(qs.contrib)} queries x keys grouped by score: more than "
+                           f"{MAX_FACTORED} entries")
+        yield rows, dataclasses.replace(t, qs=_rows_of(qs, rows), ks=ks)
+        i += len(rows)
+
+
+def _rows_of(sd: Side, rows: np.ndarray) -> Side:
+    """The combinations ``rows`` of ``sd`` (a sub-side)."""
+    return Side(sd.contrib[rows], sd.absval[rows], sd.kind[rows], sd.position[rows], sd.pinned[rows],
+                sd.parts[rows], sd.names, sd.pos_names, sd.guard[rows], sd.member)
 
 
 def causal_mask(qs: Side, ks: Side, start: int, stop: int) -> np.ndarray:
@@ -562,35 +626,36 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     # float32 rounding of the score: score_rel x max over pairs of sum_e |q_e| |k_e| with |x| + r in
     # place of x (computed with the table, below)
     g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
-    eps = _table_rounding(t)
-    qs, ks = t.qs, t.ks
-    chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
+    eps = up(_table_rounding(t) + _grouping_rounding(t))
     min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
     used_analysis = None  # the first level only the value analysis makes clean
-    kpos_all = np.where(ks.kind == 0, 0, ks.position)
-    pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
-    pinned_sorted = ks.pinned[pin_order]
-    groups_at = np.unique(kpos_all[pin_order][pinned_sorted], return_index=True)[1]
-    for start in range(0, len(qs.contrib), chunk):
-        stop = min(start + chunk, len(qs.contrib))
-        abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
-        lv = _levels(t, start, stop, eps, causal, dom)
-        if len(lv.row_gap) and lv.row_gap.min() < min_gap:
-            min_gap = float(lv.row_gap.min())
-        leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
-        bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
-        bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
-        if numeric:
-            for kind in (0, 1):
-                p_k, sp = _level_patterns(lv, ks, np.flatnonzero(qs.kind[start:stop] == kind))
-                pats[kind].update(p_k)
-                span = max(span, sp)
-        elif not constant:
-            bad = _unclean_level(lv, t, start, blocks, state, len(uniq), dom)
-            if bad is not None:
-                if clean_by is None:
-                    return HeadCert(None, bad)
-                used_analysis = bad
+    for _, tb in _key_batches(t, ROW_CHUNK_ENTRIES):
+        qs, ks = tb.qs, tb.ks
+        chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
+        kpos_all = np.where(ks.kind == 0, 0, ks.position)
+        pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
+        pinned_sorted = ks.pinned[pin_order]
+        groups_at = np.unique(kpos_all[pin_order][pinned_sorted], return_index=True)[1]
+        for start in range(0, len(qs.contrib), chunk):
+            stop = min(start + chunk, len(qs.contrib))
+            abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
+            lv = _levels(tb, start, stop, eps, causal, dom)
+            if len(lv.row_gap) and lv.row_gap.min() < min_gap:
+                min_gap = float(lv.row_gap.min())
+            leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
+            bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
+            bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
+            if numeric:
+                for kind in (0, 1):
+                    p_k, sp = _level_patterns(lv, ks, np.flatnonzero(qs.kind[start:stop] == kind))
+                    pats[kind].update(p_k)
+                    span = max(span, sp)
+            elif not constant:
+                bad = _unclean_level(lv, tb, start, blocks, state, len(uniq), dom)
+                if bad is not None:
+                    if clean_by is None:
+                        return HeadCert(None, bad)
+                    used_analysis = bad
     delta = up(d_inputs + g32 * abs_max)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
