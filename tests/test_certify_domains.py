@@ -197,3 +197,31 @@ def test_retrieval_tripling_layer_one_is_proved_on_the_domain_only():
     assert not TASK.in_domain(p, np.array([x]))[0]
     assert TASK.reference(p, np.array([x]))[0][0, -1] == BOT
     assert model.run(np.array([x]), none_value=BOT)[0, -1] == 3
+
+
+@pytest.mark.parametrize("case", ["khop_doubling", "fl1", "tripling"])
+def test_keys_grouped_by_score_give_the_same_certificate(case, monkeypatch, small):
+    """Item 7: with every head forced onto the grouped-key path (MAX_TABLE = 0: keys grouped per batch
+    of query rows by the scores those rows give them), the certificate is the same: certified or
+    not, the same failing head, the same smallest gaps, and leak bounds within a factor of two."""
+    from depthcraft.verify.certify import heads
+    if case == "khop_doubling":
+        model, pre = lookup.resolve("khop_doubling", dict(k=4, n=16, vocab=4)).build(), None
+    elif case == "fl1":
+        model, pre = small[1], TASK.domain_precondition(SMALL)
+    else:
+        p = {"d": 2, "distractors": 2, "symbols": 0, "hops": 0}
+        model, pre = lookup.resolve("retrieval_tripling", p).build(), TASK.domain_precondition(p)
+    plain = certify(model, precondition=pre)
+    monkeypatch.setattr(heads, "MAX_TABLE", 0)
+    grouped = certify(model, precondition=pre)
+    assert grouped["certified"] == plain["certified"]
+    assert grouped["float32_matches_hardmax"] == plain["float32_matches_hardmax"]
+    assert [(u["layer"], u["head"], u["check"], u["why"]) for u in grouped["uncertified"]] == \
+        [(u["layer"], u["head"], u["check"], u["why"]) for u in plain["uncertified"]]
+    assert len(grouped["per_layer"]) == len(plain["per_layer"]) > 0
+    for a, b in zip(plain["per_layer"], grouped["per_layer"]):
+        assert a["min_gap"] == b["min_gap"]
+        if a["leak_bound"]:
+            assert a["leak_bound"] / 2 <= b["leak_bound"] <= 2 * a["leak_bound"]
+    assert plain["certified"] is (case != "tripling")

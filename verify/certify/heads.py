@@ -53,6 +53,18 @@ to the floor may be the top on some input (the *candidate* levels).
   of the mass), plus the input error through W_OV and the float32 term. That the level is
   what the program selects (BOS plus the selected keys) is the program check's part.
 
+* **Domain preconditions** (:class:`DomainView`, :mod:`.domain`). Given facts every input of a
+  task's domain satisfies, the floor counts every position up to the least domain length >= the
+  query's position, and a level whose keys stand at positions of one class and hold one token is
+  clean (at most one of them is in a domain input). Each use is recorded: what is then proved
+  holds on the domain only. The floor also uses the key at the query's own position, which holds
+  the query's own vectors (:func:`_self_floor`), on every input.
+* **Grouped keys** (a table beyond :data:`MAX_TABLE`): the key side is kept as its factors and,
+  per batch of query rows, a block's vectors that the batch scores alike are one key
+  combination (:func:`state.reduce_side`, :func:`_key_batches`); the members' real scores differ
+  by at most the rounding added to eps (:func:`_grouping_rounding`), and the perturbation is
+  bounded from the factors. Every statement above holds per batch, so over all query rows.
+
 Causal masking is part of the tables: a key after the query (both positions known) is
 masked, and a BOS query of a causal model sees only BOS. At BOS the head writes BOS's own
 value when no regular key can be a BOS query's top level (always so in a causal model);
@@ -105,6 +117,13 @@ class DomainView:
     n: int
     token_of: Dict[str, np.ndarray]
     used: set = dataclasses.field(default_factory=set)
+    _reach: Optional[np.ndarray] = None
+
+    def reach(self) -> np.ndarray:
+        """[N + 1] :meth:`.domain.Precondition.reach` (computed once)."""
+        if self._reach is None:
+            self._reach = self.pre.reach(self.n)
+        return self._reach
 
 
 @dataclasses.dataclass
@@ -223,8 +242,13 @@ def _key_batches(t: _Tables, budget: int):
         size, grow = 1, True
         while True:
             rows = order[i:i + size]
-            ks = reduce_side(t.kf, qs.contrib[rows])
-            entries = len(rows) * len(ks.contrib)
+            try:
+                ks = reduce_side(t.kf, qs.contrib[rows])
+                entries = len(rows) * len(ks.contrib)
+            except TooLarge:
+                if size == 1:
+                    raise
+                ks, entries = None, 4 * budget + 1
             if entries > 2 * budget and size > 1:  # the rows read too differently: fewer of them
                 size, grow = max(1, size // 2), False
                 continue
@@ -310,7 +334,7 @@ def _token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     for nm, tok_of in dom.token_of.items():
         if nm not in ks.names or nm not in ks.member:
             continue
-        rep = ks.parts[:, ks.names.index(nm)]
+        rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)  # BOS keys: masked below
         size = np.bincount(ks.member[nm], minlength=len(tok_of))
         tok = np.where(size[rep] == 1, tok_of[rep], -1)
         ok = (ks.kind == 1) & (ks.position >= 1) & (ks.position < len(classes)) & (tok >= 0)
@@ -444,8 +468,8 @@ def _self_floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int) -> np.
             continue
         meet = np.zeros((len(mq), len(mq)), bool)
         meet[mq, mk] = True  # [query rep, key rep]: some vector is in both groups
-        qp = qs.parts[start:stop, qs.names.index(nm)]
-        kp = ks.parts[:, ks.names.index(nm)]
+        qp = np.where(qpos >= 1, qs.parts[start:stop, qs.names.index(nm)], 0)  # BOS rows index other sets:
+        kp = np.where(kpos >= 1, ks.parts[:, ks.names.index(nm)], 0)  # masked by ``here`` anyway
         here &= meet[qp[:, None], kp[None, :]]
     ok = here.any(1)
     out[ok] = np.where(here, s, np.inf)[ok].min(1)
@@ -458,7 +482,7 @@ def _floor_upto(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal
     qkind, qpos = qs.kind[start:stop], qs.position[start:stop]
     reach = np.where(qkind == 0, 0 if causal else 1, np.maximum(qpos, qs.guard[start:stop]))  # [r] exists
     if dom is not None:
-        ext = dom.pre.reach(dom.n)
+        ext = dom.reach()
         reach = np.where((qkind == 0) & causal, reach, ext[np.clip(reach, 0, dom.n)])
     kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: a regular key that reads no position
     if (kpos >= 0).all():

@@ -41,6 +41,9 @@ holds tokens and indices exactly, and every sublayer maps decoded values as its 
 does. Together with the float32 part, the float32 forward decodes to the RASP program's
 output at every position of every input up to N.
 
+* **Scored look-ups** (:func:`_check_scored_head`): the weights' scores order every pair of
+  keys as the reference's sum of terms does (a higher sum more than 2 eps above, an equal sum
+  within 2 eps): the levels of the hardmax evaluation are the classes of equal sums, in order.
 * **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
   alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
   1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
@@ -63,7 +66,7 @@ output at every position of every input up to N.
   top of no query and its value is not compared with the default.
 
 A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
-program's, set-valued, scored and select-all heads, memorised read-outs, a model with no
+program's, set-valued and select-all heads, memorised read-outs, a model with no
 program linked) raises :class:`NoSemantics`: the certificate then does not claim the
 program.
 """
@@ -697,6 +700,11 @@ def _check_scored_head(state, blocks, dec, head: HeadSpec, q_rows, k_rows, wq, w
     k_pos = any(t.key is POSITION for t in spec.terms)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(q_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(k_sops))
+    # at least this many combinations (the blocks whose values are kept, and the positions)
+    least = [(n if pos else 1) * int(np.prod([len(state.sets[1][nm]) for nm in sops], dtype=np.int64))
+             for pos, sops in ((q_pos, q_sops), (k_pos, k_sops))]
+    if least[0] * least[1] > 50_000_000:
+        raise TooLarge(f"program table of at least {least[0]} queries x {least[1]} keys")
     cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=q_sops)
     ck = combos(state, blocks, kn, k_rows, n, positions=k_pos, w=wk, keep=k_sops)
     qi = np.flatnonzero(cq.kind == 1)
