@@ -92,6 +92,8 @@ from depthcraft.verify.certify.state import (Block, Side, SideTables, State, Too
 MAX_TABLE = 400_000_000
 #: Most score entries of a head whose keys are grouped by score (summed over its query batches).
 MAX_FACTORED = 4_000_000_000
+#: Most floats of one batch's grouped key side (combinations x head width: memory, 8 bytes each).
+KEY_FLOATS = 25_000_000
 #: Rows of the query table handled at once (bounds memory to ROW_CHUNK x keys x 8 bytes, several times).
 ROW_CHUNK_ENTRIES = 4_000_000
 #: Most ideal outputs a numerical (mean) head may have, per kind of query position.
@@ -243,7 +245,7 @@ def _key_batches(t: _Tables, budget: int):
         while True:
             rows = order[i:i + size]
             try:
-                ks = reduce_side(t.kf, qs.contrib[rows])
+                ks = reduce_side(t.kf, qs.contrib[rows], max_count=KEY_FLOATS // max(qs.contrib.shape[1], 1))
                 entries = len(rows) * len(ks.contrib)
             except TooLarge:
                 if size == 1:

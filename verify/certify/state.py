@@ -452,7 +452,7 @@ def side_tables(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.
     return SideTables(kinds, names, pos_names)
 
 
-def reduce_side(st: SideTables, queries: np.ndarray) -> Side:
+def reduce_side(st: SideTables, queries: np.ndarray, max_count: Optional[int] = None) -> Side:
     """The combinations of ``st`` as the query rows ``queries`` [r, e] see them: a :class:`Side`.
 
     Per block, vectors whose score contributions q . c agree (equal float64 values) for every
@@ -463,8 +463,10 @@ def reduce_side(st: SideTables, queries: np.ndarray) -> Side:
     at most the float64 rounding of the per-block products (the caller adds it to eps).
 
     Raises:
-        TooLarge: more than :data:`MAX_TUPLES` combinations at one kind of position.
+        TooLarge: more than ``max_count`` (default :data:`MAX_TUPLES`) combinations at one kind of
+            position (checked before any is built).
     """
+    limit = MAX_TUPLES if max_count is None else min(MAX_TUPLES, max_count)
     out, member = [], {}
     for kind in (0, 1):
         pc, pa, pos_col, tabs = st.kinds[kind]
@@ -483,7 +485,7 @@ def reduce_side(st: SideTables, queries: np.ndarray) -> Side:
             if kind == 1:
                 member[nm] = first[rep][grp][vec_to_row]
         count = len(pc) * int(np.prod([len(x[1]) for x in groups], dtype=np.int64))
-        if count > MAX_TUPLES:
+        if count > limit:
             raise TooLarge(f"{count} combinations of {st.names + st.pos_names} (grouped by score)")
         grids = np.meshgrid(np.arange(len(pc)), *[np.arange(len(x[1])) for x in groups], indexing="ij")
         flat = [x.ravel() for x in grids]
