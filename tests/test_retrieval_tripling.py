@@ -221,7 +221,7 @@ def test_certificate_names_the_domain_and_claims_nothing_outside_it():
     assert expected == TASK.reference(p, x)[0][0, -1] == -1
     assert model.run(x, none_value=TASK.none_value)[0, -1] != expected  # the weights are wrong here
     cert = certify(model, domain=TASK.domain(p))
-    assert cert["domain"] == {"predicate": TASK.domain(p), "used_as_precondition": False}
+    assert cert["domain"] == {"predicate": TASK.domain(p), "used_as_precondition": False, "uses": []}
     assert not cert["certified"] and "nothing is certified on the domain either" in cert["scope"]
     assert "RASP program's output" not in cert["scope"]
     assert "domain" not in certify(model)  # no domain given: no domain key

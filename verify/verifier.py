@@ -178,7 +178,8 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     if certify:
         from depthcraft.verify.certify import certify as certify_model
 
-        certificate = certify_model(model, atol=float(getattr(task, "atol", 1e-3)), domain=task.domain(p))
+        certificate = certify_model(model, atol=float(getattr(task, "atol", 1e-3)), domain=task.domain(p),
+                                    precondition=task.domain_precondition(p))
         if certificate["certified"] and model.max_seq_len >= CERTIFIED_FEWER_FROM:
             sampling = {"reduced_by_certificate": True, "requested": {
                 "samples": samples, "hypothesis_examples": hypothesis_examples, "ablation": ABLATION_SAMPLES}}

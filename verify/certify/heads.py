@@ -53,6 +53,18 @@ to the floor may be the top on some input (the *candidate* levels).
   of the mass), plus the input error through W_OV and the float32 term. That the level is
   what the program selects (BOS plus the selected keys) is the program check's part.
 
+* **Domain preconditions** (:class:`DomainView`, :mod:`.domain`). Given facts every input of a
+  task's domain satisfies, the floor counts every position up to the least domain length >= the
+  query's position, and a level whose keys stand at positions of one class and hold one token is
+  clean (at most one of them is in a domain input). Each use is recorded: what is then proved
+  holds on the domain only. The floor also uses the key at the query's own position, which holds
+  the query's own vectors (:func:`_self_floor`), on every input.
+* **Grouped keys** (a table beyond :data:`MAX_TABLE`): the key side is kept as its factors and,
+  per batch of query rows, a block's vectors that the batch scores alike are one key
+  combination (:func:`state.reduce_side`, :func:`_key_batches`); the members' real scores differ
+  by at most the rounding added to eps (:func:`_grouping_rounding`), and the perturbation is
+  bounded from the factors. Every statement above holds per batch, so over all query rows.
+
 Causal masking is part of the tables: a key after the query (both positions known) is
 masked, and a BOS query of a causal model sees only BOS. At BOS the head writes BOS's own
 value when no regular key can be a BOS query's top level (always so in a causal model);
@@ -67,17 +79,53 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, up)
-from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
-                                             lin_err, side, unique_min, unique_rows)
+from depthcraft.verify.certify import state as _state
+from depthcraft.verify.certify.state import (Block, Side, SideTables, State, TooLarge, describe, lin_err,
+                                             reduce_side, side, side_tables, unique_min, unique_rows)
 
-#: Most (query, key) score entries one head's table may hold (memory: 8 bytes each, in chunks).
+#: Most (query, key) score entries one head's table may hold (memory: 8 bytes each, in chunks); beyond
+#: it (or beyond :data:`state.MAX_TUPLES` keys) the keys are grouped per batch of query rows by the
+#: scores those rows give them (:func:`state.reduce_side`), at most :data:`MAX_FACTORED` entries in all.
 MAX_TABLE = 400_000_000
+#: Most score entries of a head whose keys are grouped by score (summed over its query batches).
+MAX_FACTORED = 4_000_000_000
+#: Most floats of one batch's grouped key side (combinations x head width: memory, 8 bytes each).
+KEY_FLOATS = 25_000_000
 #: Rows of the query table handled at once (bounds memory to ROW_CHUNK x keys x 8 bytes, several times).
 ROW_CHUNK_ENTRIES = 4_000_000
 #: Most ideal outputs a numerical (mean) head may have, per kind of query position.
 MAX_MEANS = 200_000
+#: The self-consistency floor compares a block's groups only when it has at most this many vectors.
+SELF_MAX_VECTORS = 4096
+
+
+@dataclasses.dataclass
+class DomainView:
+    """A domain precondition (:class:`.domain.Precondition`) as one head uses it.
+
+    Attributes:
+        pre: the precondition.
+        n: N, the longest input.
+        token_of: per token block never written by a sublayer, [m] the token id (index into the
+            model's input values) of each regular ideal vector of the block, -1 where several
+            tokens share the vector.
+        used: the facts this head's analysis used (``"lengths"``, ``"classes"``).
+    """
+
+    pre: Precondition
+    n: int
+    token_of: Dict[str, np.ndarray]
+    used: set = dataclasses.field(default_factory=set)
+    _reach: Optional[np.ndarray] = None
+
+    def reach(self) -> np.ndarray:
+        """[N + 1] :meth:`.domain.Precondition.reach` (computed once)."""
+        if self._reach is None:
+            self._reach = self.pre.reach(self.n)
+        return self._reach
 
 
 @dataclasses.dataclass
@@ -114,6 +162,8 @@ class _Tables:
     q_rows: np.ndarray
     k_rows: np.ndarray
     v_rows: np.ndarray
+    wq_s: np.ndarray  # W_Q times the sublayer's qk_scale
+    kf: Optional[SideTables] = None  # the key side's factors when ``ks`` is too large (ks is then None)
 
 
 def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
@@ -123,11 +173,12 @@ def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _
     wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)  # [Dv, Do]
     scale = float(spec.qk_scale)
     qs = side(state, blocks, q_rows, wq * scale, n)
-    ks = side(state, blocks, k_rows, wk, n)
-    if len(qs.contrib) * len(ks.contrib) > MAX_TABLE:
-        raise TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
+    kf = side_tables(state, blocks, k_rows, wk, n)
+    nk = max(kf.count(0), 1) + kf.count(1)
+    ks = side(state, blocks, k_rows, wk, n) if nk <= _state.MAX_TUPLES and len(qs.contrib) * nk <= MAX_TABLE else None
     vs = side(state, blocks, v_rows, wvo, n)
-    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows)
+    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows, wq * scale,
+                   None if ks is not None else kf)
 
 
 def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
@@ -138,11 +189,16 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
     product of the two errors.
     """
     rq, rk = state.radius[t.q_rows], state.radius[t.k_rows]
-    qv = ideal_side_vectors(state, blocks, t.q_rows, n)
-    kv = ideal_side_vectors(state, blocks, t.k_rows, n)
     blist = list(blocks.values())
-    d1 = float(lin_err(state, blist, t.q_rows, t.a @ kv.T).max()) if rq.any() else 0.0
-    d2 = float(lin_err(state, blist, t.k_rows, t.a.T @ qv.T).max()) if rk.any() else 0.0
+    # W_QK k over every ideal key k is (scaled W_Q) (W_K^T k): the key side's projections (combinations
+    # it cannot tell apart project alike), so the sides' tables serve; likewise for the queries
+    if not rq.any():
+        d1 = 0.0
+    elif t.ks is not None:
+        d1 = float(lin_err(state, blist, t.q_rows, t.wq_s @ t.ks.contrib.T).max())
+    else:  # factored keys: |W_QK k| per query row is at most the sum over the factors of their largest
+        d1 = float(lin_err(state, blist, t.q_rows, t.kf.abs_factors(t.wq_s)[:, None]).max())
+    d2 = float(lin_err(state, blist, t.k_rows, t.wk @ t.qs.contrib.T).max()) if rk.any() else 0.0
     l1q = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
                     if np.isin(b.rows, t.q_rows).any()))
     l1k = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
@@ -154,8 +210,65 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
 def _table_rounding(t: _Tables) -> float:
     """eps: the float64 rounding of the tables themselves (float32 weights times exact vectors, then q.k)."""
     dk = t.wq.shape[1]
+    kmax = float(np.abs(t.ks.contrib).max()) if t.ks is not None else float(t.kf.contrib_bound().max())
     return up(gamma(len(t.q_rows) + len(t.k_rows) + 2 * dk + 4, U64)
-              * float(np.abs(t.qs.contrib).sum(1).max() * np.abs(t.ks.contrib).max()) + 1e-300)
+              * float(np.abs(t.qs.contrib).sum(1).max() * kmax) + 1e-300)
+
+
+def _grouping_rounding(t: _Tables) -> float:
+    """The extra score uncertainty of keys grouped by :func:`state.reduce_side`: members whose computed
+    per-block products q . c agree differ in real value by at most twice that product's float64
+    rounding, gamma_{e+2} sum |q| |c|, summed over the blocks (0 without factored keys)."""
+    if t.kf is None:
+        return 0.0
+    qmax = float(np.abs(t.qs.contrib).sum(1).max(initial=0.0))
+    cmax = sum(float(np.abs(tab[1]).max(initial=0.0)) for kind in t.kf.kinds for tab in kind[3])
+    return up(2 * gamma(t.wq.shape[1] + 2, U64) * qmax * cmax)
+
+
+def _key_batches(t: _Tables, budget: int):
+    """(query rows, t restricted to them with its keys reduced for them) covering every query row.
+
+    Without factored keys: one batch, every row, the full key side. With them: the query rows
+    sorted by kind, then the vectors they read, then position (rows that read alike share the
+    keys' grouping), cut into batches of about ``budget`` (rows x reduced keys) entries.
+    """
+    qs = t.qs
+    if t.kf is None:
+        yield np.arange(len(qs.contrib)), t
+        return
+    keys = [qs.position] + [qs.parts[:, i] for i in reversed(range(qs.parts.shape[1]))] + [qs.kind]
+    order = np.lexsort(keys)
+    i, total = 0, 0
+    while i < len(order):
+        size, grow = 1, True
+        while True:
+            rows = order[i:i + size]
+            try:
+                ks = reduce_side(t.kf, qs.contrib[rows], max_count=KEY_FLOATS // max(qs.contrib.shape[1], 1))
+                entries = len(rows) * len(ks.contrib)
+            except TooLarge:
+                if size == 1:
+                    raise
+                ks, entries = None, 4 * budget + 1
+            if entries > 2 * budget and size > 1:  # the rows read too differently: fewer of them
+                size, grow = max(1, size // 2), False
+                continue
+            if not grow or entries * 2 > budget or i + size >= len(order):
+                break
+            size = min(len(order) - i, max(size * 2, budget // max(len(ks.contrib), 1)))
+        total += entries
+        if total > MAX_FACTORED:
+            raise TooLarge(f"score table of {len(qs.contrib)} queries x keys grouped by score: more than "
+                           f"{MAX_FACTORED} entries")
+        yield rows, dataclasses.replace(t, qs=_rows_of(qs, rows), ks=ks)
+        i += len(rows)
+
+
+def _rows_of(sd: Side, rows: np.ndarray) -> Side:
+    """The combinations ``rows`` of ``sd`` (a sub-side)."""
+    return Side(sd.contrib[rows], sd.absval[rows], sd.kind[rows], sd.position[rows], sd.pinned[rows],
+                sd.parts[rows], sd.names, sd.pos_names, sd.guard[rows], sd.member)
 
 
 def causal_mask(qs: Side, ks: Side, start: int, stop: int) -> np.ndarray:
@@ -188,7 +301,8 @@ class _Levels:
     row_gap: np.ndarray  # [r] smallest gap below a candidate level
 
 
-def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Levels:
+def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool,
+            dom: Optional["DomainView"] = None) -> _Levels:
     qs, ks = t.qs, t.ks
     s = qs.contrib[start:stop] @ ks.contrib.T  # [r, nk]
     if causal:
@@ -199,7 +313,7 @@ def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Lev
         diffs = ss[:, :-1] - ss[:, 1:]  # NaN between two masked keys: no break there
     brk = diffs > 2 * eps
     cid = np.concatenate([np.zeros((len(ss), 1), int), np.cumsum(brk, 1)], 1)
-    floor = _floor(s, qs, ks, start, stop, causal)
+    floor = _floor(s, qs, ks, start, stop, causal, dom)
     # the levels that can be the top: every level down to the one holding the floor
     reach = np.where(ss >= (floor - 2 * eps)[:, None], cid, -1).max(1)
     cand = cid <= reach[:, None]
@@ -211,12 +325,36 @@ def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool) -> _Lev
     return _Levels(s, order, ss, diffs, brk, cid, reach, cand, valid, row_gap)
 
 
+def _token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
+    """[nk] for each key combination: a code of (class of its position, its token) when it stands at a
+    regular position and its vector determines its token (the key side reads a token block that no
+    sublayer writes, and its group under W_K is one vector of one token), else -1; None when the
+    precondition has no distinct-token fact or the key side reads no such block."""
+    if dom is None or dom.pre.classes is None:
+        return None
+    classes = np.asarray(dom.pre.classes, np.int64)
+    for nm, tok_of in dom.token_of.items():
+        if nm not in ks.names or nm not in ks.member:
+            continue
+        rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)  # BOS keys: masked below
+        size = np.bincount(ks.member[nm], minlength=len(tok_of))
+        tok = np.where(size[rep] == 1, tok_of[rep], -1)
+        ok = (ks.kind == 1) & (ks.position >= 1) & (ks.position < len(classes)) & (tok >= 0)
+        width = int(tok_of.max(initial=0)) + 2
+        return np.where(ok, classes[np.clip(ks.position, 0, len(classes) - 1)] * width + tok, -1)
+    return None
+
+
 def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block], state: State,
-                   n_values: int) -> Optional[Dict[str, Any]]:
+                   n_values: int, dom: Optional[DomainView] = None) -> Optional[Dict[str, Any]]:
     """{why, witness} for the first candidate level whose keys do not all name one position, else None.
 
     Combinations at one position are alternatives (only one of them is the input's), so a
     level of one position is clean; any other level may average several different values.
+    Given a precondition with a distinct-token fact (``dom``), a level whose keys all stand at
+    regular positions of one class and hold one and the same token is clean too: on every
+    domain input at most one of those positions holds that token (:mod:`.domain`); recorded
+    as a use of ``classes``.
     """
     ks, ss, cid = t.ks, lv.ss, lv.cid
     live = lv.cand & lv.valid
@@ -229,6 +367,19 @@ def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block]
     lo_at = np.take_along_axis(lo.reshape(len(ss), -1), cid, 1)
     hi_at = np.take_along_axis(hi.reshape(len(ss), -1), cid, 1)
     bad = live & ((lo_at < 0) | (lo_at != hi_at))
+    codes = _token_codes(ks, dom) if bad.any() else None
+    if codes is not None:  # one class, one token: at most one of the level's keys is in a domain input
+        kc = codes[lv.order]
+        clo = np.full(len(ss) * ss.shape[1], np.iinfo(np.int64).max)
+        chi = np.full(len(ss) * ss.shape[1], -2)
+        np.minimum.at(clo, flat, kc[live])
+        np.maximum.at(chi, flat, kc[live])
+        clo_at = np.take_along_axis(clo.reshape(len(ss), -1), cid, 1)
+        chi_at = np.take_along_axis(chi.reshape(len(ss), -1), cid, 1)
+        one = (clo_at >= 0) & (clo_at == chi_at)
+        if (bad & one).any():
+            dom.used.add("classes")
+        bad &= ~one
     if not bad.any():
         return None
     r, c = np.argwhere(bad)[0]
@@ -271,16 +422,70 @@ def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, group
     return float(total.max(initial=0.0))
 
 
-def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool) -> np.ndarray:
+def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool,
+           dom: Optional["DomainView"] = None) -> np.ndarray:
     """[r] a score the top key of each query row reaches on EVERY input (the top level is at least this).
 
     Every position 0..i exists when the query sits at position i (0..1 when the query reads no
     position: it sits at some i >= 1; a BOS query of a causal model sees only BOS). Each existing
     position holds one of its alternatives, so the top score is at least
     max over existing positions of (min over that position's alternatives).
+
+    The key at the query's own position holds the query's own vectors: where both sides read a
+    block, only the key alternatives whose group (under W_K) meets the query's (under W_Q) can
+    stand there (:func:`_self_floor`). Given a domain precondition (``dom``), positions up to
+    the least domain length >= i exist (:meth:`.domain.Precondition.reach`; recorded as a use
+    of ``lengths`` where it raises the floor).
     """
+    base = _floor_upto(s, qs, ks, start, stop, causal, None)
+    if dom is not None and dom.pre.lengths:
+        ext = _floor_upto(s, qs, ks, start, stop, causal, dom)
+        if (ext > base).any():
+            dom.used.add("lengths")
+        base = ext
+    return np.maximum(base, _self_floor(s, qs, ks, start, stop))
+
+
+def _self_floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int) -> np.ndarray:
+    """[r] the lowest score of a key at the query's own position that agrees with the query (-inf if none).
+
+    The query sits at its position, so that position exists, and the key there is the same
+    residual vector: for every block both sides read, the key's group of vectors (those W_K
+    maps alike) and the query's (those W_Q maps alike) both hold that one vector, so they
+    meet. Key alternatives whose group meets the query's for every shared block are the only
+    ones that can stand there; the top is at least the lowest of their scores. Rows whose
+    position is unknown (or BOS) get -inf; a block with more than :data:`SELF_MAX_VECTORS`
+    vectors is not compared (fewer constraints: more alternatives, still sound).
+    """
+    r = stop - start
+    out = np.full(r, -np.inf)
+    qpos = np.where(qs.kind[start:stop] == 1, qs.position[start:stop], -1)
+    kpos = np.where(ks.kind == 1, ks.position, -1)
+    if not (qpos >= 1).any() or not (kpos >= 1).any():
+        return out
+    here = (kpos[None, :] == qpos[:, None]) & (qpos >= 1)[:, None]  # [r, nk]
+    for nm in set(qs.names) & set(ks.names):
+        mq, mk = qs.member.get(nm), ks.member.get(nm)
+        if mq is None or mk is None or len(mq) != len(mk) or len(mq) > SELF_MAX_VECTORS:
+            continue
+        meet = np.zeros((len(mq), len(mq)), bool)
+        meet[mq, mk] = True  # [query rep, key rep]: some vector is in both groups
+        qp = np.where(qpos >= 1, qs.parts[start:stop, qs.names.index(nm)], 0)  # BOS rows index other sets:
+        kp = np.where(kpos >= 1, ks.parts[:, ks.names.index(nm)], 0)  # masked by ``here`` anyway
+        here &= meet[qp[:, None], kp[None, :]]
+    ok = here.any(1)
+    out[ok] = np.where(here, s, np.inf)[ok].min(1)
+    return out
+
+
+def _floor_upto(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool,
+                dom: Optional["DomainView"]) -> np.ndarray:
+    """[r] max over the positions that surely exist of the lowest alternative (see :func:`_floor`)."""
     qkind, qpos = qs.kind[start:stop], qs.position[start:stop]
     reach = np.where(qkind == 0, 0 if causal else 1, np.maximum(qpos, qs.guard[start:stop]))  # [r] exists
+    if dom is not None:
+        ext = dom.reach()
+        reach = np.where((qkind == 0) & causal, reach, ext[np.clip(reach, 0, dom.n)])
     kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: a regular key that reads no position
     if (kpos >= 0).all():
         order = np.argsort(kpos, kind="stable")
@@ -415,7 +620,7 @@ def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.nd
 
 
 def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
-                 causal: bool, clean_by: Optional[str] = None) -> HeadCert:
+                 causal: bool, clean_by: Optional[str] = None, dom: Optional[DomainView] = None) -> HeadCert:
     """Certify head ``h`` of one attention sublayer (see the module docstring).
 
     Args:
@@ -430,6 +635,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
             None. Such a level is then accepted and ``entry["level_clean_by"]`` says so: the
             argument is about the RASP program, so the caller must stop the head unless its
             table is the program's selector (:func:`program.check_head`).
+        dom: a domain precondition (:class:`DomainView`), or None: every input. The facts it
+            used are added to ``dom.used``; what is then proved holds on the domain only.
     Returns:
         :class:`HeadCert`.
     Raises:
@@ -445,35 +652,36 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     # float32 rounding of the score: score_rel x max over pairs of sum_e |q_e| |k_e| with |x| + r in
     # place of x (computed with the table, below)
     g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
-    eps = _table_rounding(t)
-    qs, ks = t.qs, t.ks
-    chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
+    eps = up(_table_rounding(t) + _grouping_rounding(t))
     min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
     used_analysis = None  # the first level only the value analysis makes clean
-    kpos_all = np.where(ks.kind == 0, 0, ks.position)
-    pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
-    pinned_sorted = ks.pinned[pin_order]
-    groups_at = np.unique(kpos_all[pin_order][pinned_sorted], return_index=True)[1]
-    for start in range(0, len(qs.contrib), chunk):
-        stop = min(start + chunk, len(qs.contrib))
-        abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
-        lv = _levels(t, start, stop, eps, causal)
-        if len(lv.row_gap) and lv.row_gap.min() < min_gap:
-            min_gap = float(lv.row_gap.min())
-        leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
-        bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
-        bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
-        if numeric:
-            for kind in (0, 1):
-                p_k, sp = _level_patterns(lv, ks, np.flatnonzero(qs.kind[start:stop] == kind))
-                pats[kind].update(p_k)
-                span = max(span, sp)
-        elif not constant:
-            bad = _unclean_level(lv, t, start, blocks, state, len(uniq))
-            if bad is not None:
-                if clean_by is None:
-                    return HeadCert(None, bad)
-                used_analysis = bad
+    for _, tb in _key_batches(t, ROW_CHUNK_ENTRIES):
+        qs, ks = tb.qs, tb.ks
+        chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
+        kpos_all = np.where(ks.kind == 0, 0, ks.position)
+        pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
+        pinned_sorted = ks.pinned[pin_order]
+        groups_at = np.unique(kpos_all[pin_order][pinned_sorted], return_index=True)[1]
+        for start in range(0, len(qs.contrib), chunk):
+            stop = min(start + chunk, len(qs.contrib))
+            abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
+            lv = _levels(tb, start, stop, eps, causal, dom)
+            if len(lv.row_gap) and lv.row_gap.min() < min_gap:
+                min_gap = float(lv.row_gap.min())
+            leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
+            bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
+            bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
+            if numeric:
+                for kind in (0, 1):
+                    p_k, sp = _level_patterns(lv, ks, np.flatnonzero(qs.kind[start:stop] == kind))
+                    pats[kind].update(p_k)
+                    span = max(span, sp)
+            elif not constant:
+                bad = _unclean_level(lv, tb, start, blocks, state, len(uniq), dom)
+                if bad is not None:
+                    if clean_by is None:
+                        return HeadCert(None, bad)
+                    used_analysis = bad
     delta = up(d_inputs + g32 * abs_max)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}

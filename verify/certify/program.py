@@ -41,6 +41,9 @@ holds tokens and indices exactly, and every sublayer maps decoded values as its 
 does. Together with the float32 part, the float32 forward decodes to the RASP program's
 output at every position of every input up to N.
 
+* **Scored look-ups** (:func:`_check_scored_head`): the weights' scores order every pair of
+  keys as the reference's sum of terms does (a higher sum more than 2 eps above, an equal sum
+  within 2 eps): the levels of the hardmax evaluation are the classes of equal sums, in order.
 * **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
   alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
   1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
@@ -63,7 +66,7 @@ output at every position of every input up to N.
   top of no query and its value is not compared with the default.
 
 A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
-program's, set-valued, scored and select-all heads, memorised read-outs, a model with no
+program's, set-valued and select-all heads, memorised read-outs, a model with no
 program linked) raises :class:`NoSemantics`: the certificate then does not claim the
 program.
 """
@@ -515,6 +518,9 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     if isinstance(expr, HeadSpec) and expr.attention == "relu":
         return _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, written,
                                 n, causal, eps)
+    if isinstance(expr, HeadSpec) and expr.kind.selects == "score":
+        _check_scored_head(state, blocks, dec, expr, q_rows, k_rows, wq, wk, n, causal, eps)
+        return _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
     ref = _reference(expr)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
@@ -831,6 +837,130 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
         i = int(np.argmax(off))
         raise Unclean(f"SelectorWidth {expr.label}: the OV circuit writes {vals[i].round(6).tolist()} where "
                       f"BOS must write 1 and every other key 0", {"value": _where(cv, i)})
+
+
+def _term_column(side: Any, state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos,
+                 rows: np.ndarray) -> np.ndarray:
+    """[len(rows)] object: one side of a score term in the combinations ``rows`` of ``c``, as the
+    reference (:func:`constructions.reference.term_values`) has it: the model position for
+    POSITION, the decoded value of a SOp; at BOS a head read's BOS value, else None."""
+    out = np.empty(len(rows), object)
+    bos = c.kind[rows] == 0
+    if side is POSITION:
+        out[:] = [None if b else int(p) for b, p in zip(bos, c.position[rows])]
+        return out
+    out[:] = _column(state, blocks, dec, c, side.label)[rows]
+    out[bos] = side.bos_value if isinstance(side, HeadRead) else None
+    return out
+
+
+def _check_scored_head(state, blocks, dec, head: HeadSpec, q_rows, k_rows, wq, wk, n, causal, eps) -> None:
+    """A ``scored_lookup`` head: the weights' score orders the keys as the reference's sum of terms does.
+
+    Reference (:func:`constructions.reference.score_table`): key j's score for query i is
+    ``bos_score`` (BOS only) plus, for every term whose two values exist, ``score(q, k)``;
+    query i attends to the highest-scoring position, the latest on a tie. For every regular
+    query combination and every two key combinations (BOS included), with T the reference's
+    sum: T(k) > T(k') must give a weights' score more than 2 eps above, and T(k) = T(k') scores
+    within 2 eps of each other (one level of the hardmax evaluation). Then the levels of the
+    weights' scores are the classes of equal T, in T's order: the hardmax evaluation attends to
+    the reference's highest score, and where the float32 part proved that the top level holds
+    one key of the input (on the domain, where a precondition was used) there is no tie, so it
+    is the reference's key. Raises Unclean (a pair that breaks the order, with the values) or
+    NoSemantics (a causal model: the kind is bidirectional).
+    """
+    if causal:
+        raise NoSemantics(f"scored_lookup head {head.label} in a causal model")
+    spec = head.spec
+    q_sops = sorted({t.query.label for t in spec.terms if t.query is not POSITION})
+    k_sops = sorted({t.key.label for t in spec.terms if t.key is not POSITION})
+    q_pos = any(t.query is POSITION for t in spec.terms)
+    k_pos = any(t.key is POSITION for t in spec.terms)
+    qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(q_sops))
+    kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(k_sops))
+    # at least this many combinations (the blocks whose values are kept, and the positions)
+    least = [(n if pos else 1) * int(np.prod([len(state.sets[1][nm]) for nm in sops], dtype=np.int64))
+             for pos, sops in ((q_pos, q_sops), (k_pos, k_sops))]
+    if least[0] * least[1] > 50_000_000:
+        raise TooLarge(f"program table of at least {least[0]} queries x {least[1]} keys")
+    cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=q_sops)
+    ck = combos(state, blocks, kn, k_rows, n, positions=k_pos, w=wk, keep=k_sops)
+    qi = np.flatnonzero(cq.kind == 1)
+    kall = np.arange(len(ck.kind))
+    if len(qi) * len(kall) > 50_000_000:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(kall)} keys")
+    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk]
+    total = np.where(ck.kind == 0, spec.bos_score, 0.0)[None, :].repeat(len(qi), 0)
+    for term in spec.terms:
+        qv = _term_column(term.query, state, blocks, dec, cq, qi)
+        kv = _term_column(term.key, state, blocks, dec, ck, kall)
+        for col, what in ((qv, "query"), (kv, "key")):
+            if any(v is AMBIGUOUS for v in col):
+                raise Unclean(f"scored_lookup head {head.label}: a {what} value of a term is no single value",
+                              {what: str(getattr(term, what))})
+        table, raised = _pair_table(lambda k, q: float(term.score(q, k)), kv, qv, skip_none=True)
+        if raised is not None:
+            k, q, e = raised
+            raise Unclean(f"scored_lookup head {head.label}: a term's score raises on (query {q!r}, key {k!r}): "
+                          f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+        total += _pair_values(lambda k, q: float(term.score(q, k)), kv, qv)
+
+    def witness(a, b, c):
+        return {"query": _where(cq, int(qi[a])), "key": _where(ck, int(b)), "other_key": _where(ck, int(c)),
+                "reference": [float(total[a, b]), float(total[a, c])], "scores": [float(s[a, b]), float(s[a, c])]}
+
+    order = np.argsort(total, axis=1, kind="stable")
+    ts, ss = np.take_along_axis(total, order, 1), np.take_along_axis(s, order, 1)
+    same = ts[:, 1:] == ts[:, :-1]
+    # per class of equal T: its lowest and highest weights' score (classes are runs of the sorted row)
+    starts = np.concatenate([np.ones((len(ts), 1), bool), ~same], 1)
+    cls = np.cumsum(starts, 1) - 1
+    nc = int(cls.max(initial=0)) + 1
+    flat = (np.arange(len(ts))[:, None] * nc + cls).ravel()
+    lo = np.full(len(ts) * nc, np.inf)
+    hi = np.full(len(ts) * nc, -np.inf)
+    np.minimum.at(lo, flat, ss.ravel())
+    np.maximum.at(hi, flat, ss.ravel())
+    lo, hi = lo.reshape(len(ts), nc), hi.reshape(len(ts), nc)
+    wide = np.isfinite(lo) & ~(hi - lo <= 2 * eps)
+    if wide.any():
+        a, c = (int(x) for x in np.argwhere(wide)[0])
+        members = order[a][cls[a] == c]
+        b1, b2 = members[np.argmin(s[a, members])], members[np.argmax(s[a, members])]
+        raise Unclean(f"scored_lookup head {head.label}: keys the reference scores alike score apart in the "
+                      f"weights ({hi[a, c] - lo[a, c]:.4g} > 2 eps)", witness(a, b1, b2))
+    below = np.concatenate([np.full((len(ts), 1), -np.inf), np.maximum.accumulate(hi, 1)[:, :-1]], 1)
+    low = np.isfinite(lo) & ~(lo > below + 2 * eps)
+    if low.any():
+        a, c = (int(x) for x in np.argwhere(low)[0])
+        members = order[a][cls[a] == c]
+        lower = order[a][cls[a] < c]
+        b1 = members[np.argmin(s[a, members])]
+        b2 = lower[np.argmax(s[a, lower])]
+        raise Unclean(f"scored_lookup head {head.label}: a key the reference scores higher does not score more "
+                      f"than 2 eps above a lower one in the weights", witness(a, b1, b2))
+
+
+def _pair_values(f: Callable[[Any, Any], float], keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """[nq, nk] float ``f(key, query)`` over the columns' values (0 where either is None), each distinct
+    pair evaluated once."""
+    def codes(col):
+        uniq, code, where = [], np.empty(len(col), int), {}
+        for i, v in enumerate(col):
+            key = (type(v).__name__, v) if v is not None else None
+            if key not in where:
+                where[key] = len(uniq)
+                uniq.append(v)
+            code[i] = where[key]
+        return uniq, code
+    uk, kc = codes(keys)
+    uq, qc = codes(queries)
+    table = np.zeros((len(uq), len(uk)))
+    for a, q in enumerate(uq):
+        for b_, k in enumerate(uk):
+            if k is not None and q is not None:
+                table[a, b_] = f(k, q)
+    return table[qc][:, kc]
 
 
 def _check_single(s, sk, sel, seen, kb, eps, expr, witness) -> None:

@@ -25,7 +25,8 @@ from depthcraft.constructions.nodes import is_multi
 from depthcraft.constructions.reference import evaluate as reference_evaluate
 from depthcraft.verify.certify import float32
 from depthcraft.verify.certify.float32 import U32, gamma, terms
-from depthcraft.verify.certify.heads import certify_head
+from depthcraft.verify.certify.domain import Precondition
+from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
 from depthcraft.verify.certify import sets
@@ -203,12 +204,15 @@ def _relu_outputs(model: Optional[CompiledModel], state: State, blocks: Dict[str
 
 
 def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p,
-               n: int, causal: bool, dec: Optional[Decoder], relu: bool = False) -> Optional[Dict[str, Any]]:
+               n: int, causal: bool, dec: Optional[Decoder], relu: bool = False,
+               dom: Optional[DomainView] = None) -> Optional[Dict[str, Any]]:
     """Certify one attention sublayer, head by head, and write its heads' sum into the state.
 
     Returns the ``uncertified`` entry of the first head whose float32 part fails (None when all
     hold); appends one ``per_layer`` entry per certified head, and to ``cert["program_failures"]``
     the first program-check entry of each head (``dec`` None: no program linked, not checked).
+    ``dom``: the domain precondition (:class:`heads.DomainView`); each head's uses of its facts
+    are appended to ``cert["domain_uses"]``.
     """
     d = len(state.radius)
     out_rows = spec.rows("out_rows", d)
@@ -225,7 +229,11 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         else:
             clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
                 if dec is not None and not cert["program_failures"] else None
-            hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
+            hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by, dom)
+            if dom is not None:
+                for fact in sorted(dom.used):
+                    cert["domain_uses"].append({"layer": name, "head": h, "fact": fact})
+                dom.used.clear()
         if hc.failure is not None:
             if relu and cert.get("model") is not None:  # a concrete input, with the heads' reference semantics
                 hc.failure["witness"] = {**hc.failure["witness"],
@@ -253,16 +261,7 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                   "radius_in": r_in, "radius_out": None,
                                   **({"level_clean_by": e["level_clean_by"]} if "level_clean_by" in e else {})})
     # heads add their writes: every combination of the heads' ideal outputs, per position kind
-    totals = []
-    for kind in (0, 1):
-        total, tg = writes[0][kind]
-        for w in writes[1:]:
-            wv, wg = w[kind]
-            if len(total) * len(wv) > MAX_TUPLES:
-                raise TooLarge("combinations of the heads' outputs")
-            total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
-                                   np.maximum(tg[:, None], wg[None, :]).ravel())
-        totals.append((total, tg))
+    totals = [_heads_sum([w[kind] for w in writes]) for kind in (0, 1)]
     write(state, blocks, out_rows, totals, (radius, l1_sum))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
@@ -359,6 +358,40 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
     return None
 
 
+def _heads_sum(outs) -> Any:
+    """(vectors [m, Do], guards [m]) standing for every sum of one ideal output per head, for :func:`write`.
+
+    ``outs``: per head, (vectors [m_h, Do], guards [m_h]). :func:`state.write` uses the sums one
+    block at a time (each block's set of vectors, each with its smallest guard). Where the heads
+    write disjoint rows (no row written by two heads), a block's part of a sum is one head's
+    output, so the per-block sets and guards of the full product are those of the padded list:
+    for each head h, its every output plus, for every other head, its output of smallest guard
+    (the product's guard of a block vector v of head h is max(g_h(v), min over the others' guards)).
+    Otherwise the full product, refused beyond :data:`MAX_TUPLES`.
+
+    Raises:
+        TooLarge: heads writing a common row whose product is too large.
+    """
+    live = [np.abs(v).sum(0) > 0 for v, _ in outs]
+    overlap = np.sum(live, axis=0).max(initial=0) > 1
+    if not overlap and len(outs) > 1:
+        best = [v[int(np.argmin(g))] if len(v) else np.zeros(v.shape[1]) for v, g in outs]
+        gbest = [int(g.min()) if len(g) else 0 for _, g in outs]
+        vecs, guards = [], []
+        for h, (v, g) in enumerate(outs):
+            base = sum(best[o] for o in range(len(outs)) if o != h)
+            vecs.append(v + base[None, :])
+            guards.append(np.maximum(g, max([gbest[o] for o in range(len(outs)) if o != h], default=0)))
+        return unique_min(np.concatenate(vecs), np.concatenate(guards))
+    total, tg = outs[0]
+    for wv, wg in outs[1:]:
+        if len(total) * len(wv) > MAX_TUPLES:
+            raise TooLarge("combinations of the heads' outputs")
+        total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
+                               np.maximum(tg[:, None], wg[None, :]).ravel())
+    return total, tg
+
+
 def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
          dec: Optional[Decoder]) -> None:
     """Certify one MLP sublayer, check its tables against the program, and write its ideal outputs
@@ -378,11 +411,17 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
                               "radius_out": float(state.radius[out_rows].max(initial=0))})
 
 
-def _scopes(model: CompiledModel) -> Dict[str, str]:
-    """The ``scope`` sentence of each outcome: the program proved, only the weights' hardmax, nothing."""
+def _scopes(model: CompiledModel, domain: Optional[str] = None) -> Dict[str, str]:
+    """The ``scope`` sentence of each outcome: the program proved, only the weights' hardmax, nothing.
+
+    ``domain``: the proof used a domain precondition: the inputs are then "every input in the
+    domain (the predicate) of length 1..N", never every input.
+    """
     n = int(model.max_seq_len)
     inputs = (f"every input of length 1..{n} over the {len(model.vocab)}-token vocabulary (BOS first), every "
-              f"position 1..n")
+              f"position 1..n") if domain is None else (
+        f"every input in the domain ({domain}) of length 1..{n} over the {len(model.vocab)}-token vocabulary "
+        f"(BOS first), every position 1..n; inputs outside the domain are not covered")
     hardmax = (f"the float32 {model.arch.attention} forward decodes to the output of the exact hardmax "
                f"evaluation of the same weights")
     return {
@@ -395,7 +434,29 @@ def _scopes(model: CompiledModel) -> Dict[str, str]:
         "none": f"{inputs}: nothing proved (see uncertified)"}
 
 
-def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = None) -> Dict[str, Any]:
+def _token_of(model: CompiledModel, state: State, blocks: Dict[str, Block]) -> Dict[str, np.ndarray]:
+    """For every token block that no sublayer writes: [m] the token of each regular ideal vector (an index
+    into ``model.input_values``), -1 where several tokens share the vector (:class:`heads.DomainView`)."""
+    from depthcraft.constructions.model import BOS, PAD
+    d = len(state.radius)
+    written = np.zeros(d, bool)
+    for spec in model.arch.sublayers:
+        written[spec.rows("out_rows", d)] = True
+    token = np.asarray(model.params["embed"]["token"], np.float64)
+    ids = [i for i, v in enumerate(model.input_values) if v not in (BOS, PAD)]
+    out = {}
+    for nm, b in blocks.items():
+        if b.kind != "token" or written[b.rows].any():
+            continue
+        rows = token[ids][:, b.rows]
+        vecs = state.sets[1][nm]
+        same = (np.abs(vecs[:, None, :] - rows[None, :, :]).max(2) == 0)  # [m, tokens]
+        out[nm] = np.where(same.sum(1) == 1, np.asarray(ids)[same.argmax(1)], -1)
+    return out
+
+
+def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = None,
+            precondition: Optional[Precondition] = None) -> Dict[str, Any]:
     """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
 
     Two facts, both over every input: the float32 forward decodes like the exact hardmax
@@ -409,10 +470,13 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         atol: a numerical output is certified when its proved error (float32 radius plus the
             deviation of the weights' values from the program's) is within this.
         domain: the task's declared input domain in words (:meth:`Task.domain`), or None. It is
-            reported (key ``domain``: ``{"predicate", "used_as_precondition"}``) and named in
-            ``scope``; the tables do NOT yet use it as a precondition, so what is proved is proved
-            for every input, a fortiori for the domain, and what fails over every input is not
-            certified (it may still hold on the domain: say so, never "every input").
+            reported (key ``domain``: ``{"predicate", "used_as_precondition", "uses"}``) and named
+            in ``scope``.
+        precondition: facts the domain implies (:class:`.domain.Precondition`,
+            :meth:`Task.domain_precondition`), or None. The heads may use them; where one did
+            (``domain.uses``: layer, head, fact), what is proved holds on the domain only and
+            ``scope`` says "every input in the domain ...". Where none was used the proof covers
+            every input. ``domain`` defaults to the precondition's predicate.
     Returns:
         ``{"certified": bool, "float32_matches_hardmax": bool, "scope": str, "per_layer":
         [{"layer", "head", "min_gap", "leak_bound", "radius_in", "radius_out"}], "uncertified":
@@ -428,10 +492,13 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     """
     t0 = time.perf_counter()
     n = int(model.max_seq_len)
+    if domain is None and precondition is not None:
+        domain = precondition.predicate
     scopes = _scopes(model)
     cert: Dict[str, Any] = {"certified": False, "float32_matches_hardmax": False, "scope": scopes["none"],
                             "per_layer": [], "uncertified": [], "readout": None, "seconds": None,
-                            "float32": float32.DESCRIPTION, "program_failures": [], "model": model}
+                            "float32": float32.DESCRIPTION, "program_failures": [], "model": model,
+                            "domain_uses": []}
 
     def done():
         program = cert.pop("program_failures")
@@ -439,14 +506,16 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         float_fail = list(cert["uncertified"])
         cert["uncertified"] = sorted(program + float_fail, key=lambda e: _order.get((e["layer"], e["head"]), 1 << 30))
         cert["certified"] = cert["float32_matches_hardmax"] and not program
-        cert["scope"] = scopes["program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"]
-                               else "none"]
+        uses = cert.pop("domain_uses")
+        outcome = "program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"] else "none"
+        cert["scope"] = (_scopes(model, domain) if uses else scopes)[outcome]
         if domain is not None:
-            cert["domain"] = {"predicate": domain, "used_as_precondition": False}
-            cert["scope"] += (f". The task's inputs satisfy a declared domain ({domain}); the proof does not use "
-                              f"it as a precondition" + (", so it covers every input, those outside the domain too"
-                                                         if cert["certified"] else
-                                                         ", and nothing is certified on the domain either"))
+            cert["domain"] = {"predicate": domain, "used_as_precondition": bool(uses), "uses": uses}
+            if not uses:
+                cert["scope"] += (f". The task's inputs satisfy a declared domain ({domain}); the proof does not "
+                                  f"use it as a precondition" + (
+                                      ", so it covers every input, those outside the domain too"
+                                      if cert["certified"] else ", and nothing is certified on the domain either"))
         cert["seconds"] = round(time.perf_counter() - t0, 3)
         return cert
 
@@ -468,6 +537,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         _order[(name, None)] = 2 * i + 1
     _order[("read-out", None)] = 2 * len(names)
     dec = Decoder.of(model, blocks) if model.program is not None else None
+    dom = DomainView(precondition, n, _token_of(model, state, blocks)) if precondition is not None else None
     if dec is None:
         cert["program_failures"].append({"layer": None, "head": None, "check": "program", "witness": None,
                                          "why": "no RASP program is linked to these weights (a loaded or "
@@ -496,7 +566,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
                     raise Unclean("soft by design (a memorising head averages over several keys)",
                                   {"layer": name})
                 fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec,
-                                  relu=model.arch.attention == "relu")
+                                  relu=model.arch.attention == "relu", dom=dom)
                 if fail is not None:
                     cert["uncertified"].append(fail)
                     return done()

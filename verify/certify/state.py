@@ -219,6 +219,9 @@ class Side:
     parts: per combination, the index of a vector taken from each non-position block (a
         representative: values the projection maps to the same vector are one combination).
     names: the non-position blocks read (order of ``parts``).
+    member: per non-position block, [m] for every regular ideal vector of the block (index into
+        ``state.sets[1][name]``) the representative of its group (the index ``parts`` uses):
+        the vectors the projection cannot tell apart from it.
     """
 
     contrib: np.ndarray
@@ -230,6 +233,7 @@ class Side:
     names: List[str]
     pos_names: List[str]
     guard: np.ndarray
+    member: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> Side:
@@ -258,6 +262,7 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
     pos_names = [nm for nm in read if blocks[nm].kind == "position"]
     names = [nm for nm in read if blocks[nm].kind != "position"]
     out, reps = [], {}
+    member: Dict[str, np.ndarray] = {}
     for kind in (0, 1):
         positions = np.array([0]) if kind == 0 else np.arange(1, n + 1)
         if pos_names:
@@ -281,6 +286,8 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
             proj = vecs[:, [j for _, j in idx]]
             proj, first, inv = np.unique(proj, axis=0, return_index=True, return_inverse=True)  # values this
             reps.setdefault(kind, {})[nm] = first  # projection cannot tell apart are one combination
+            if kind == 1:
+                member[nm] = first[inv.ravel()]
             g = np.full(len(proj), np.iinfo(np.int64).max)
             np.minimum.at(g, inv.ravel(), state.guard[kind][nm])
             r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
@@ -301,7 +308,7 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
         out.append((contrib, absval, np.full(len(contrib), kind), pos_col[flat[0]], parts, guard))
     contrib, absval, kinds, position, parts, guard = (np.concatenate(x) for x in zip(*out))
     pinned = (kinds == 0) | (position >= 0)
-    return Side(contrib, absval, kinds, position, pinned, parts, names, pos_names, guard)
+    return Side(contrib, absval, kinds, position, pinned, parts, names, pos_names, guard, member)
 
 
 def describe(sd: Side, i: int, blocks: Dict[str, Block], state: State) -> Dict[str, Any]:
@@ -364,3 +371,141 @@ def write(state: State, blocks: Dict[str, Block], out_rows: np.ndarray, writes: 
                                   + U32 * (norm1 + state.l1[b.name]))
             state.radius[b.rows] = np.minimum(state.radius[b.rows], state.l1[b.name])
     state.radius[out_rows] = [up(v) for v in state.radius[out_rows]]
+
+
+# ------------------------------------------------------------------ factored sides (large heads)
+
+
+@dataclasses.dataclass
+class SideTables:
+    """One side of a head, not enumerated: per kind of position, the position rows and each block's
+    projected vectors (the factors of :func:`side`'s cross product).
+
+    ``kinds[c]`` for c in (0, 1): ``(pc [p, e], pa [p, e], pos_col [p], [(name, contrib [m, e],
+    absval [m, e], guard [m], first [m], vec_to_row [M])])``: the projection of each position row
+    (and of |x| + r through |W|), and per non-position block the projection of each distinct
+    projected vector (``first``: the index of a vector of ``state.sets[c][name]`` giving it;
+    ``vec_to_row``: the row each of the block's M vectors projects to).
+    """
+
+    kinds: List[Any]
+    names: List[str]
+    pos_names: List[str]
+
+    def count(self, kind: int) -> int:
+        """How many combinations :func:`side` would enumerate at this kind of position."""
+        pc, _, _, tabs = self.kinds[kind]
+        return len(pc) * int(np.prod([len(t[1]) for t in tabs], dtype=np.int64))
+
+    def contrib_bound(self) -> np.ndarray:
+        """[e] an upper bound on |contrib| of every combination (sum of the factors' largest |.|)."""
+        out = []
+        for pc, _, _, tabs in self.kinds:
+            b = np.abs(pc).max(0) + sum((np.abs(t[1]).max(0) for t in tabs), np.zeros(pc.shape[1]))
+            out.append(b)
+        return np.maximum(*out)
+
+    def abs_factors(self, m: np.ndarray) -> np.ndarray:
+        """[k] max over combinations of |m^T contrib| bounded by the sum over factors of max |m^T factor|,
+        for ``m`` [k, e]: every combination's contrib is the sum of one row of each factor."""
+        out = np.zeros(len(m))
+        for pc, _, _, tabs in self.kinds:
+            tot = np.abs(m @ pc.T).max(1) + sum((np.abs(m @ t[1].T).max(1) for t in tabs), np.zeros(len(m)))
+            out = np.maximum(out, tot)
+        return out
+
+
+def side_tables(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> SideTables:
+    """The factors of :func:`side` (same projections, deduplication and guards), without the product."""
+    w = np.asarray(w, np.float64)
+    live = np.abs(w).sum(1) > 0
+    rows, w = rows[live], w[live]
+    row_block = {}
+    for name, b in blocks.items():
+        for j, r in enumerate(b.rows):
+            row_block[int(r)] = (name, j)
+    read: Dict[str, List[Tuple[int, int]]] = {}
+    for i, r in enumerate(rows):
+        name, j = row_block[int(r)]
+        read.setdefault(name, []).append((i, j))
+    e = w.shape[1]
+    pos_names = [nm for nm in read if blocks[nm].kind == "position"]
+    names = [nm for nm in read if blocks[nm].kind != "position"]
+    kinds = []
+    for kind in (0, 1):
+        positions = np.array([0]) if kind == 0 else np.arange(1, n + 1)
+        if pos_names:
+            pc, pa = np.zeros((len(positions), e)), np.zeros((len(positions), e))
+            for nm in pos_names:
+                idx = read[nm]
+                wi = w[[i for i, _ in idx]]
+                v = state.pos[nm][positions][:, [j for _, j in idx]]
+                r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
+                pc += v @ wi
+                pa += (np.abs(v) + r) @ np.abs(wi)
+            pos_col = positions
+        else:
+            pc, pa, pos_col = np.zeros((1, e)), np.zeros((1, e)), np.array([-1])
+        tabs = []
+        for nm in names:
+            idx = read[nm]
+            wi = w[[i for i, _ in idx]]
+            proj, first, inv = np.unique(state.sets[kind][nm][:, [j for _, j in idx]], axis=0, return_index=True,
+                                         return_inverse=True)
+            g = np.full(len(proj), np.iinfo(np.int64).max)
+            np.minimum.at(g, inv.ravel(), state.guard[kind][nm])
+            r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
+            tabs.append((nm, proj @ wi, (np.abs(proj) + r) @ np.abs(wi), g, first, inv.ravel()))
+        kinds.append((pc, pa, pos_col, tabs))
+    return SideTables(kinds, names, pos_names)
+
+
+def reduce_side(st: SideTables, queries: np.ndarray, max_count: Optional[int] = None) -> Side:
+    """The combinations of ``st`` as the query rows ``queries`` [r, e] see them: a :class:`Side`.
+
+    Per block, vectors whose score contributions q . c agree (equal float64 values) for every
+    query row are one combination (the block's vectors the rows cannot tell apart): its
+    ``contrib`` is one member's, its ``absval`` the members' largest, its guard their smallest,
+    and ``member`` maps every vector to its group's representative. Positions are never merged.
+    The score of a combination is then one member's; the real scores of the members differ by
+    at most the float64 rounding of the per-block products (the caller adds it to eps).
+
+    Raises:
+        TooLarge: more than ``max_count`` (default :data:`MAX_TUPLES`) combinations at one kind of
+            position (checked before any is built).
+    """
+    limit = MAX_TUPLES if max_count is None else min(MAX_TUPLES, max_count)
+    out, member = [], {}
+    for kind in (0, 1):
+        pc, pa, pos_col, tabs = st.kinds[kind]
+        groups = []
+        for nm, c, a, g, first, vec_to_row in tabs:
+            vals = queries @ c.T  # [r, m]
+            _, grp = np.unique(vals.T, axis=0, return_inverse=True)
+            grp = grp.ravel()
+            ng = int(grp.max(initial=-1)) + 1
+            rep = np.unique(grp, return_index=True)[1]  # the first row of each group (groups 0..ng-1)
+            amax = np.full((ng, a.shape[1]), -np.inf)
+            np.maximum.at(amax, grp, a)
+            gmin = np.full(ng, np.iinfo(np.int64).max)
+            np.minimum.at(gmin, grp, g)
+            groups.append((nm, c[rep], amax, gmin, first[rep]))
+            if kind == 1:
+                member[nm] = first[rep][grp][vec_to_row]
+        count = len(pc) * int(np.prod([len(x[1]) for x in groups], dtype=np.int64))
+        if count > limit:
+            raise TooLarge(f"{count} combinations of {st.names + st.pos_names} (grouped by score)")
+        grids = np.meshgrid(np.arange(len(pc)), *[np.arange(len(x[1])) for x in groups], indexing="ij")
+        flat = [x.ravel() for x in grids]
+        contrib, absval = pc[flat[0]].copy(), pa[flat[0]].copy()
+        guard = np.maximum(pos_col[flat[0]], kind)
+        for x, f in zip(groups, flat[1:]):
+            contrib += x[1][f]
+            absval += x[2][f]
+            guard = np.maximum(guard, x[3][f])
+        parts = np.stack([x[4][f] for x, f in zip(groups, flat[1:])], 1) if groups else \
+            np.zeros((len(flat[0]), 0), int)
+        out.append((contrib, absval, np.full(len(contrib), kind), pos_col[flat[0]], parts, guard))
+    contrib, absval, kinds, position, parts, guard = (np.concatenate(x) for x in zip(*out))
+    pinned = (kinds == 0) | (position >= 0)
+    return Side(contrib, absval, kinds, position, pinned, parts, list(st.names), list(st.pos_names), guard, member)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import abc
 import string
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec, resolve
+
+if TYPE_CHECKING:  # the certifier's type; imported lazily by the tasks that declare one
+    from depthcraft.verify.certify.domain import Precondition
 
 #: Largest input space ``exhaustive`` will enumerate.
 EXHAUSTIVE_LIMIT = 1 << 24
@@ -134,6 +137,16 @@ class Task(abc.ABC):
         distinct symbols, edge lists) states that predicate here and as code in
         :meth:`in_domain`. A certificate names it in its ``domain`` key; it never reports
         "every input" for what holds only on the domain (docs/certification.md).
+        """
+        return None
+
+    def domain_precondition(self, p: Dict[str, Any]) -> Optional["Precondition"]:
+        """Facts the domain implies, in the form the certifier uses as a precondition, or None.
+
+        A :class:`~depthcraft.verify.certify.domain.Precondition`: the input lengths of the
+        domain and, optionally, position classes within which distinct positions hold distinct
+        tokens. Every input :meth:`in_domain` accepts must satisfy it (``Precondition.holds``);
+        the task's docstring proves that. None (the default): the certifier uses no domain fact.
         """
         return None
 

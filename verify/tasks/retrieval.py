@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
+from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 
@@ -180,6 +181,20 @@ class RetrievalTask(Task):
         """
         return (f"facts and query form disjoint chains: fact keys distinct, no symbol the value of two facts "
                 f"or of a fact and the query, no cycle, and the queried chain has exactly d = {p['d']} facts")
+
+    def domain_precondition(self, p: Dict[str, Any]) -> Precondition:
+        """The domain's facts for the certifier: even lengths, and tokens distinct within each parity class.
+
+        Proof that :meth:`domain` implies them. A domain input is well-formed (:meth:`check_inputs`):
+        F facts, ``?`` and the queried symbol, so its length 2F + 2 is even (2..N). Its odd model
+        positions hold the F fact keys (distinct) and ``?`` (at n - 1 only, and never a symbol);
+        its even positions hold the F fact values and the queried symbol, which the domain makes
+        pairwise distinct ("no symbol the value of two facts or of a fact and the query"). So two
+        distinct regular positions of one parity hold distinct tokens.
+        """
+        n = self.max_seq_len(p)
+        return Precondition(predicate=self.domain(p), lengths=frozenset(range(2, n + 1, 2)),
+                            classes=tuple(pos % 2 for pos in range(n + 1)))
 
     def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
         """Whether one well-formed input [n] satisfies :meth:`domain` beyond its format."""
