@@ -36,6 +36,17 @@ plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`flo
   positions may hold different values, a set of several values, which the read-out
   (argmax, one token) cannot decode as the program's set: not certified either (the
   check does not look at the values: a sound refusal where they could not differ).
+* **Domain precondition** (``dom``, :mod:`.domain`, as :func:`heads._unclean_level` uses it).
+  Given the ``classes`` fact (on every domain input, distinct positions of one class hold
+  distinct tokens), a query row whose on keys all stand at regular positions of one class
+  and all hold one and the same token (the key side reads a token block that no sublayer
+  writes, and the key's group of vectors is that one token: :func:`heads._token_codes`) has
+  at most one on key in any domain input. Such a row is clean: its ideal outputs are the
+  union over its on positions of that position's options (sigma v, and 0 where the position
+  may be off or absent), not their sums, and it counts one on key (K, Sigma below take the
+  largest single key). Recorded as a use of ``classes``; what is proved then holds on the
+  domain only. A row with a BOS key, a key that names no position, a key whose token the
+  vector does not determine, or keys of two classes or two tokens is not helped.
 * **Error.** Per output row c, with ``Vmax[c]`` the largest |ideal value| and ``Rv[c]``
   the value side's input error through W_OV (:func:`state.lin_err`): the real output is
   within ``K dw (Vmax + Rv) + Sigma Rv + Lk (Vmax + Rv)`` of the ideal sum,
@@ -60,8 +71,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from depthcraft.verify.certify.float32 import U32, gamma, score_rel, terms, up
-from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, HeadCert, causal_mask, head_sides,
-                                             score_perturbation, table_rounding)
+from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, DomainView, HeadCert, _token_codes, causal_mask,
+                                             head_sides, score_perturbation, table_rounding)
 from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min
 
 #: Most ideal sums a ReLU head may write (per kind of query position).
@@ -88,7 +99,8 @@ def _minkowski(acc: Tuple[np.ndarray, np.ndarray], opt: Tuple[np.ndarray, np.nda
 
 
 def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
-                      causal: bool, sums_ok: bool = False, to_readout: bool = False) -> HeadCert:
+                      causal: bool, sums_ok: bool = False, to_readout: bool = False,
+                      dom: Optional[DomainView] = None) -> HeadCert:
     """Certify ReLU head ``h`` of one attention sublayer (see the module docstring).
 
     Args:
@@ -100,6 +112,9 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         sums_ok: the head's output SOp is set-valued (the union of the on keys' reads), so a
             query may add the values of several positions.
         to_readout: the head writes a block the unembedding reads.
+        dom: a domain precondition (:class:`~.heads.DomainView`), or None: every input. Its
+            ``classes`` fact makes a row of one class and one token clean (module docstring);
+            the use is added to ``dom.used``.
     Returns:
         :class:`~.heads.HeadCert` (``entry``: ``min_gap`` None, ``delta``, ``leak_bound`` = Lk,
         ``on_positions`` = K, ``weight`` = the largest total weight W).
@@ -140,6 +155,17 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     free = gpos == -1
     copies = np.where(free[None, :], n_seen[:, None], 1)  # a free key may stand at every seen position
     single_only = not zero and (not sums_ok or to_readout)  # a query may not add several positions
+    codes = _token_codes(ks, dom) if single_only else None  # (class, token) of each key, -1: none
+    one_rows: List[np.ndarray] = []  # per chunk: rows with at most one on key on a domain input
+
+    def one_key(on: np.ndarray) -> np.ndarray:
+        """[r] rows whose on keys all share one code >= 0 (one class, one token)."""
+        if codes is None:
+            return np.zeros(len(on), bool)
+        big = np.iinfo(np.int64).max
+        lo = np.where(on, codes[None, :], big).min(1)
+        hi = np.where(on, codes[None, :], -2).max(1)
+        return on.any(1) & (lo >= 0) & (lo == hi)
 
     def several_at(r: int) -> HeadCert:
         on_r = row_tables(r, r + 1)[2][0]
@@ -159,9 +185,14 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         red = lambda f, x: f.reduceat(x[:, order], starts, axis=1)  # noqa: E731  [r, groups]
         g_on.append(red(np.logical_or, on))
         if single_only:  # stop at the first query that adds several positions
-            hit = np.flatnonzero((g_on[-1] * copies[a:b]).sum(1) >= 2)
+            several = (g_on[-1] * copies[a:b]).sum(1) >= 2
+            one = several & one_key(on)
+            one_rows.append(one)
+            hit = np.flatnonzero(several & ~one)
             if len(hit):
                 return several_at(a + int(hit[0]))
+        else:
+            one_rows.append(np.zeros(b - a, bool))
         g_off.append(red(np.logical_or, off))
         g_offw.append(red(np.maximum, off_w))
         g_hi.append(red(np.maximum, sig))
@@ -171,9 +202,13 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     dw = delta + eps + U32 * s_max  # an on key's real weight is within dw of its sigma
     exists = (gpos[None, :] == 0) | ((qpos[:, None] >= 1) & (gpos[None, :] >= 1) & (gpos[None, :] <= qpos[:, None]))
     maybe_zero = off_g | ~exists | free[None, :]
-    n_on = (on_g * copies).sum(1)
+    one_row = np.concatenate(one_rows) if one_rows else np.zeros(nq, bool)
+    if one_row.any():
+        dom.used.add("classes")
+    n_on = np.where(one_row, 1, (on_g * copies).sum(1))  # a clean row: one on key on a domain input
     k_on = int(n_on.max(initial=0))
-    sigma_max = float((np.where(on_g, sig_hi, 0.0) * copies).sum(1).max(initial=0.0))
+    sig_on = np.where(on_g, sig_hi, 0.0) * copies
+    sigma_max = float(np.where(one_row, sig_on.max(1, initial=0.0), sig_on.sum(1)).max(initial=0.0))
     leak_max = float((offw_g * copies).sum(1).max(initial=0.0))
 
     # the values a key at a position can give: BOS's at BOS, a pinned value side's at its position
@@ -190,7 +225,7 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
 
     # rows with the same options at every position give the same sums: each signature once (a row
     # with several weights at one position has a signature of its own: its weights are not all listed)
-    sigs = np.concatenate([qkind[:, None], n_seen[:, None], on_g, on_g & maybe_zero,
+    sigs = np.concatenate([qkind[:, None], n_seen[:, None], one_row[:, None], on_g, on_g & maybe_zero,
                            np.where(on_g, sig_hi, 0.0), np.where(on_g, sig_lo, 0.0)], 1)
     _, first = np.unique(sigs, axis=0, return_index=True)
     own = np.flatnonzero((on_g & (sig_lo != sig_hi)).any(1))
@@ -202,6 +237,7 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         _, _, on_r, _, sig_r, _ = row_tables(r, r + 1)
         on_r, sig_r = on_r[0], sig_r[0]
         acc = (np.zeros((1, do)), np.array([qkind[r]]))
+        union: List[Tuple[np.ndarray, np.ndarray]] = []  # a clean row's options, position by position
         for gi in np.flatnonzero(on_g[r]):
             pp = int(gpos[gi])
             js = order[starts[gi]:(starts[gi + 1] if gi + 1 < len(starts) else len(order))]
@@ -214,8 +250,13 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
             if maybe_zero[r, gi]:
                 ov, og = np.concatenate([np.zeros((1, do)), ov]), np.concatenate([[qkind[r]], og])
             opt = unique_min(ov, og)
+            if one_row[r]:  # at most one on key in a domain input: one position's option, not a sum
+                union.append(opt)
+                continue
             for _ in range(int(copies[r, gi])):
                 acc = _minkowski(acc, opt)
+        if one_row[r]:
+            acc = unique_min(np.concatenate([o for o, _ in union]), np.concatenate([g for _, g in union]))
         totals[qkind[r]].append(acc)
     outs_by_kind = []
     for kind in (0, 1):

@@ -225,15 +225,15 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
         if relu:  # weights relu(score), no normalisation: exact sums over the on keys (.relu)
             sums_ok, to_readout = _relu_outputs(cert.get("model"), state, blocks, dec, spec, p, h)
-            hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout)
+            hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout, dom)
         else:
             clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
                 if dec is not None and not cert["program_failures"] else None
             hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by, dom)
-            if dom is not None:
-                for fact in sorted(dom.used):
-                    cert["domain_uses"].append({"layer": name, "head": h, "fact": fact})
-                dom.used.clear()
+        if dom is not None:
+            for fact in sorted(dom.used):
+                cert["domain_uses"].append({"layer": name, "head": h, "fact": fact})
+            dom.used.clear()
         if hc.failure is not None:
             if relu and cert.get("model") is not None:  # a concrete input, with the heads' reference semantics
                 hc.failure["witness"] = {**hc.failure["witness"],

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import List
+from typing import Any, Dict, List
 
 import numpy as np
 from hypothesis import strategies as st
 
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
+from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.tasks.chen_zou.common import ReadoutTask, checked_count, check_range
 from depthcraft.rasp_programs.templates import random_injective
 
@@ -76,6 +77,51 @@ class ICQATask(ReadoutTask):
             r = int(np.flatnonzero(missing)[0])
             raise InputError(f"icqa: input {r}: the query q{int(query[r])} is not among its questions")
         return ans[np.arange(b), hit.argmax(1)]
+
+    def domain(self, p: Dict[str, Any]) -> str:
+        """The task's own inputs: ``q_1 a_1 .. q_m' a_m' q*`` (1 <= m' <= m), questions pairwise distinct.
+
+        In words (what :meth:`row_in_domain` checks with :meth:`answer`): odd length 3..2m+1,
+        question tokens at the odd positions, answer tokens at the even ones, no question twice
+        among q_1..q_m', and the query q* one of them. Every sampled, edge-case and exhaustive
+        input of this task is in it. ``icqa_copy_match`` (softmax) is exact on every input;
+        the ReLU match head is not exact outside it (``q2 q1 q2 q2``: two questions q2, the
+        program's answer at the last position is a set of two tokens, the read-out one).
+        """
+        return (f"icqa inputs q1 a1 .. qm' am' q* (1 <= m' <= {p['m']}): questions pairwise distinct, "
+                f"the query one of them")
+
+    def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Whether one input [n] is a well-formed ICQA input (:meth:`answer` accepts it)."""
+        try:
+            self.answer(p, np.asarray(row, np.int64)[None, :])
+        except InputError:
+            return False
+        return True
+
+    def domain_precondition(self, p: Dict[str, Any]) -> Precondition:
+        """The domain's facts for the certifier: odd lengths 3..2m+1, and no distinct-token classes.
+
+        Proof that :meth:`domain` implies them: a domain input is m' pairs and the query,
+        2m' + 1 tokens with 1 <= m' <= m. The ``classes`` fact is deliberately absent, because
+        the domain does NOT imply one that would help: the questions q_1..q_m' (odd positions
+        1..2m'-1) are pairwise distinct, but the query at the last position 2m'+1 (odd) equals
+        one of them, and position 2m'+1 is a question slot in longer inputs. So any class
+        holding two odd positions a < b is violated by the input of length b whose query
+        repeats the question at a; the even positions hold answers, which may repeat. A
+        sound "question slots distinct" fact would need a class for "odd and not last",
+        which depends on the input's length, not on the position alone.
+
+        Even with such a fact ``icqa_copy_match`` with ReLU attention would not be certified
+        over the domain at every position, which is what the certificate claims: at an
+        answer position the match head's query is that answer a, and every earlier key
+        right after an answer slot holding a matches it; answers may repeat, so on the
+        domain input ``q0 a0 q1 a0 q2 a0 q0`` position 6 the program's output is the set
+        {q1, q2} and the read-out gives one token (the task scores only the last position,
+        where the query is a question and exactly one key matches). See
+        tests/test_certify_relu_domain.py.
+        """
+        return Precondition(predicate=self.domain(p), lengths=frozenset(range(3, 2 * p["m"] + 2, 2)))
 
     def build(self, questions: np.ndarray, answers: np.ndarray, j: np.ndarray) -> np.ndarray:
         """Assemble inputs from parts.

@@ -1,0 +1,177 @@
+"""ReLU heads with a domain precondition (issue 30, items 4 and 5).
+
+A ReLU head adds up every key that scores above zero, so the certifier stops where keys at
+several positions may be on for one query (:mod:`verify.certify.relu`). Given the
+``classes`` fact (:mod:`verify.certify.domain`: distinct positions of one class hold distinct
+tokens), a query whose on keys all stand at positions of one class and hold one token has at
+most one on key on a domain input: the head is clean there, and the certificate is scoped to
+the domain.
+
+The test model is a ReLU ``match`` of tokens against tokens reading the key's position
+("where does this token occur"): exact on inputs with distinct tokens, wrong on a repeat.
+ICQA declares its domain, but the domain implies no useful ``classes`` fact, and on it the
+ReLU match head's program output is a set of several tokens at answer positions: the row
+stays uncertified, with reasons shown on concrete inputs below.
+"""
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+from tracr.rasp import rasp
+
+from depthcraft.constructions.compiler import compile_program
+from depthcraft.constructions.primitives import POSITION, Read, match
+from depthcraft.constructions.reference import Evaluator
+from depthcraft.verify import lookup
+from depthcraft.verify.certify import certify
+from depthcraft.verify.certify.domain import Precondition
+from depthcraft.verify.tasks import get_task
+
+V, N = 4, 4
+DISTINCT = Precondition("tokens pairwise distinct", frozenset(range(1, N + 1)), (0,) * (N + 1))
+
+
+def where_program():
+    """At position i, the set of positions j <= i holding x_i (ReLU match, select all)."""
+    return match([(rasp.tokens, rasp.tokens)], [Read(POSITION, name="where")], select="all",
+                 attention="relu", name="m")[0]
+
+
+@pytest.fixture(scope="module")
+def where():
+    prog = where_program()
+    model = compile_program(prog, vocab=range(V), max_seq_len=N, causal=True, attention="relu")
+    return prog, model
+
+
+def test_without_the_precondition_the_relu_match_is_not_certified(where):
+    prog, model = where
+    cert = certify(model)
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["head"]) == ("attn 1", 0) and "several positions" in u["why"]
+    assert len({k["position"] for k in u["witness"]["keys"]}) >= 2
+    assert "every input of length" in cert["scope"]
+
+
+def test_with_the_precondition_it_is_certified_on_the_domain(where):
+    prog, model = where
+    cert = certify(model, domain=DISTINCT.predicate, precondition=DISTINCT)
+    assert cert["certified"] is True, cert["uncertified"]
+    assert cert["domain"]["used_as_precondition"] is True
+    assert cert["domain"]["uses"] == [{"layer": "attn 1", "head": 0, "fact": "classes"}]
+    assert "every input in the domain (tokens pairwise distinct)" in cert["scope"]
+    assert "inputs outside the domain are not covered" in cert["scope"]
+    # what the certificate claims, checked on every domain input: position i holds {i}
+    for n in range(1, N + 1):
+        for x in itertools.permutations(range(V), n):
+            assert DISTINCT.holds(list(x))
+            got = model.run(np.array([x]))[0].tolist()
+            assert got == list(range(1, n + 1)), x
+            assert [set(s) for s in Evaluator().evaluate(prog, list(x))] == [{i} for i in range(1, n + 1)]
+
+
+def test_an_input_outside_the_domain_really_decodes_differently(where):
+    prog, model = where
+    x = [2, 1, 2]  # token 2 twice: outside the domain
+    assert not DISTINCT.holds(x)
+    assert set(Evaluator().evaluate(prog, x)[2]) == {1, 3}  # the definition: a set of two positions
+    assert model.run(np.array([x]))[0, 2] in (1, 3)  # the read-out: one of them
+
+
+def _merge_key_tokens(model, src, dst):
+    """The model with the key side's ``tokens:src`` row made equal to ``tokens:dst`` in W_K: a key
+    holding src then matches a query holding dst."""
+    labels = list(model.residual_labels)
+    layers = [dict(p) for p in model.params["layers"]]
+    k_rows = list(model.arch.sublayers[0].rows("k_rows", len(labels)))
+    wk = np.array(layers[0]["w_k"])
+    wk[:, k_rows.index(labels.index(f"tokens:{src}"))] = wk[:, k_rows.index(labels.index(f"tokens:{dst}"))]
+    layers[0]["w_k"] = wk
+    return dataclasses.replace(model, params=dict(model.params, layers=layers))
+
+
+def test_a_weakened_relu_match_is_not_certified_even_with_the_precondition(where):
+    prog, model = where
+    bad = _merge_key_tokens(model, 1, 0)
+    cert = certify(bad, domain=DISTINCT.predicate, precondition=DISTINCT)
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["head"]) == ("attn 1", 0)
+    assert {k["tokens"] for k in u["witness"]["keys"]} >= {0, 1}  # two tokens on for one query
+    # a domain input where the weakened weights are wrong: at position 2 (token 0) the key at 1
+    # (token 1) now matches too
+    x = [1, 0]
+    assert DISTINCT.holds(x)
+    assert [set(s) for s in Evaluator().evaluate(prog, x)] == [{1}, {2}]
+    assert model.run(np.array([x]))[0].tolist() == [1, 2]
+    assert bad.run(np.array([x]))[0, 1] != 2
+
+
+# ----------------------------------------------------------------------------------------- ICQA
+ICQA = get_task("icqa")
+SMALL = {"m": 2, "questions": 3, "answers": 2}  # questions 0..2, answers 3..4, n <= 5
+
+
+def test_icqa_domain_by_definition_and_its_precondition():
+    """Exhaustive over every input of length 1..5: the domain is the ICQA format with distinct
+    questions (counted from the definition), and every domain input satisfies the precondition."""
+    pre = ICQA.domain_precondition(SMALL)
+    assert pre.lengths == frozenset({3, 5}) and pre.classes is None
+    vocab = ICQA.vocab(SMALL)
+    inside = 0
+    for n in range(1, 6):
+        xs = np.array(list(itertools.product(vocab, repeat=n)))
+        ok = ICQA.in_domain(SMALL, xs)
+        inside += int(ok.sum())
+        for x in xs[ok]:
+            assert pre.holds(list(x))
+    # m' = 1: 3 questions x 2 answers (query = the question); m' = 2: 3 * 2 ordered questions
+    # x 2^2 answers x 2 queries
+    assert inside == 3 * 2 + 6 * 4 * 2
+    assert not ICQA.in_domain(SMALL, np.array([[2, 3, 2, 4, 2]]))[0]  # q2 twice
+    assert ICQA.in_domain(SMALL, np.array([[2, 3, 1, 4, 2]]))[0]
+
+
+def test_icqa_implies_no_parity_class_fact():
+    """Odd positions are not pairwise distinct on the domain: the query repeats a question."""
+    parity = Precondition("parity", frozenset({3, 5}), tuple(i % 2 for i in range(6)))
+    x = [0, 3, 0]  # q0 a0 q0: in the domain
+    assert ICQA.in_domain(SMALL, np.array([x]))[0]
+    assert not parity.holds(x)
+
+
+@pytest.fixture(scope="module")
+def icqa_relu():
+    p = {"m": 3, "questions": 3, "answers": 2}
+    return p, lookup.build("icqa_copy_match", attention="relu", **p)
+
+
+def test_icqa_relu_is_not_certified_over_the_domain(icqa_relu):
+    """The certificate claims every position; on the domain the match head's program output is a
+    set of several tokens at an answer position, which the read-out decodes as one token."""
+    p, model = icqa_relu
+    cert = certify(model, domain=ICQA.domain(p), precondition=ICQA.domain_precondition(p))
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["head"]) == ("attn 2", 0) and "several positions" in u["why"]
+    prog = model.program.nodes[model.program.sink]
+    x = [0, 3, 1, 3, 2, 3, 0]  # q0 a0 q1 a0 q2 a0 q0: distinct questions, a repeated answer
+    assert ICQA.in_domain(p, np.array([x]))[0]
+    want = Evaluator().evaluate(prog, x)
+    assert set(want[5]) == {1, 2}  # position 6 (a0) matches the keys after both earlier a0 slots
+    assert model.run(np.array([x]))[0, 5] in (1, 2)  # one token, not the set
+    assert set(want[6]) == {3} and model.run(np.array([x]))[0, 6] == 3  # the scored last position
+
+
+def test_icqa_relu_out_of_domain_input_decodes_differently(icqa_relu):
+    """The witness the certifier finds repeats a question: outside the domain, and wrong there at
+    the task's scored position."""
+    p, model = icqa_relu
+    x = [2, 3, 2, 4, 2]  # q2 a0 q2 a1 q2
+    assert not ICQA.in_domain(p, np.array([x]))[0]
+    prog = model.program.nodes[model.program.sink]
+    assert set(Evaluator().evaluate(prog, x)[4]) == {3, 4}
+    assert model.run(np.array([x]))[0, 4] in (3, 4)
