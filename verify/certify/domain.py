@@ -19,8 +19,26 @@ on a concrete input, so tests check the implication on in-domain inputs):
   the token block, and the key's token is determined by its vector) holds at most one
   present key: it is clean (:func:`heads._unclean_level`).
 
-Nothing else is assumed: in particular no relation between *derived* SOps at different
-positions (a construction's induction invariant) is a precondition here.
+  A class id of -1 states no fact for that position. With ``prefix`` the fact covers the
+  positions 1..n-1 of an input of length n only (the last position may repeat a token, as
+  ICQA's query repeats a question); a key that reads the token block directly may then be
+  the last position, so :mod:`.heads` does not use such a fact, and :mod:`.relu` uses it
+  only through a proved copy of the token at an earlier position (below).
+* ``slots``: per position, the tokens it can hold on a domain input (None: any). A key that
+  would need another token there is absent from every domain input (:mod:`.relu`, through a
+  proved copy of the token).
+* ``scored``: the task scores only the last position of an input, and on every domain input
+  that position holds one of these tokens. A head whose output only the unembedding reads
+  may then leave out the query rows that hold another token (they never stand at a scored
+  position of a domain input); the certificate then covers the last position of each
+  domain input only, and its scope says so (:mod:`.relu`).
+
+Derived SOps enter only through what the certificate has proved about them: a block that a
+certified position head (``prev_token``, ``position_map``) with a passing program check
+writes as the token at target(j) (:class:`~.heads.DomainView` ``copies``) holds, on every
+input, at position j the token of position target(j); the facts above then speak of it.
+Nothing else is assumed: in particular no relation between derived SOps at different
+positions that is a construction's induction invariant is a precondition here.
 
 What is proved with a precondition holds for the domain's inputs only; the report's
 ``scope`` then says "every input in the domain ..." and ``domain.used_as_precondition`` is
@@ -42,13 +60,21 @@ class Precondition:
     Attributes:
         predicate: the domain in words (the task's :meth:`~verify.tasks.base.Task.domain`).
         lengths: the input lengths (number of regular positions) of the domain's inputs.
-        classes: [N + 1] int, the class of every model position (entry 0, BOS, unused), or
-            None: no distinct-token fact.
+        classes: [N + 1] int, the class of every model position (entry 0, BOS, unused; -1: no
+            fact for that position), or None: no distinct-token fact.
+        prefix: the distinct-token fact covers positions 1..n-1 of an input of length n only.
+        scored: the tokens the last (the only scored) position of a domain input can hold, or
+            None: every position is scored.
+        slots: [N + 1] per model position the tokens it can hold (entry 0 unused; None: any), or
+            None: no such fact.
     """
 
     predicate: str
     lengths: FrozenSet[int]
     classes: Optional[Tuple[int, ...]] = None
+    prefix: bool = False
+    scored: Optional[FrozenSet[int]] = None
+    slots: Optional[Tuple[Optional[FrozenSet[int]], ...]] = None
 
     def reach(self, n: int) -> np.ndarray:
         """[n + 1] int: for a query at position i (0..n), the last position that exists on every
@@ -69,12 +95,21 @@ class Precondition:
         toks = list(tokens)
         if len(toks) not in self.lengths:
             return False
+        if self.scored is not None and toks[-1] not in self.scored:
+            return False
+        if self.slots is not None:
+            if len(toks) >= len(self.slots):
+                return False
+            if any(self.slots[pos] is not None and t not in self.slots[pos] for pos, t in enumerate(toks, start=1)):
+                return False
         if self.classes is None:
             return True
         if len(toks) >= len(self.classes):
             return False
         seen = set()
-        for pos, t in enumerate(toks, start=1):
+        for pos, t in enumerate(toks[:-1] if self.prefix else toks, start=1):
+            if self.classes[pos] < 0:
+                continue
             key = (self.classes[pos], t)
             if key in seen:
                 return False
@@ -89,6 +124,6 @@ class Use:
     where: List[Tuple[str, int, str]] = dataclasses.field(default_factory=list)
 
     def add(self, layer: str, head: int, fact: str) -> None:
-        """Record that ``layer``'s head ``head`` used ``fact`` (``"lengths"`` or ``"classes"``)."""
+        """Record that ``layer``'s head ``head`` used ``fact`` (``"lengths"``, ``"classes"``, ``"scored"``)."""
         if (layer, head, fact) not in self.where:
             self.where.append((layer, head, fact))

@@ -112,13 +112,24 @@ class DomainView:
         token_of: per token block never written by a sublayer, [m] the token id (index into the
             model's input values) of each regular ideal vector of the block, -1 where several
             tokens share the vector.
-        used: the facts this head's analysis used (``"lengths"``, ``"classes"``).
+        used: the facts this head's analysis used (``"lengths"``, ``"classes"``, ``"scored"``).
+        copies: per block that a certified position head with a passing program check wrote as a
+            copy of the token (:func:`report.copy_blocks`): ([N + 1] the source position target(j)
+            of each position j, -1 where none; [m] the token id each regular ideal vector of the
+            block decodes to, -1 where none). On every input the block at j holds the token at
+            target(j). Used by :mod:`.relu` only while every program check so far holds.
+        scored_ids: the ``scored`` fact's tokens as ids (indices into the model's input values),
+            or None.
+        slot_ids: the ``slots`` fact with token ids, or None.
     """
 
     pre: Precondition
     n: int
     token_of: Dict[str, np.ndarray]
     used: set = dataclasses.field(default_factory=set)
+    copies: Dict[str, Tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
+    scored_ids: Optional[frozenset] = None
+    slot_ids: Optional[Tuple[Optional[frozenset], ...]] = None
     _reach: Optional[np.ndarray] = None
 
     def reach(self) -> np.ndarray:
@@ -330,18 +341,19 @@ def _token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     regular position and its vector determines its token (the key side reads a token block that no
     sublayer writes, and its group under W_K is one vector of one token), else -1; None when the
     precondition has no distinct-token fact or the key side reads no such block."""
-    if dom is None or dom.pre.classes is None:
+    if dom is None or dom.pre.classes is None or dom.pre.prefix:  # prefix: the key may be the last position
         return None
     classes = np.asarray(dom.pre.classes, np.int64)
     for nm, tok_of in dom.token_of.items():
-        if nm not in ks.names or nm not in ks.member:
+        if nm not in ks.names or nm not in ks.member or not (tok_of >= 0).any():  # e.g. ``one``: no token
             continue
         rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)  # BOS keys: masked below
         size = np.bincount(ks.member[nm], minlength=len(tok_of))
         tok = np.where(size[rep] == 1, tok_of[rep], -1)
-        ok = (ks.kind == 1) & (ks.position >= 1) & (ks.position < len(classes)) & (tok >= 0)
+        cls = classes[np.clip(ks.position, 0, len(classes) - 1)]
+        ok = (ks.kind == 1) & (ks.position >= 1) & (ks.position < len(classes)) & (tok >= 0) & (cls >= 0)
         width = int(tok_of.max(initial=0)) + 2
-        return np.where(ok, classes[np.clip(ks.position, 0, len(classes) - 1)] * width + tok, -1)
+        return np.where(ok, cls * width + tok, -1)
     return None
 
 

@@ -98,9 +98,81 @@ def _minkowski(acc: Tuple[np.ndarray, np.ndarray], opt: Tuple[np.ndarray, np.nda
     return s, g
 
 
+def _side_tokens(sd, dom: DomainView) -> np.ndarray:
+    """[rows] the token id (index into the model's input values) of each combination of a side that
+    reads a token block no sublayer writes, where its group under the side's matrix is one vector of
+    one token; -1 elsewhere (BOS, several tokens in the group, no such block)."""
+    for nm, tok_of in dom.token_of.items():
+        if nm not in sd.names or nm not in sd.member or not (tok_of >= 0).any():  # e.g. ``one``: no token
+            continue
+        rep = np.where(sd.kind == 1, sd.parts[:, sd.names.index(nm)], 0)
+        size = np.bincount(sd.member[nm], minlength=len(tok_of))
+        return np.where((sd.kind == 1) & (size[rep] == 1), tok_of[rep], -1)
+    return np.full(len(sd.kind), -1)
+
+
+def _absent_keys(ks, dom: Optional[DomainView]) -> np.ndarray:
+    """[nk] key combinations that no domain input holds: a key at a regular position j reading a copy
+    block (``dom.copies``, group under W_K one vector) whose vector decodes to a token t, where
+    either target(j) is no regular position (the block then holds the BOS value or nothing, which
+    decodes to no token) or the ``slots`` fact excludes t at target(j)."""
+    out = np.zeros(len(ks.kind), bool)
+    if dom is None:
+        return out
+    for nm, (src, tok_of) in dom.copies.items():
+        if nm not in ks.names or nm not in ks.member:
+            continue
+        rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)
+        size = np.bincount(ks.member[nm], minlength=len(tok_of))
+        tok = np.where(size[rep] == 1, tok_of[rep], -1)
+        pos = ks.position.astype(np.int64)
+        inside = (ks.kind == 1) & (pos >= 1) & (pos < len(src)) & (tok >= 0)
+        at = np.where(inside, src[np.clip(pos, 0, len(src) - 1)], -1)
+        out |= inside & (at < 1)
+        if dom.slot_ids is not None:
+            for k in np.flatnonzero(inside & (at >= 1) & (at < len(dom.slot_ids))):
+                allowed = dom.slot_ids[int(at[k])]
+                if allowed is not None and int(tok[k]) not in allowed:
+                    out[k] = True
+    return out
+
+
+def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
+    """[nk] per key combination a code of (class, token) such that, on a domain input, at most one
+    present key holds each code >= 0; -1 for no code; None when there is no such fact.
+
+    A key that reads a token block directly: :func:`heads._token_codes`. Otherwise a key at a
+    regular position j (pinned) reading a copy block (``dom.copies``: on every input the block at
+    j holds the token of position target(j), target injective): its group under W_K must be one
+    vector, decoding to token t; the code is (class of target(j), t), for target(j) >= 1 of a class
+    >= 0 and, with ``prefix``, target(j) < j (so target(j) <= n - 1, where the fact holds). Two
+    present keys with one code stand at distinct positions j1, j2, so at distinct sources of one
+    class that hold one token: the fact excludes it.
+    """
+    direct = _token_codes(ks, dom)
+    if direct is not None or dom is None or dom.pre.classes is None:
+        return direct
+    classes = np.asarray(dom.pre.classes, np.int64)
+    for nm, (src, tok_of) in dom.copies.items():
+        if nm not in ks.names or nm not in ks.member:
+            continue
+        rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)
+        size = np.bincount(ks.member[nm], minlength=len(tok_of))
+        tok = np.where(size[rep] == 1, tok_of[rep], -1)
+        pos = ks.position.astype(np.int64)
+        at = np.where((pos >= 1) & (pos < len(src)), src[np.clip(pos, 0, len(src) - 1)], -1)
+        cls = np.where((at >= 1) & (at < len(classes)), classes[np.clip(at, 0, len(classes) - 1)], -1)
+        ok = (ks.kind == 1) & (at >= 1) & (tok >= 0) & (cls >= 0)
+        if dom.pre.prefix:
+            ok &= at < pos
+        width = int(tok_of.max(initial=0)) + 2
+        return np.where(ok, cls * width + tok, -1)
+    return None
+
+
 def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
                       causal: bool, sums_ok: bool = False, to_readout: bool = False,
-                      dom: Optional[DomainView] = None) -> HeadCert:
+                      dom: Optional[DomainView] = None, final: bool = False) -> HeadCert:
     """Certify ReLU head ``h`` of one attention sublayer (see the module docstring).
 
     Args:
@@ -114,7 +186,9 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         to_readout: the head writes a block the unembedding reads.
         dom: a domain precondition (:class:`~.heads.DomainView`), or None: every input. Its
             ``classes`` fact makes a row of one class and one token clean (module docstring);
-            the use is added to ``dom.used``.
+            the use is added to ``dom.used``; its ``scored`` fact lets a ``final`` head leave out
+            the query rows that never stand at a scored position.
+        final: no later sublayer reads the rows this head writes (only the unembedding may).
     Returns:
         :class:`~.heads.HeadCert` (``entry``: ``min_gap`` None, ``delta``, ``leak_bound`` = Lk,
         ``on_positions`` = K, ``weight`` = the largest total weight W).
@@ -142,11 +216,11 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         """Query rows a..b-1: (scores, masked, on, sigma, off weights) [r, nk] (module docstring)."""
         s = qs.contrib[a:b] @ ks.contrib.T
         masked = causal_mask(qs, ks, a, b) if causal else np.zeros(s.shape, bool)
-        on = (s > 2 * eps) & ~masked
+        on = (s > 2 * eps) & ~masked & ~absent[None, :]  # a key no domain input holds: never on
         off = ~on & ~masked
         # an on key's ideal weight: its score rounded to float32 (few distinct values)
         sig = np.where(on, s.astype(np.float32).astype(np.float64), 0.0)
-        off_w = np.where(off, np.maximum(s + eps + delta, 0.0), 0.0)  # an off key's largest real weight
+        off_w = np.where(off & ~absent[None, :], np.maximum(s + eps + delta, 0.0), 0.0)  # an off key's largest
         return s, masked, on, off, sig, off_w
 
     qkind, qpos = qs.kind.astype(int), qs.position.astype(int)
@@ -155,8 +229,17 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     free = gpos == -1
     copies = np.where(free[None, :], n_seen[:, None], 1)  # a free key may stand at every seen position
     single_only = not zero and (not sums_ok or to_readout)  # a query may not add several positions
-    codes = _token_codes(ks, dom) if single_only else None  # (class, token) of each key, -1: none
+    codes = _key_codes(ks, dom) if single_only else None  # (class, token) of each key, -1: none
     one_rows: List[np.ndarray] = []  # per chunk: rows with at most one on key on a domain input
+    # rows that never stand at a scored position of a domain input (only when nothing but the
+    # unembedding reads the output): left out if needed (module docstring, "Scored positions")
+    skip = np.zeros(nq, bool)
+    if single_only and final and dom is not None and dom.scored_ids is not None:
+        qtok = _side_tokens(qs, dom)
+        skip = (qkind == 1) & (qtok >= 0) & ~np.isin(qtok, np.asarray(sorted(dom.scored_ids), np.int64))
+    skip_needed = False
+    absent = _absent_keys(ks, dom) if single_only else np.zeros(len(ks.kind), bool)
+    absent_used = False
 
     def one_key(on: np.ndarray) -> np.ndarray:
         """[r] rows whose on keys all share one code >= 0 (one class, one token)."""
@@ -186,9 +269,11 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         g_on.append(red(np.logical_or, on))
         if single_only:  # stop at the first query that adds several positions
             several = (g_on[-1] * copies[a:b]).sum(1) >= 2
+            absent_used |= bool(((s > 2 * eps) & ~masked & absent[None, :]).any())
             one = several & one_key(on)
             one_rows.append(one)
-            hit = np.flatnonzero(several & ~one)
+            skip_needed |= bool((several & ~one & skip[a:b]).any())
+            hit = np.flatnonzero(several & ~one & ~skip[a:b])
             if len(hit):
                 return several_at(a + int(hit[0]))
         else:
@@ -199,10 +284,17 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         g_lo.append(red(np.minimum, np.where(on, sig, np.inf)))
         s_max = max(s_max, float(np.abs(np.where(on, s, 0.0)).max(initial=0.0)))
     on_g, off_g, offw_g, sig_hi, sig_lo = (np.concatenate(x) for x in (g_on, g_off, g_offw, g_hi, g_lo))
+    if absent_used:
+        dom.used.add("slots")
+    if not skip_needed:
+        skip[:] = False
+    else:  # the left-out rows write nothing the claim covers: no keys, no weight, no sums
+        dom.used.add("scored")
+        on_g, offw_g = on_g & ~skip[:, None], np.where(skip[:, None], 0.0, offw_g)
     dw = delta + eps + U32 * s_max  # an on key's real weight is within dw of its sigma
     exists = (gpos[None, :] == 0) | ((qpos[:, None] >= 1) & (gpos[None, :] >= 1) & (gpos[None, :] <= qpos[:, None]))
     maybe_zero = off_g | ~exists | free[None, :]
-    one_row = np.concatenate(one_rows) if one_rows else np.zeros(nq, bool)
+    one_row = (np.concatenate(one_rows) if one_rows else np.zeros(nq, bool)) & ~skip
     if one_row.any():
         dom.used.add("classes")
     n_on = np.where(one_row, 1, (on_g * copies).sum(1))  # a clean row: one on key on a domain input
@@ -230,6 +322,11 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     _, first = np.unique(sigs, axis=0, return_index=True)
     own = np.flatnonzero((on_g & (sig_lo != sig_hi)).any(1))
     first = np.union1d(first, own)
+    first = first[~skip[first]] if skip.any() else first
+    if skip.any():  # a left-out row's signature may be the first of kept rows: take each kept signature
+        kept = np.flatnonzero(~skip)
+        _, f2 = np.unique(sigs[kept], axis=0, return_index=True)
+        first = np.union1d(first, kept[f2])
     vcache: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
     totals: List[List[Tuple[np.ndarray, np.ndarray]]] = [[], []]
     for r in first:

@@ -225,7 +225,13 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
         if relu:  # weights relu(score), no normalisation: exact sums over the on keys (.relu)
             sums_ok, to_readout = _relu_outputs(cert.get("model"), state, blocks, dec, spec, p, h)
-            hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout, dom)
+            final = False
+            if dom is not None:  # facts about proved copies of the token: only while every check holds
+                model = cert.get("model")
+                dom.copies = copy_blocks(model, state, blocks, dec) \
+                    if model is not None and dec is not None and not cert["program_failures"] else {}
+                final = model is not None and _read_later(model, name, spec) is False
+            hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout, dom, final)
         else:
             clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
                 if dec is not None and not cert["program_failures"] else None
@@ -266,6 +272,69 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
     return None
+
+
+def _read_later(model: CompiledModel, name: str, spec) -> bool:
+    """Whether a sublayer after ``name`` reads a residual row that ``spec`` writes."""
+    d = len(model.residual_labels)
+    out = spec.rows("out_rows", d)
+    names = sublayer_names(model.arch)
+    for later in model.arch.sublayers[names.index(name) + 1:]:
+        keys = ("q_rows", "k_rows", "v_rows") if later.kind == "attn" else ("in_rows",)
+        if any(np.isin(later.rows(k, d), out).any() for k in keys):
+            return True
+    return False
+
+
+def copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder
+                ) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+    """Blocks that hold, on every input, the token of another position (:class:`heads.DomainView`).
+
+    A block qualifies when its RASP node is the read of a position head (``prev_token``,
+    ``position_map``: :class:`~constructions.nodes.PositionMapSpec`) that copies ``tokens``
+    (no ``fn``), exactly one sublayer writes its rows, and target is injective on the positions
+    1..N that have a regular target. The caller uses this only after that head is certified
+    (float32 and program check: its hardmax evaluation attends to target(j) and writes a vector
+    that decodes to the token there, :func:`program._check_relu_head`) and while every program
+    check so far holds, so that each ideal vector of the block decodes to the RASP value, which
+    is the token at target(j). Returns name -> ([N + 1] target(j), -1 where none or BOS; [m] the
+    token id each regular ideal vector decodes to, -1 where none).
+    """
+    from depthcraft.constructions.nodes import HeadRead, PositionMapSpec
+    from tracr.rasp import rasp
+    n = int(model.max_seq_len)
+    d = len(state.radius)
+    out = {}
+    for nm, b in blocks.items():
+        node = dec.link.nodes.get(nm)
+        if not isinstance(node, HeadRead) or not isinstance(node.head.spec, PositionMapSpec):
+            continue
+        if node.read.source is not rasp.tokens or node.read.fn is not None or not dec.decodable(nm):
+            continue
+        writers = sum(bool(np.isin(sp.rows("out_rows", d), b.rows).any()) for sp in model.arch.sublayers)
+        if writers != 1:
+            continue
+        src = np.full(n + 1, -1, np.int64)
+        for j in range(1, n + 1):
+            t = node.head.spec.target(j)
+            src[j] = t if t is not None and 1 <= t <= n else -1
+        regular = src[src >= 1]
+        if len(np.unique(regular)) != len(regular):
+            continue
+        vals = dec.decode_rows(nm, state.sets[1][nm])
+        ids = {v: i for i, v in enumerate(model.input_values)}
+        tok = np.array([ids.get(v, -1) if v is not None and not isinstance(v, frozenset) and _hashable(v) else -1
+                        for v in vals], np.int64)
+        out[nm] = (src, tok)
+    return out
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
 
 
 def _set_role(state: State, blocks: Dict[str, Block], spec, p, dec: Optional[Decoder],
@@ -411,17 +480,20 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
                               "radius_out": float(state.radius[out_rows].max(initial=0))})
 
 
-def _scopes(model: CompiledModel, domain: Optional[str] = None) -> Dict[str, str]:
+def _scopes(model: CompiledModel, domain: Optional[str] = None, scored: bool = False) -> Dict[str, str]:
     """The ``scope`` sentence of each outcome: the program proved, only the weights' hardmax, nothing.
 
     ``domain``: the proof used a domain precondition: the inputs are then "every input in the
-    domain (the predicate) of length 1..N", never every input.
+    domain (the predicate) of length 1..N", never every input. ``scored``: it used the
+    ``scored`` fact: only the last position of each input is covered.
     """
     n = int(model.max_seq_len)
+    where = ("the last position n only (the task's scored position; the other positions are not covered)"
+             if scored else "every position 1..n")
     inputs = (f"every input of length 1..{n} over the {len(model.vocab)}-token vocabulary (BOS first), every "
               f"position 1..n") if domain is None else (
         f"every input in the domain ({domain}) of length 1..{n} over the {len(model.vocab)}-token vocabulary "
-        f"(BOS first), every position 1..n; inputs outside the domain are not covered")
+        f"(BOS first), {where}; inputs outside the domain are not covered")
     hardmax = (f"the float32 {model.arch.attention} forward decodes to the output of the exact hardmax "
                f"evaluation of the same weights")
     return {
@@ -508,7 +580,8 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         cert["certified"] = cert["float32_matches_hardmax"] and not program
         uses = cert.pop("domain_uses")
         outcome = "program" if cert["certified"] else "hardmax" if cert["float32_matches_hardmax"] else "none"
-        cert["scope"] = (_scopes(model, domain) if uses else scopes)[outcome]
+        scored = any(u["fact"] == "scored" for u in uses)
+        cert["scope"] = (_scopes(model, domain, scored) if uses else scopes)[outcome]
         if domain is not None:
             cert["domain"] = {"predicate": domain, "used_as_precondition": bool(uses), "uses": uses}
             if not uses:
@@ -538,6 +611,11 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     _order[("read-out", None)] = 2 * len(names)
     dec = Decoder.of(model, blocks) if model.program is not None else None
     dom = DomainView(precondition, n, _token_of(model, state, blocks)) if precondition is not None else None
+    if dom is not None and precondition.scored is not None:
+        dom.scored_ids = frozenset(i for i, v in enumerate(model.input_values) if v in precondition.scored)
+    if dom is not None and precondition.slots is not None:
+        dom.slot_ids = tuple(None if sl is None else frozenset(i for i, v in enumerate(model.input_values) if v in sl)
+                             for sl in precondition.slots)
     if dec is None:
         cert["program_failures"].append({"layer": None, "head": None, "check": "program", "witness": None,
                                          "why": "no RASP program is linked to these weights (a loaded or "

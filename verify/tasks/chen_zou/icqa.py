@@ -100,28 +100,33 @@ class ICQATask(ReadoutTask):
         return True
 
     def domain_precondition(self, p: Dict[str, Any]) -> Precondition:
-        """The domain's facts for the certifier: odd lengths 3..2m+1, and no distinct-token classes.
+        """The domain's facts for the certifier: odd lengths, question slots distinct, a question last.
 
-        Proof that :meth:`domain` implies them: a domain input is m' pairs and the query,
-        2m' + 1 tokens with 1 <= m' <= m. The ``classes`` fact is deliberately absent, because
-        the domain does NOT imply one that would help: the questions q_1..q_m' (odd positions
-        1..2m'-1) are pairwise distinct, but the query at the last position 2m'+1 (odd) equals
-        one of them, and position 2m'+1 is a question slot in longer inputs. So any class
-        holding two odd positions a < b is violated by the input of length b whose query
-        repeats the question at a; the even positions hold answers, which may repeat. A
-        sound "question slots distinct" fact would need a class for "odd and not last",
-        which depends on the input's length, not on the position alone.
+        * ``lengths``: a domain input is m' pairs and the query, 2m' + 1 tokens, 1 <= m' <= m.
+        * ``classes`` (odd positions class 1, even positions -1: no fact) with ``prefix``: in an
+          input of length n = 2m' + 1 the odd positions 1..n-2 = 1..2m'-1 are the question slots
+          q_1..q_m', pairwise distinct by the domain; the even positions hold answers (which may
+          repeat: no fact); the last position n is left out (``prefix``), and it must be: the
+          query q* there equals one of the questions, and position n is a question slot of longer
+          inputs, so no fact by position alone can cover it.
+        * ``slots``: odd positions hold question tokens (the question slots, and the query at
+          the last position), even positions answer tokens (the answer slots).
+        * ``scored``: the task scores only the last position (:class:`ReadoutTask`), which holds
+          the query q*, one of the questions: a question token 0..Q-1.
 
-        Even with such a fact ``icqa_copy_match`` with ReLU attention would not be certified
-        over the domain at every position, which is what the certificate claims: at an
-        answer position the match head's query is that answer a, and every earlier key
-        right after an answer slot holding a matches it; answers may repeat, so on the
-        domain input ``q0 a0 q1 a0 q2 a0 q0`` position 6 the program's output is the set
-        {q1, q2} and the read-out gives one token (the task scores only the last position,
-        where the query is a question and exactly one key matches). See
-        tests/test_certify_relu_domain.py.
+        What the ReLU certificate then covers is the last position of each domain input (the
+        scored one), not every position: at an answer position the match head's query is that
+        answer a, and every earlier key right after an answer slot holding a matches it, so on
+        the domain input ``q0 a0 q1 a0 q2 a0 q0`` position 6 the program's output is the set
+        {q1, q2} and the read-out gives one token (tests/test_certify_relu_domain.py).
         """
-        return Precondition(predicate=self.domain(p), lengths=frozenset(range(3, 2 * p["m"] + 2, 2)))
+        n = self.max_seq_len(p)
+        qs = frozenset(range(p["questions"]))
+        ans = frozenset(range(p["questions"], p["questions"] + p["answers"]))
+        return Precondition(predicate=self.domain(p), lengths=frozenset(range(3, n + 1, 2)),
+                            classes=tuple(1 if pos % 2 else -1 for pos in range(n + 1)), prefix=True,
+                            scored=frozenset(range(p["questions"])),
+                            slots=(None,) + tuple(qs if pos % 2 else ans for pos in range(1, n + 1)))
 
     def build(self, questions: np.ndarray, answers: np.ndarray, j: np.ndarray) -> np.ndarray:
         """Assemble inputs from parts.
