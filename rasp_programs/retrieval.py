@@ -189,8 +189,15 @@ def _odd(p: int) -> bool:
     return p % 2 == 1
 
 
-def _tripling_first_layer():
-    """Layer 1: every slot reads its two neighbours on the chain (see :func:`retrieval_tripling`)."""
+def tripling_first_layer():
+    """Layer 1 of :func:`retrieval_tripling` (Mușat 2025, the tripling construction): every slot reads
+    its two neighbours on the chain.
+
+    Returns:
+        (CR1, FR1, CL1, FL1): categorical SOps per position: the right and left neighbours'
+        content labels (the end slot's symbol, None where the link is not a content link) and
+        their link positions (``NO_LINK`` where there is none).
+    """
     right = scored_lookup(
         [(POSITION, POSITION, lambda i, j: 3.0 * (_odd(i) and j == i + 1) + 1.0 * (not _odd(i) and _odd(j))),
          (rasp.tokens, rasp.tokens, lambda a, b: 2.0 * (a == b))],
@@ -334,7 +341,7 @@ def retrieval_tripling(d: int) -> rasp.SOp:
         ParameterError: d < 1.
     """
     layers = tripling_layers(d)
-    labels = _tripling_first_layer()
+    labels = tripling_first_layer()
     for layer in range(2, layers + 1):
         last = layer == layers
         right = _tripling_fetch("right", labels, layer, last)

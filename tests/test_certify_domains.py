@@ -20,7 +20,7 @@ import pytest
 
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.reference import Evaluator
-from depthcraft.rasp_programs.retrieval import BOT, _tripling_first_layer
+from depthcraft.rasp_programs.retrieval import BOT, tripling_first_layer
 from depthcraft.verify import lookup
 from depthcraft.verify.certify import certify
 from depthcraft.verify.certify.domain import Precondition
@@ -34,7 +34,7 @@ QUERY = 4
 def left_head():
     """FL1 (retrieval_tripling, layer 1, left head): at a key slot whose symbol is a value, the value
     slot's position minus 1; at a value slot, the position of its key slot minus 1."""
-    return _tripling_first_layer()[3]
+    return tripling_first_layer()[3]
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_a_wrong_scored_head_is_not_certified_on_the_domain():
     instead of 1. Every level that can be the top still holds one key of a domain input (the
     float32 part holds), but BOS now outscores the key slot itself (2 units), which the terms'
     sum ranks above BOS: the program check names the head, and a domain input shows the error."""
-    prog = _tripling_first_layer()[2].fst  # LT1: the token of the slot the left head attends to
+    prog = tripling_first_layer()[2].fst  # LT1: the token of the slot the left head attends to
     model = compile_program(prog, vocab=TASK.vocab(SMALL), max_seq_len=TASK.max_seq_len(SMALL), causal=False)
     good = certify(model, domain=TASK.domain(SMALL), precondition=TASK.domain_precondition(SMALL))
     assert good["certified"] is True, good["uncertified"]

@@ -849,7 +849,7 @@ def _term_column(side: Any, state: State, blocks: Dict[str, Block], dec: Decoder
     if side is POSITION:
         out[:] = [None if b else int(p) for b, p in zip(bos, c.position[rows])]
         return out
-    out[:] = _column(state, blocks, dec, c, side.label)[rows]
+    out[:] = sop_column(state, blocks, dec, c, side.label)[rows]
     out[bos] = side.bos_value if isinstance(side, HeadRead) else None
     return out
 
@@ -898,11 +898,11 @@ def _check_scored_head(state, blocks, dec, head: HeadSpec, q_rows, k_rows, wq, w
             if any(v is AMBIGUOUS for v in col):
                 raise Unclean(f"scored_lookup head {head.label}: a {what} value of a term is no single value",
                               {what: str(getattr(term, what))})
-        table, raised = _pair_table(lambda k, q: float(term.score(q, k)), kv, qv, skip_none=True)
+        table, raised = pair_table(lambda k, q: float(term.score(q, k)), kv, qv, skip_none=True)
         if raised is not None:
             k, q, e = raised
             raise Unclean(f"scored_lookup head {head.label}: a term's score raises on (query {q!r}, key {k!r}): "
-                          f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+                          f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
         total += _pair_values(lambda k, q: float(term.score(q, k)), kv, qv)
 
     def witness(a, b, c):

@@ -587,7 +587,8 @@ def certify_set_copy(state: State, blocks: Dict[str, Block], spec, p: Dict[str, 
     ks = side(state, blocks, k_rows, wk, n)
     if len(qs.contrib) * len(ks.contrib) > hd.MAX_TABLE:
         raise TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
-    t = hd._Tables(qs, ks, None, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows)
+    t = hd._Tables(qs, ks, None, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows,
+                   wq * scale)
     f_rows, _, s_rows, w_s = _split(state, v_rows, wvo)
     if len(f_rows) and np.abs(wvo[np.isin(v_rows, f_rows)]).max(initial=0) != 0:
         raise Unclean("set copy: the value reads a categorical block beside the set", {"head": h})
