@@ -259,7 +259,7 @@ def test_icqa_weakened_relu_match_is_not_certified_even_with_the_precondition(ic
     cert = certify(bad, domain=ICQA.domain(P3), precondition=ICQA.domain_precondition(P3))
     assert cert["certified"] is False
     u = cert["uncertified"][0]
-    assert (u["layer"], u["head"]) == ("attn 2", 0)
+    assert (u["layer"], u["head"]) == ("attn 2", 0) and u["witness"]["query"]["tokens"] == 0
     # q1 a0 q0 a1 q0 (in the domain): the answer is a1; the key after q1 now matches q0 too
     x = [1, 3, 0, 4, 0]
     assert ICQA.in_domain(P3, np.array([x]))[0]

@@ -47,6 +47,22 @@ plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`flo
   largest single key). Recorded as a use of ``classes``; what is proved then holds on the
   domain only. A row with a BOS key, a key that names no position, a key whose token the
   vector does not determine, or keys of two classes or two tokens is not helped.
+  A key may also get its code through a proved copy of the token (``dom.copies``,
+  :func:`report.copy_blocks`): a key at position j reading a block that holds, on every
+  input, the token of position target(j) (target injective), decoding to token t, gets the
+  code (class of target(j), t); with ``prefix`` only where target(j) < j, so target(j) <= n - 1,
+  where the fact holds (:func:`_key_codes`).
+* **Absent keys** (``slots``, through a proved copy). A key at j whose copy vector decodes to a
+  token t that no domain input holds at target(j) (or target(j) is BOS or none, where the block
+  holds no token) is on no domain input: it is neither on nor weighted (:func:`_absent_keys`).
+  Recorded as a use of ``slots``.
+* **Scored positions** (``scored``). When no later sublayer reads the rows the head writes
+  (``final``: only the unembedding may), a query row whose token the task's last position
+  never holds on a domain input (the query side reads the token block, its group one token)
+  never stands at a scored position; if such rows would otherwise stop the head, they are
+  left out: no keys, no weight, no sums (their real writes reach only the read-out of
+  positions the claim does not cover). Recorded as a use of ``scored``; the certificate's
+  scope is then the last position of each domain input.
 * **Error.** Per output row c, with ``Vmax[c]`` the largest |ideal value| and ``Rv[c]``
   the value side's input error through W_OV (:func:`state.lin_err`): the real output is
   within ``K dw (Vmax + Rv) + Sigma Rv + Lk (Vmax + Rv)`` of the ideal sum,
