@@ -265,3 +265,12 @@ def test_icqa_weakened_relu_match_is_not_certified_even_with_the_precondition(ic
     assert ICQA.in_domain(P3, np.array([x]))[0]
     assert model.run(np.array([x]))[0, -1] == 4
     assert bad.run(np.array([x]))[0, -1] != 4
+
+
+def test_the_cert_column_says_dom_for_a_domain_certificate(icqa_relu):
+    from depthcraft.verify.cli.render import certificate_cell
+    cert = certify(icqa_relu, domain=ICQA.domain(P3), precondition=ICQA.domain_precondition(P3))
+    assert certificate_cell(cert).plain == "dom"
+    softmax = lookup.build("icqa_copy_match", **P3)
+    assert certificate_cell(certify(softmax, domain=ICQA.domain(P3),
+                                     precondition=ICQA.domain_precondition(P3))).plain == "yes"

@@ -52,17 +52,22 @@ err_console = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 #: The fixed columns of a report line: (header, width).
 COLUMNS = (("L/bound", 7), ("H/bound", 7), ("d_model", 7), ("checks", 9), ("pass", 4), ("time", 6))
-#: The certificate's column (``--certify``): ``yes`` (tables), ``exh`` (exhaustive), ``no``.
+#: The certificate's column (``--certify``): ``yes`` (tables), ``dom`` (tables, on the task's domain
+#: only), ``exh`` (exhaustive), ``no``.
 CERT_COLUMN = ("cert", 4)
 
 
 def certificate_cell(cert: Optional[Dict[str, Any]]) -> Text:
-    """``yes`` (proved from the tables), ``exh`` (the whole input set checked), ``no`` or ``-`` (not run)."""
+    """``yes`` (proved from the tables for every input), ``dom`` (proved from the tables, using the
+    task's domain as a precondition: the scope names the domain), ``exh`` (the whole input set
+    checked), ``no`` or ``-`` (not run)."""
     if cert is None:
         return Text("-")
     if not cert["certified"]:
         return Text("no", style="yellow")
-    return Text("exh" if cert.get("method") == "exhaustive" else "yes", style="green")
+    if cert.get("method") == "exhaustive":
+        return Text("exh", style="green")
+    return Text("dom" if (cert.get("domain") or {}).get("used_as_precondition") else "yes", style="green")
 
 
 def certificate_lines(cert: Dict[str, Any], columns: int, names: Optional[Dict[int, str]] = None) -> List[str]:
