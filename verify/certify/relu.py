@@ -145,11 +145,15 @@ def _absent_keys(ks, dom: Optional[DomainView]) -> np.ndarray:
         inside = (ks.kind == 1) & (pos >= 1) & (pos < len(src)) & (tok >= 0)
         at = np.where(inside, src[np.clip(pos, 0, len(src) - 1)], -1)
         out |= inside & (at < 1)
-        if dom.slot_ids is not None:
-            for k in np.flatnonzero(inside & (at >= 1) & (at < len(dom.slot_ids))):
-                allowed = dom.slot_ids[int(at[k])]
-                if allowed is not None and int(tok[k]) not in allowed:
-                    out[k] = True
+        if dom.slot_ids is not None:  # allowed[position, token]: the slots fact as a table
+            width = max([int(tok_of.max(initial=0))] + [max(a, default=0) for a in dom.slot_ids if a]) + 1
+            allowed = np.ones((len(dom.slot_ids), width), bool)
+            for q, a in enumerate(dom.slot_ids):
+                if a is not None:
+                    allowed[q] = False
+                    allowed[q, sorted(a)] = True
+            at_ok = inside & (at >= 1) & (at < len(dom.slot_ids))
+            out |= at_ok & ~allowed[np.where(at_ok, at, 0), np.where(at_ok, tok, 0)]
     return out
 
 
