@@ -45,10 +45,17 @@ to the floor may be the top on some input (the *candidate* levels).
   output set is every mean (b v_BOS + v_1 + ... + v_m) / (b + m) with b in the BOS options,
   0 <= m <= N regular values drawn from every value a regular key can write (a finite set
   of fractions; refused beyond :data:`MAX_MEANS`). The real weights inside the top level
-  are uniform up to the factor exp(x), x = the level's score span + 2 eps + 2 delta, so the
-  write is within (exp(x) - 1) x range + leak x range of that mean (the leak moves the rest
-  of the mass), plus the input error through W_OV and the float32 term. That the level is
-  what the program selects (BOS plus the selected keys) is the program check's part.
+  are uniform up to the factor R = exp(x), x = the level's score span + 2 eps + 2 delta (any
+  two of them have a ratio in [1/R, R]), so the write is within tanh(x / 4) x range + leak x
+  range of that mean (the leak moves the rest of the mass), plus the input error through
+  W_OV and the float32 term. The tanh (:func:`weighted_mean_deviation`): per output
+  coordinate, scale the values into [0, 1]; the weighted mean minus the plain mean is
+  linear-fractional in the values, so its largest value is at values in {0, 1}: a fraction p
+  of the keys at 1, weighted R, the rest at 0, weighted 1, gives
+  p R / (p R + 1 - p) - p = p (1 - p)(R - 1) / (1 + p (R - 1)), whose maximum over real
+  p in [0, 1] (at p = 1 / (sqrt R + 1)) is (sqrt R - 1) / (sqrt R + 1) = tanh(x / 4);
+  the lower side is symmetric. That the level is what the program selects (BOS plus the
+  selected keys) is the program check's part.
 
 Causal masking is part of the tables: a key after the query (both positions known) is
 masked, and a BOS query of a causal model sees only BOS. At BOS the head writes BOS's own
@@ -387,6 +394,14 @@ def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int) -> np.ndarra
     return res
 
 
+def weighted_mean_deviation(x: float) -> float:
+    """Largest |weighted mean - mean| of values in [0, 1] when any two weights have a ratio within
+    exp(x), x >= 0: tanh(x / 4) (module docstring, "Numerical heads"), rounded outward."""
+    if not math.isfinite(x):
+        return 1.0
+    return min(1.0, up(math.tanh(x / 4.0)))
+
+
 def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.ndarray) -> bool:
     """Whether the head writes only numerical (not one-hot) written blocks (a mean head)."""
     live = out_rows[np.abs(wvo).sum(0) > 0]
@@ -474,7 +489,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                                     "witness": {"n": n}})
         x = span + 2 * eps + 2 * delta  # weights inside the top level: uniform up to exp(x)
         spread = outs.max(0) - outs.min(0)
-        extra = math.expm1(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
+        extra = weighted_mean_deviation(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
         r_row = np.array([up(v) for v in r_out[0] + extra])
         l1 = {k: up(v + float(extra.sum())) for k, v in r_out[1].items()}
         entry["level_span"] = span

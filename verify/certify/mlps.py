@@ -20,16 +20,84 @@ each hidden ReLU is exact for one input row (a monotone function of one variable
 bound covers every real input of the interval. Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
+
+**One perturbed row, exactly** (:func:`one_row_deviation`). The interval bound above sums
+each hidden unit's own worst case through |W_2|; tracr's discretising MLPs put their
+thresholds in pairs ReLU(a (x - t) + 1) - ReLU(a (x - t)) with a = mlp_exactness (100), and
+past a threshold both units of a pair move by a r while their difference does not move at
+all, so the interval bound is about 2 a r per pair where the real change is 0 (a
+SelectorWidth read-out with r = 1.5e-3 got an output radius of 0.6). When every row the
+MLP reads with a non-zero weight has radius 0 except one row k (the numerical input; ``one``
+and the token rows are exact), the real input of combination i is x_i + t e_k with
+|t| <= rho (rho: row k's radius, or its block's l1 bound, the smaller), and the output of
+the exact arithmetic is f_i(t) = ReLU(pre_i + t W_1[k]) W_2 + b_2, a continuous piecewise
+linear function of the one variable t whose kinks are the points t_j = -pre_ij / W_1[k, j].
+The extreme values of each output coordinate of f_i(t) - f_i(0) over [-rho, rho] are taken
+at the ends or at a kink inside: evaluating f_i there gives the exact largest deviation,
+per combination and per output coordinate. The float32 forward differs from f_i(t) by
+(a) the rounding of each pre-activation, |delta_j| <= gamma_{terms(W_1)+1} ((|x| + r) |W_1|
++ |b_1|)_j; ReLU is 1-Lipschitz, so unit j moves by at most |delta_j|, and not at all
+where its pre-activation stays at or below -|delta_j| on the whole interval; through W_2
+that adds sum_j |delta_j| |W_2[j]| over the units that may move; and (b) the rounding of
+h W_2 + b_2, kept from the interval bound. Each entry of the radius is the smaller of this
+bound and the interval bound (both hold). ReLU MLPs only; the sizes are bounded by
+:data:`MAX_KINK_ENTRIES` (beyond it the interval bound alone is used).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from depthcraft.verify.certify.float32 import U32, U64, gamma, terms, up
 from depthcraft.verify.certify.state import Block, Side, State, Unclean, describe, lin_err, side
+
+#: Most float64 entries (combinations x evaluation points x hidden units) the exact one-row bound
+#: evaluates at once; a larger MLP is split in chunks of combinations, and one whose single
+#: combination exceeds it keeps the interval bound.
+MAX_KINK_ENTRIES = 20_000_000
+
+
+def one_row_deviation(pre: np.ndarray, wk: np.ndarray, rho: float, w2: np.ndarray, delta: np.ndarray
+                      ) -> Optional[np.ndarray]:
+    """[m, Dout] bound on |out(x_i + t e_k) - out(x_i)| over |t| <= rho, float32 pre-activation
+    rounding included (module docstring, "One perturbed row, exactly").
+
+    Args:
+        pre: [m, H] exact pre-activations x_i W_1 + b_1 of the ideal inputs (float64).
+        wk: [H] the perturbed row k of W_1.
+        rho: bound on |t|, the error of row k.
+        w2: [H, Dout] the output weights.
+        delta: [m, H] bound on each pre-activation's float32 rounding.
+    Returns:
+        The bound, without the rounding of h W_2 + b_2 (the caller adds it), or None when one
+        combination alone needs more than :data:`MAX_KINK_ENTRIES` entries.
+    """
+    m, hdim = pre.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kinks = np.where(wk != 0, -pre / np.where(wk != 0, wk, 1.0), np.nan)  # [m, H]
+    kinks = np.where(np.abs(kinks) < rho, kinks, np.nan)
+    ts = np.concatenate([np.full((m, 1), -rho), np.full((m, 1), rho), kinks], 1)  # [m, H + 2]
+    per = ts.shape[1] * hdim
+    if per > MAX_KINK_ENTRIES:
+        return None
+    base = np.maximum(pre, 0.0) @ w2  # [m, Dout]
+    out = np.zeros((m, w2.shape[1]))
+    step = max(1, MAX_KINK_ENTRIES // per)
+    for a in range(0, m, step):
+        b = min(m, a + step)
+        t = ts[a:b]
+        valid = np.isfinite(t)
+        t0 = np.where(valid, t, 0.0)
+        h = np.maximum(pre[a:b, None, :] + t0[:, :, None] * wk[None, None, :], 0.0)  # [c, P, H]
+        dev = np.abs(h @ w2 - base[a:b, None, :])  # [c, P, Dout]
+        out[a:b] = np.where(valid[:, :, None], dev, 0.0).max(1)
+    # a unit moves under its rounding only where its pre-activation can exceed -delta_j
+    top = pre + rho * np.abs(wk)[None, :]
+    moves = top > -delta
+    out += (np.where(moves, delta, 0.0)) @ np.abs(w2)
+    return out
 
 
 def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int
@@ -63,7 +131,17 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
     y = h @ w2 + b2
     dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-    out_err = dev @ np.abs(w2) + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+    round2 = gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+    out_err = dev @ np.abs(w2) + round2
+    moving = (state.radius[in_rows] > 0) & (np.abs(w1).sum(1) > 0)  # rows read with a non-zero error
+    if getattr(spec, "activation", "relu") == "relu" and moving.sum() == 1 and len(x):
+        k = int(np.flatnonzero(moving)[0])
+        unit = np.zeros((1, 1))
+        unit[0, 0] = 1.0
+        rho = float(lin_err(state, list(blocks.values()), in_rows[[k]], unit)[0])
+        exact = one_row_deviation(pre, w1[k], rho, w2, pre_err)
+        if exact is not None:
+            out_err = np.minimum(out_err, exact + round2)
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
