@@ -35,8 +35,9 @@ linear function of the one variable t whose kinks are the points t_j = -pre_ij /
 The extreme values of each output coordinate of f_i(t) - f_i(0) over [-rho, rho] are taken
 at the ends or at a kink inside: evaluating f_i there gives the exact largest deviation,
 per combination and per output coordinate. The float32 forward differs from f_i(t) by
-(a) the rounding of each pre-activation, |delta_j| <= gamma_{terms(W_1)+1} ((|x| + r) |W_1|
-+ |b_1|)_j; ReLU is 1-Lipschitz, so unit j moves by at most |delta_j|, and not at all
+(a) the rounding of each pre-activation, |delta_j| <= gamma_{k_j} ((|x| + r) |W_1|
++ |b_1|)_j (k_j: unit j's non-zero weights, plus one for a non-zero bias,
+:func:`float32.column_gammas`); ReLU is 1-Lipschitz, so unit j moves by at most |delta_j|, and not at all
 where its pre-activation stays at or below -|delta_j| on the whole interval; through W_2
 that adds sum_j |delta_j| |W_2[j]| over the units that may move; and (b) the rounding of
 h W_2 + b_2, kept from the interval bound. Each entry of the radius is the smaller of this
@@ -50,7 +51,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U32, U64, gamma, terms, up
+from depthcraft.verify.certify.float32 import U32, U64, column_gammas, gamma, terms, up
 from depthcraft.verify.certify.state import Block, Side, State, Unclean, describe, lin_err, side
 
 #: Most float64 entries (combinations x evaluation points x hidden units) the exact one-row bound
@@ -125,13 +126,14 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     r_in = state.radius[in_rows]
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
-    pre_err = gamma(terms(w1) + 1, U32) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    # float32 rounding of x W_1 + b_1, per hidden unit (float32.column_gammas: its own terms)
+    pre_err = column_gammas(w1, b1) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
     y = h @ w2 + b2
     dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-    round2 = gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+    round2 = column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2))
     out_err = dev @ np.abs(w2) + round2
     moving = (state.radius[in_rows] > 0) & (np.abs(w1).sum(1) > 0)  # rows read with a non-zero error
     if getattr(spec, "activation", "relu") == "relu" and moving.sum() == 1 and len(x):
@@ -158,8 +160,17 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         rough = off >= 0.25  # not near a one-hot: the exact output is its own ideal (the program check decodes it)
         snapped[rough] = blk[rough]
         ideal[:, cols] = snapped
-    r_out = out_err.max(0) + np.abs(y - ideal).max(0) + gamma(len(in_rows) + w2.shape[0] + 4, U64) * np.abs(y).max(0)
+    own = gamma(len(in_rows) + w2.shape[0] + 4, U64) * np.abs(y).max(0)  # float64 rounding of y itself
+    per = out_err + np.abs(y - ideal)  # [m, Dout] error bound of each combination's output
+    r_out = per.max(0) + own
     r_out = np.array([up(v) for v in r_out])
-    l1_out = {b.name: float(r_out[np.isin(out_rows, b.rows)].sum()) for b in blocks.values()
-              if np.isin(out_rows, b.rows).any()}
+    # l1 per block: at a real input whose ideal is combination i the block's error is at most
+    # sum over its columns of per[i] + own, so the largest such sum bounds it (no larger than the
+    # sum of the row radii, the maxima over i taken column by column)
+    l1_out = {}
+    for b in blocks.values():
+        sel = np.isin(out_rows, b.rows)
+        if sel.any():
+            by_comb = float(per[:, sel].sum(1).max(initial=0.0) + own[sel].sum()) if len(per) else 0.0
+            l1_out[b.name] = min(float(r_out[sel].sum()), up(by_comb))
     return ideal, sd, (r_out, l1_out)
