@@ -41,7 +41,8 @@ per combination and per output coordinate. The float32 forward differs from f_i(
 where its pre-activation stays at or below -|delta_j| on the whole interval; through W_2
 that adds sum_j |delta_j| |W_2[j]| over the units that may move; and (b) the rounding of
 h W_2 + b_2, kept from the interval bound. Each entry of the radius is the smaller of this
-bound and the interval bound (both hold). ReLU MLPs only; the sizes are bounded by
+bound and the interval bound (both hold); the float64 evaluation adds its own gamma term
+relative to the hidden values' magnitudes. ReLU MLPs only; the sizes are bounded by
 :data:`MAX_KINK_ENTRIES` (beyond it the interval bound alone is used).
 """
 
@@ -98,6 +99,10 @@ def one_row_deviation(pre: np.ndarray, wk: np.ndarray, rho: float, w2: np.ndarra
     top = pre + rho * np.abs(wk)[None, :]
     moves = top > -delta
     out += (np.where(moves, delta, 0.0)) @ np.abs(w2)
+    # the float64 evaluation itself: every h W_2 above is within gamma_{H+2} (u = 2^-53) of its
+    # terms' magnitudes, h <= max(pre, 0) + rho |W_1[k]| on the interval (and two such sums differ)
+    hmax = np.maximum(pre, 0.0) + rho * np.abs(wk)[None, :]
+    out += 2 * gamma(hdim + 2, U64) * (hmax @ np.abs(w2))
     return out
 
 
