@@ -21,6 +21,10 @@ bound covers every real input of the interval. Where tracr's discretisation puts
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
 
+The l1 bound of a written block is the largest, over the combinations, of the sum of that
+combination's column bounds (at a real input whose ideal is combination i, the block's error
+is at most that sum), never more than the sum of the row radii.
+
 **One perturbed row, exactly** (:func:`one_row_deviation`). The interval bound above sums
 each hidden unit's own worst case through |W_2|; tracr's discretising MLPs put their
 thresholds in pairs ReLU(a (x - t) + 1) - ReLU(a (x - t)) with a = mlp_exactness (100), and

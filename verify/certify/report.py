@@ -5,8 +5,10 @@ every position of every input of length 1..N lies within its radius of one of th
 ideal vectors (the embedding is exact: radius 0). Each sublayer is certified from that
 state (:mod:`.heads`, :mod:`.mlps`); its ideal writes and radii extend the state
 (:func:`state.write`), so the invariant holds after it. Heads of one sublayer add their
-writes: every combination of their ideal outputs is an ideal vector of the sum, and their
-radii add. At the read-out every ideal output vector must decode (argmax, or "no value"
+writes: on each block, every combination of the ideal outputs of the heads that write it is
+an ideal vector of the sum (:func:`heads_sum`; the state keeps no relation between blocks),
+and their radii add. An MLP too large to enumerate is certified in independent parts
+(:func:`split_mlp`). At the read-out every ideal output vector must decode (argmax, or "no value"
 below 0.5) with a margin above twice the read-out error, so the float32 forward decodes to
 what the exact hardmax evaluation decodes. The first sublayer that cannot be certified
 stops the analysis (later inputs are not defined); it is named with a witness.
