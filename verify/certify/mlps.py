@@ -38,7 +38,9 @@ the exact arithmetic is f_i(t) = ReLU(pre_i + t W_1[k]) W_2 + b_2, a continuous 
 linear function of the one variable t whose kinks are the points t_j = -pre_ij / W_1[k, j].
 The extreme values of each output coordinate of f_i(t) - f_i(0) over [-rho, rho] are taken
 at the ends or at a kink inside: evaluating f_i there gives the exact largest deviation,
-per combination and per output coordinate. The float32 forward differs from f_i(t) by
+per combination and per output coordinate (evaluated in float64 from the float64 ``pre``: its
+rounding joins delta_j below, and the evaluation adds its own gamma term). The float32 forward
+differs from f_i(t) by
 (a) the rounding of each pre-activation, |delta_j| <= gamma_{k_j} ((|x| + r) |W_1|
 + |b_1|)_j (k_j: unit j's non-zero weights, plus one for a non-zero bias,
 :func:`float32.column_gammas`); ReLU is 1-Lipschitz, so unit j moves by at most |delta_j|, and not at all
@@ -101,7 +103,7 @@ def one_row_deviation(pre: np.ndarray, wk: np.ndarray, rho: float, w2: np.ndarra
         out[a:b] = np.where(valid[:, :, None], dev, 0.0).max(1)
     # a unit moves under its rounding only where its pre-activation can exceed -delta_j
     top = pre + rho * np.abs(wk)[None, :]
-    moves = top > -delta
+    moves = top > -2 * delta  # (twice: the float64 rounding of ``top`` itself)
     out += (np.where(moves, delta, 0.0)) @ np.abs(w2)
     # the float64 evaluation itself: every h W_2 above is within gamma_{H+2} (u = 2^-53) of its
     # terms' magnitudes, h <= max(pre, 0) + rho |W_1[k]| on the interval (and two such sums differ)
@@ -136,7 +138,8 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
     # float32 rounding of x W_1 + b_1, per hidden unit (float32.column_gammas: its own terms)
-    pre_err = column_gammas(w1, b1) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    mags = (np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1)  # [m, hidden] magnitudes of each unit's terms
+    pre_err = column_gammas(w1, b1) * mags
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
@@ -150,7 +153,8 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         unit = np.zeros((1, 1))
         unit[0, 0] = 1.0
         rho = float(lin_err(state, list(blocks.values()), in_rows[[k]], unit)[0])
-        exact = one_row_deviation(pre, w1[k], rho, w2, pre_err)
+        # each unit's pre-activation is off by its float32 rounding, and ``pre`` itself by its float64 one
+        exact = one_row_deviation(pre, w1[k], rho, w2, pre_err + gamma(len(in_rows) + 1, U64) * mags)
         if exact is not None:
             out_err = np.minimum(out_err, exact + round2)
     ideal = y.copy()

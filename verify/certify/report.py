@@ -272,6 +272,8 @@ def split_mlp(spec, p, d: int, blocks: Dict[str, Block]):
             parent[find(int(u))] = find(int(units[0]))
     writers = np.flatnonzero((w2 != 0).any(1))
     roots = sorted({find(int(u)) for u in writers})
+    if len(roots) < 2:
+        return [(spec, p)]  # nothing to split
     parts = []
     for i, root in enumerate(roots):
         units = np.array([u for u in writers if find(int(u)) == root])
