@@ -1,12 +1,11 @@
-"""tracr's sort and count_less_freq programs: the MLP and mean-head bounds that certify sort (issue 30).
+"""tracr's sort, count_less_freq and shuffle_dyck programs: MLP, mean-head and parallel-head bounds (issue 30).
 
 * ``sort_1``, ``sort_2`` and ``sort_3`` of tracr's ``TEST_CASES`` are certified (their
   SelectorWidth read-out MLP once turned a radius of 1.5e-3 into 0.6: the interval bound
   summed the two units of each threshold pair, whose difference does not move), and the
   exhaustive check agrees;
-* the exact one-row bound (:func:`mlps.one_row_deviation`) is checked against a dense
-  evaluation of the piecewise-linear map: never below it, and equal to it up to rounding
-  (it is the exact maximum, so a looser or a wrong kink set would show);
+* heads that write different blocks are summed block by block, and an MLP too large to
+  enumerate is certified part by part, with the same certificate as the whole where both run;
 * the mean-head bound tanh(x / 4) against random weighted means, and attained;
 * soundness: on every input of every length (sort) or random and all-equal inputs
   (sort_freq, count_less_freq), every sublayer's measured float32 error against the float64
@@ -31,7 +30,6 @@ from certify_radii import sublayer_errors
 from depthcraft import check_program, compile_program
 from depthcraft.verify.certify import certify
 from depthcraft.verify.certify.heads import weighted_mean_deviation
-from depthcraft.verify.certify.mlps import one_row_deviation
 
 logging.getLogger("absl").setLevel(logging.ERROR)  # tracr's SequenceMap warnings
 
@@ -59,60 +57,6 @@ def test_tracr_sort_programs_are_certified_and_exact_on_every_input(name):
     # the definition, on tracr's own example: sorted by the key (ties by position)
     got = compile_program(program, case["vocab"], n, causal=False).run([case["test_input"]])[0].tolist()
     assert got == case["expected_output"]
-
-
-def _dense_max(pre, wk, rho, w2, points=200_001):
-    """max over a dense grid of t in [-rho, rho], and every kink, of |f(t) - f(0)| (float64)."""
-    kinks = [-p / w for p, w in zip(pre, wk) if w != 0 and abs(p / w) < rho]
-    t = np.concatenate([np.linspace(-rho, rho, points), kinks])
-    h = np.maximum(pre[None, :] + t[:, None] * wk[None, :], 0.0)
-    return np.abs(h @ w2 - np.maximum(pre, 0.0) @ w2).max(0)
-
-
-def test_one_row_deviation_is_the_exact_maximum_of_the_piecewise_linear_map():
-    rng = np.random.default_rng(0)
-    for trial in range(30):
-        hdim, dout = int(rng.integers(2, 16)), int(rng.integers(1, 5))
-        # tracr-like threshold pairs ReLU(a (x - t) + 1) - ReLU(a (x - t)) plus random units
-        a = float(rng.choice([1.0, 100.0]))
-        x0 = float(rng.uniform(0, 1))
-        ts = rng.uniform(0, 1, hdim)
-        wk = np.where(np.arange(hdim) % 3 == 2, rng.normal(0, 50, hdim), a)
-        pre = wk * (x0 - ts) + (np.arange(hdim) % 2)
-        w2 = rng.choice([-1.0, 0.0, 1.0, 0.5], size=(hdim, dout))
-        rho = float(10.0 ** rng.uniform(-4, -1))
-        bound = one_row_deviation(pre[None, :], wk, rho, w2, np.zeros((1, hdim)))[0]
-        dense = _dense_max(pre, wk, rho, w2)
-        assert (bound >= dense - 1e-9 * (1 + dense)).all(), (trial, bound, dense)
-        assert np.allclose(bound, dense, rtol=1e-9, atol=1e-9), (trial, bound, dense)
-
-
-def test_one_row_deviation_covers_per_unit_rounding():
-    """Each unit's pre-activation moved by its own |d_j| <= delta_j (the float32 rounding) stays in."""
-    rng = np.random.default_rng(1)
-    for trial in range(20):
-        hdim = 10
-        wk = np.full(hdim, 100.0)
-        pre = 100.0 * (0.3 - rng.uniform(0, 1, hdim)) + (np.arange(hdim) % 2)
-        w2 = rng.choice([-1.0, 1.0], size=(hdim, 3))
-        rho, delta = 1e-3, np.full((1, hdim), 1e-4)
-        bound = one_row_deviation(pre[None, :], wk, rho, w2, delta)[0]
-        base = np.maximum(pre, 0) @ w2
-        for t in np.linspace(-rho, rho, 41):
-            d = rng.uniform(-1, 1, (200, hdim)) * delta
-            out = np.maximum(pre[None, :] + t * wk[None, :] + d, 0) @ w2
-            assert (np.abs(out - base) <= bound + 1e-12).all()
-
-
-def test_one_row_deviation_of_a_flat_pair_is_zero():
-    """Both units of a pair past their threshold: the output does not move, whatever rho (the interval
-    bound said 2 a rho)."""
-    pre = np.array([[30.0, 29.0]])  # ReLU(100 (x - t) + 1), ReLU(100 (x - t)) at x - t = 0.29
-    w2 = np.array([[1.0], [-1.0]])
-    assert one_row_deviation(pre, np.array([100.0, 100.0]), 0.2, w2, np.zeros((1, 2)))[0, 0] <= 1e-12
-    # half-way across the second kink the output really moves: by 100 x (rho - 0.29)
-    dev = one_row_deviation(pre, np.array([100.0, 100.0]), 0.3, w2, np.zeros((1, 2)))[0, 0]
-    assert dev == pytest.approx(1.0, abs=1e-9)
 
 
 @pytest.mark.parametrize("x", [1e-4, 0.01, 0.3, 2.0])

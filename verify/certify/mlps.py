@@ -15,101 +15,29 @@ at or above 1/2) and fails where it names no value or the wrong one, so the next
 
 A numerical input (tracr's discretising MLPs: SelectorWidth's read-out, numerical Maps)
 is no different: its ideal values are a finite set (the means a head can write,
-:mod:`.heads`), and around each the real input lies in [x - r, x + r]; the interval through
-each hidden ReLU is exact for one input row (a monotone function of one variable), so the
-bound covers every real input of the interval. Where tracr's discretisation puts a
+:mod:`.heads`), and around each the real input lies in [x - r, x + r]. When every hidden
+unit reads at most one input row whose radius is not 0 (:func:`noisy_rows`), the output's
+range over those intervals is computed exactly, at the ends and the kinks
+(:func:`line_error`); otherwise each hidden unit gets its own interval (sound, but it loses
+the cancellation inside tracr's ReLU pairs). Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
 
-The l1 bound of a written block is the largest, over the combinations, of the sum of that
-combination's column bounds (at a real input whose ideal is combination i, the block's error
-is at most that sum), never more than the sum of the row radii.
-
-**One perturbed row, exactly** (:func:`one_row_deviation`). The interval bound above sums
-each hidden unit's own worst case through |W_2|; tracr's discretising MLPs put their
-thresholds in pairs ReLU(a (x - t) + 1) - ReLU(a (x - t)) with a = mlp_exactness (100), and
-past a threshold both units of a pair move by a r while their difference does not move at
-all, so the interval bound is about 2 a r per pair where the real change is 0 (a
-SelectorWidth read-out with r = 1.5e-3 got an output radius of 0.6). When every row the
-MLP reads with a non-zero weight has radius 0 except one row k (the numerical input; ``one``
-and the token rows are exact), the real input of combination i is x_i + t e_k with
-|t| <= rho (rho: row k's radius, or its block's l1 bound, the smaller), and the output of
-the exact arithmetic is f_i(t) = ReLU(pre_i + t W_1[k]) W_2 + b_2, a continuous piecewise
-linear function of the one variable t whose kinks are the points t_j = -pre_ij / W_1[k, j].
-The extreme values of each output coordinate of f_i(t) - f_i(0) over [-rho, rho] are taken
-at the ends or at a kink inside: evaluating f_i there gives the exact largest deviation,
-per combination and per output coordinate (evaluated in float64 from the float64 ``pre``: its
-rounding joins delta_j below, and the evaluation adds its own gamma term). The float32 forward
-differs from f_i(t) by
-(a) the rounding of each pre-activation, |delta_j| <= gamma_{k_j} ((|x| + r) |W_1|
-+ |b_1|)_j (k_j: unit j's non-zero weights, plus one for a non-zero bias,
-:func:`float32.column_gammas`); ReLU is 1-Lipschitz, so unit j moves by at most |delta_j|, and not at all
-where its pre-activation stays at or below -|delta_j| on the whole interval; through W_2
-that adds sum_j |delta_j| |W_2[j]| over the units that may move; and (b) the rounding of
-h W_2 + b_2, kept from the interval bound. Each entry of the radius is the smaller of this
-bound and the interval bound (both hold); the float64 evaluation adds its own gamma term
-relative to the hidden values' magnitudes. ReLU MLPs only; the sizes are bounded by
-:data:`MAX_KINK_ENTRIES` (beyond it the interval bound alone is used).
+The float32 terms count each hidden unit's and each output's own non-zero weights (and a
+non-zero bias), :func:`float32.column_gammas`: a zero weight gives an exact zero product and
+adding it is exact. The l1 bound of a written block is the largest, over the combinations, of
+the sum of that combination's column bounds (at a real input whose ideal is combination i,
+the block's error is at most that sum), never more than the sum of the row radii.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U32, U64, column_gammas, gamma, terms, up
+from depthcraft.verify.certify.float32 import U64, column_gammas, gamma, up
 from depthcraft.verify.certify.state import Block, Side, State, Unclean, describe, lin_err, side
-
-#: Most float64 entries (combinations x evaluation points x hidden units) the exact one-row bound
-#: evaluates at once; a larger MLP is split in chunks of combinations, and one whose single
-#: combination exceeds it keeps the interval bound.
-MAX_KINK_ENTRIES = 20_000_000
-
-
-def one_row_deviation(pre: np.ndarray, wk: np.ndarray, rho: float, w2: np.ndarray, delta: np.ndarray
-                      ) -> Optional[np.ndarray]:
-    """[m, Dout] bound on |out(x_i + t e_k) - out(x_i)| over |t| <= rho, float32 pre-activation
-    rounding included (module docstring, "One perturbed row, exactly").
-
-    Args:
-        pre: [m, H] exact pre-activations x_i W_1 + b_1 of the ideal inputs (float64).
-        wk: [H] the perturbed row k of W_1.
-        rho: bound on |t|, the error of row k.
-        w2: [H, Dout] the output weights.
-        delta: [m, H] bound on each pre-activation's float32 rounding.
-    Returns:
-        The bound, without the rounding of h W_2 + b_2 (the caller adds it), or None when one
-        combination alone needs more than :data:`MAX_KINK_ENTRIES` entries.
-    """
-    m, hdim = pre.shape
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kinks = np.where(wk != 0, -pre / np.where(wk != 0, wk, 1.0), np.nan)  # [m, H]
-    kinks = np.where(np.abs(kinks) < rho, kinks, np.nan)
-    ts = np.concatenate([np.full((m, 1), -rho), np.full((m, 1), rho), kinks], 1)  # [m, H + 2]
-    per = ts.shape[1] * hdim
-    if per > MAX_KINK_ENTRIES:
-        return None
-    base = np.maximum(pre, 0.0) @ w2  # [m, Dout]
-    out = np.zeros((m, w2.shape[1]))
-    step = max(1, MAX_KINK_ENTRIES // per)
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        t = ts[a:b]
-        valid = np.isfinite(t)
-        t0 = np.where(valid, t, 0.0)
-        h = np.maximum(pre[a:b, None, :] + t0[:, :, None] * wk[None, None, :], 0.0)  # [c, P, H]
-        dev = np.abs(h @ w2 - base[a:b, None, :])  # [c, P, Dout]
-        out[a:b] = np.where(valid[:, :, None], dev, 0.0).max(1)
-    # a unit moves under its rounding only where its pre-activation can exceed -delta_j
-    top = pre + rho * np.abs(wk)[None, :]
-    moves = top > -2 * delta  # (twice: the float64 rounding of ``top`` itself)
-    out += (np.where(moves, delta, 0.0)) @ np.abs(w2)
-    # the float64 evaluation itself: every h W_2 above is within gamma_{H+2} (u = 2^-53) of its
-    # terms' magnitudes, h <= max(pre, 0) + rho |W_1[k]| on the interval (and two such sums differ)
-    hmax = np.maximum(pre, 0.0) + rho * np.abs(wk)[None, :]
-    out += 2 * gamma(hdim + 2, U64) * (hmax @ np.abs(w2))
-    return out
 
 
 def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int
@@ -138,25 +66,17 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
     # float32 rounding of x W_1 + b_1, per hidden unit (float32.column_gammas: its own terms)
-    mags = (np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1)  # [m, hidden] magnitudes of each unit's terms
-    pre_err = column_gammas(w1, b1) * mags
+    pre_err = column_gammas(w1, b1) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
     y = h @ w2 + b2
-    dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-    round2 = column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2))
-    out_err = dev @ np.abs(w2) + round2
-    moving = (state.radius[in_rows] > 0) & (np.abs(w1).sum(1) > 0)  # rows read with a non-zero error
-    if getattr(spec, "activation", "relu") == "relu" and moving.sum() == 1 and len(x):
-        k = int(np.flatnonzero(moving)[0])
-        unit = np.zeros((1, 1))
-        unit[0, 0] = 1.0
-        rho = float(lin_err(state, list(blocks.values()), in_rows[[k]], unit)[0])
-        # each unit's pre-activation is off by its float32 rounding, and ``pre`` itself by its float64 one
-        exact = one_row_deviation(pre, w1[k], rho, w2, pre_err + gamma(len(in_rows) + 1, U64) * mags)
-        if exact is not None:
-            out_err = np.minimum(out_err, exact + round2)
+    groups = noisy_rows(state, blocks, in_rows, w1)
+    if groups is not None:  # every hidden unit reads at most one input row that errs: exact along each
+        out_err = line_error(x, groups, w1, b1, w2, b2, pre_err)
+    else:
+        dev = np.maximum(hi - h, h - lo)  # [m, hidden]
+        out_err = dev @ np.abs(w2) + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2))
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -187,3 +107,80 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
             by_comb = float(per[:, sel].sum(1).max(initial=0.0) + own[sel].sum()) if len(per) else 0.0
             l1_out[b.name] = min(float(r_out[sel].sum()), up(by_comb))
     return ideal, sd, (r_out, l1_out)
+
+
+def noisy_rows(state: State, blocks: Dict[str, Block], in_rows: np.ndarray, w1: np.ndarray
+               ) -> Optional[List[Tuple[int, float]]]:
+    """[(j, r)]: the input rows the MLP reads (non-zero rows of ``w1`` [Din, hidden]) whose radius r
+    is not 0 (within the block's l1 bound), when no hidden unit reads two of them; else None.
+
+    The rows with radius 0 (``one``, the tokens: the exact embedding) hold their ideal values
+    exactly, so the real input is x + sum_j t_j e_j, |t_j| <= r_j, and each hidden unit is a
+    function of one t_j (or of none): tracr's discretising MLPs, one or several in parallel.
+    """
+    live = np.flatnonzero(np.abs(w1).sum(1) > 0)
+    noisy = [int(j) for j in live if state.radius[in_rows[j]] > 0]
+    if not noisy or (np.abs(w1[noisy]) > 0).sum(0).max(initial=0) > 1:
+        return None
+    row_name = {int(r): nm for nm, b in blocks.items() for r in b.rows}
+    return [(j, float(min(state.radius[in_rows[j]], state.l1.get(row_name[int(in_rows[j])], np.inf))))
+            for j in noisy]
+
+
+def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b1: np.ndarray,
+               w2: np.ndarray, b2: np.ndarray, pre_err: np.ndarray) -> np.ndarray:
+    """[m, Dout] bound on |real output - y(x)| when only the rows j of ``groups`` err, each by at most
+    its r, and no hidden unit reads two of them (:func:`noisy_rows`).
+
+    Soundness argument. The exact output is y = b_2 + sum_j y_j(t_j), y_j(t) = relu(pre_{G_j} + t
+    W_1[j, G_j]) W_2[G_j] over the units G_j that read row j (the other units do not move), so
+    |y - y(0)| <= sum_j max_{|t| <= r_j} |y_j(t) - y_j(0)|. Each y_j is piecewise linear in t, with
+    kinks only where a unit's pre-activation crosses 0 (t_k = -pre_k / W_1[j, k]); on each piece
+    |y_j(t) - y_j(0)| is convex, so its maximum over [-r_j, r_j] is at -r_j, r_j or a kink inside
+    (a kink computed in float64 is within 2 u64 |t| of the true one: y_j moves by at most that
+    times |W_1[j]| |W_2|). Evaluating y_j there gives its exact range, not the per-unit interval
+    sum, which loses the cancellation of tracr's ReLU pairs ReLU(L(x - t) + 1) - ReLU(L(x - t)),
+    each off by L r where their difference moves by at most L r, and is flat away from the ramp.
+    Each evaluation is float64: within g64 = gamma(Din + hidden + 4, u64) of ((|x| + r)|W_1| +
+    |b_1|)|W_2| + |b_2| (relu is 1-Lipschitz), counted twice (y(t) and y(0)). The float32 forward
+    adds, per hidden unit, the rounding e_k of its pre-activation (|e_k| <= ``pre_err`` [m,
+    hidden]): relu moves by at most |e_k|, and not at all for a unit whose pre-activation stays
+    <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2,
+    gamma_k (hi |W_2| + |b_2|) per output column (k: its non-zero weights, plus one for a
+    non-zero bias, :func:`float32.column_gammas`), hi the largest real hidden value.
+
+    Args:
+        x: [m, Din] ideal inputs; groups: [(j, r)]; w1 [Din, hidden], b1 [hidden], w2 [hidden,
+        Dout], b2 [Dout]: the weights (float64); pre_err: [m, hidden].
+    Returns:
+        [m, Dout] float64 (not yet rounded outward: the caller rounds).
+    """
+    pre = x @ w1 + b1
+    worst = np.zeros((len(x), w2.shape[1]))
+    reach = np.zeros(w1.shape[1])  # |W_1[j, k]| r_j: how far unit k's pre-activation moves
+    lip = np.zeros(w2.shape[1])
+    for j, r in groups:
+        g = np.flatnonzero(w1[j] != 0)
+        slope, pg, wg = w1[j, g], pre[:, g], w2[g]
+        reach[g] = np.abs(slope) * r
+        y0 = np.maximum(pg, 0) @ wg
+        dev = np.zeros_like(worst)
+        for t in (-r, r):
+            dev = np.maximum(dev, np.abs(np.maximum(pg + t * slope, 0) @ wg - y0))
+        kink = -pg / slope  # [m, |g|]
+        inside = np.abs(kink) < r
+        for k in np.flatnonzero(inside.any(0)):
+            rows = np.flatnonzero(inside[:, k])
+            yk = np.maximum(pg[rows] + kink[rows, k][:, None] * slope, 0) @ wg
+            dev[rows] = np.maximum(dev[rows], np.abs(yk - y0[rows]))
+        worst += dev
+        lip += 4 * U64 * r * (np.abs(slope) @ np.abs(wg))
+    g64 = gamma(w1.shape[0] + w1.shape[1] + 4, U64)
+    rad = np.zeros(x.shape[1])
+    for j, r in groups:
+        rad[j] = r
+    mag = ((np.abs(x) + rad) @ np.abs(w1) + np.abs(b1)) @ np.abs(w2) + np.abs(b2)
+    hi = np.maximum(pre + reach + pre_err, 0)
+    f32 = (np.where(hi > 0, pre_err, 0.0) @ np.abs(w2)
+           + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2)))
+    return worst + lip[None, :] + 2 * g64 * mag + f32

@@ -44,17 +44,28 @@ output at every position of every input up to N.
 * **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
   alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
   1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
-  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w.
+  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w (a
+  numerical SelectorWidth: be within :data:`NUM_TOL` of w, :func:`_check_numerical_width`).
 * **Numbers.** A numerical Aggregate's selected keys all score alike (one level: the mean is
   over all of them), and its OV writes each key's value (BOS: 0, the default); a Map from
   categorical SOps to a number and a LinearSequenceMap of numbers are compared with the
   function. Values match within :data:`NUM_TOL`; the deviation is recorded per SOp
   (``Decoder.num_dev``) and the read-out returns it for the report's ``atol`` comparison.
+  A deviation of exactly 0 means the ideal values ARE the float64 values tracr's evaluator
+  computes (a mean of values on a grid 2^-s has exact sums, so both divide the same sum by
+  the same count; an MLP output equal to ``f`` of the same inputs is the same float).
+* **Discretising MLPs** (tracr's Map of a numerical SOp, categorical or numerical output,
+  :func:`_exact_numerical_input`): ``f`` may jump anywhere, so the MLP is compared with ``f``
+  at the input's ideal values only where its deviation is exactly 0; the float32 part
+  (:func:`mlps.line_error`) bounds each interval around them exactly.
+* **BOS never attended**: where every query of a categorical Aggregate has a selected key
+  that surely exists (its position, or the query's guard) and scores above BOS, BOS is the
+  top of no query and its value is not compared with the default.
 
-A block with no semantics here (numerical Maps of a numerical SOp other than SelectorWidth's,
-a numerical SelectorWidth, set-valued, scored and select-all heads, memorised read-outs, a
-model with no program linked) raises :class:`NoSemantics`: the certificate then does not claim
-the program.
+A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
+program's, set-valued, scored and select-all heads, memorised read-outs, a model with no
+program linked) raises :class:`NoSemantics`: the certificate then does not claim the
+program.
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ from tracr.rasp import rasp
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink
 from depthcraft.constructions.angles import position_features
 from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_pointer
+from depthcraft.verify.certify.float32 import U64, gamma
 from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean
 
 
@@ -543,7 +555,10 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                 b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
                 raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
                               f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
-    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+    # BOS is the top of no query when every query has a selected key that surely exists and is seen (it
+    # scores above every BOS alternative, checked above): then BOS's value is never written, whatever it is
+    bos_top = ref.how not in ("select", "search", "match") or not (want & seen & present).any(1).all()
+    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, bos_top=bos_top)
 
 
 # ------------------------------------------------------------------------- SelectorWidth
@@ -679,8 +694,12 @@ def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> Non
                       f"{'later' if first else 'n earlier'} one", witness(a, b))
 
 
-def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
-    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring)."""
+def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, bos_top: bool = True) -> None:
+    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring).
+
+    ``bos_top`` False: BOS is the top of no query (every query has a selected key that surely exists,
+    is visible and scores above BOS), so its write never reaches the output: not compared.
+    """
     if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
         return _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n)
     if isinstance(expr, rasp.Aggregate):
@@ -703,6 +722,8 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
         got_all = dec.decode_rows(nm, vecs)
         source = None if src is POSITION else _column(state, blocks, dec, cv, src.label)
         for i in range(len(cv.x)):
+            if cv.kind[i] == 0 and not bos_top:
+                continue
             if cv.kind[i] == 0:
                 want = default
             elif src is POSITION:
@@ -757,7 +778,19 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
         i = int(np.argmax(diff))
         raise Unclean(f"{_name(expr)}: the OV circuit writes {got[i]:.6g} where the program has {want[i]:.6g}",
                       {"value": _where(cv, i), "expected": float(want[i]), "got": float(got[i])})
-    dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0)
+    # the head's ideal mean is the float64 sum of the written values over a count, like tracr's evaluator
+    # (sum(xs) / len(xs)); with values on a grid 2^-s (integers, halves...) and |sum| < 2^(53 - s) both
+    # sums are exact, so both means are the same float; otherwise the two summation orders differ by at
+    # most gamma_n of the values' sum each
+    vals = want[cv.kind == 1]
+    order = 2 * gamma(n + 1, U64) * float(np.abs(vals).max(initial=0.0))
+    for s_ in range(0, 31):
+        grid = vals * 2.0 ** s_  # exact: a power of two
+        if np.all(grid == np.round(grid)):
+            if float(np.abs(grid).max(initial=0.0)) * n < 2.0 ** 53:
+                order = 0.0
+            break
+    dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0) + order
 
 
 def _same_value(got: Any, want: Any) -> bool:
@@ -808,6 +841,48 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
     dec.num_dev[nm] = worst
 
 
+def _exact_numerical_input(dec: Decoder, src: str, nm: str) -> None:
+    """A discretising MLP's numerical input must hold the program's values exactly.
+
+    tracr's discretising MLP computes ``f`` of one numerical SOp, and ``f`` may jump anywhere
+    (``x < 0``, ``x == 0``, ``round(1 / x) - 1``): ``f`` of a value near the program's says
+    nothing about ``f`` of the program's value. So the check compares the MLP with ``f`` at
+    the input's ideal values only where they ARE the program's values (the float64 numbers
+    tracr's evaluator computes): where the deviation recorded for ``src``
+    (:attr:`Decoder.num_dev`) is exactly 0, every sublayer that produced it computed the same
+    float64 value as the program's expression on the same inputs (see
+    :func:`_check_numerical_values`, :func:`_check_numerical_map`).
+
+    Raises:
+        NoSemantics: the input's values are not checked, or only within a deviation > 0.
+    """
+    d = dec.num_dev.get(src)
+    if d is None:
+        raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose values are not checked")
+    if d != 0.0:
+        raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose ideal values are within "
+                          f"{d:.3g} of the program's, not equal: f there is not determined")
+
+
+def _check_numerical_width(dec: Decoder, expr: Any, nm: str, aux: str, widths: np.ndarray, got: np.ndarray,
+                           c: Combos) -> None:
+    """A numerical SelectorWidth's MLP: every regular input 1 / (w + 1) (the head's mean, proved by
+    :func:`_check_selector_width_head`) gives w within :data:`NUM_TOL`; the deviation is recorded for ``nm``
+    (the width w is an integer: the program's value exactly)."""
+    worst = 0.0
+    for i in np.flatnonzero(c.kind == 1):
+        w = widths[i]
+        if not isinstance(w, int):
+            raise Unclean(f"{expr.label}: the MLP reads {w!r}, which is 1 / (w + 1) for no width w",
+                          {"input": _where(c, i)})
+        d = abs(float(got[i]) - w)
+        if not d <= NUM_TOL:
+            raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the width is {w}",
+                          {"input": {aux: 1.0 / (w + 1), "width": w}, "expected": w, "got": float(got[i])})
+        worst = max(worst, d)
+    dec.num_dev[nm] = worst
+
+
 def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], n: int) -> None:
     """Check one MLP sublayer's look-up tables against the Map / SequenceMap of every block it writes.
 
@@ -828,8 +903,8 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         if nm.endswith(SW_SUFFIX) and isinstance(dec.link.nodes.get(base), rasp.SelectorWidth) and base in written:
             continue  # SelectorWidth's own 1 / (w + 1) direction (cleared at BOS): no program value
         if isinstance(expr, rasp.SelectorWidth):
-            if not rasp.is_categorical(expr):
-                raise NoSemantics(f"the MLP writes the numerical SelectorWidth {nm!r}")
+            if rasp.is_numerical(expr) and not numerical_block(blocks, nm):
+                raise NoSemantics(f"the numerical SelectorWidth {nm!r} is not a one-row block")
             if nm + SW_SUFFIX not in blocks:
                 raise NoSemantics(f"SelectorWidth {nm!r} has no {SW_SUFFIX} direction")
             maps.append((nm, expr, [nm + SW_SUFFIX]))
@@ -843,16 +918,17 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
             raise NoSemantics(f"the MLP writes {nm!r} ({what}): no look-up semantics to check")
         ins = maps[-1][2]
         num_in = [numerical_block(blocks, lab) for lab in ins]
-        if rasp.is_categorical(expr) and any(num_in):
-            raise NoSemantics(f"the MLP maps a numerical SOp to the categorical {nm!r} (tracr's discretising "
-                              f"MLP): not checked here")
+        linear = isinstance(expr, rasp.LinearSequenceMap)
+        if any(num_in) and not linear:  # tracr's discretising MLP: f of one numerical SOp
+            if isinstance(expr, rasp.SequenceMap):
+                raise NoSemantics(f"the MLP writes {nm!r} from a numerical input by a SequenceMap: not checked "
+                                  f"here")
+            _exact_numerical_input(dec, ins[0], nm)
         if rasp.is_numerical(expr):
             if not numerical_block(blocks, nm):
                 raise NoSemantics(f"the numerical SOp {nm!r} is not a one-row block")
-            linear = isinstance(expr, rasp.LinearSequenceMap)
-            if (linear and not all(num_in)) or (not linear and any(num_in)):
-                raise NoSemantics(f"the MLP writes the numerical SOp {nm!r} from a numerical input by a "
-                                  f"discretising MLP: not checked here")
+            if linear and not all(num_in):
+                raise NoSemantics(f"the LinearSequenceMap {nm!r} reads a categorical SOp: not checked here")
     names = sorted(set(read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
@@ -863,6 +939,9 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
+        if isinstance(expr, rasp.SelectorWidth) and rasp.is_numerical(expr):
+            _check_numerical_width(dec, expr, nm, ins[0], inputs[ins[0]], vecs[:, 0], c)
+            continue
         if rasp.is_numerical(expr):
             _check_numerical_map(dec, expr, nm, ins, inputs, vecs[:, 0], c)
             continue

@@ -97,8 +97,10 @@ def runtime_schedule(cfg: TrainConfig, steps: Any, warmup: Any) -> optax.Schedul
     :func:`schedule` for ``dataclasses.replace(cfg, steps=steps, warmup=warmup)``; equal up to
     float32 rounding (XLA rewrites a division by a constant as a product, which it cannot do for
     a traced length: relative differences ~1e-7, tests/test_crosscheck_fused.py). One compiled
-    training step thus serves every run length: the fused trainer's calibration and its main
-    run share one compilation.
+    training step could thus serve every run length; the fused trainer does not use it: at lr
+    2e-3 such last-bit differences grow to 1.6e-2 in the loss within 100 steps
+    (benchmarks/fused_noise.py), so it feeds optax's own values instead
+    (:func:`verify.crosscheck.fused.learning_rates`).
 
     Args:
         cfg: ``lr`` and ``final_lr_ratio`` are read (``steps`` and ``warmup`` are not).
@@ -138,7 +140,7 @@ def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
             update is zero: no gradient step, no weight decay, left out of the clipping norm
             (:attr:`ModelConfig.frozen <verify.crosscheck.model.ModelConfig.frozen>`).
         lr_schedule: the learning rate per step (default :func:`schedule` of ``cfg``; the fused
-            trainer passes :func:`runtime_schedule`). The optimiser state's structure does not
+            trainer passes a function that returns the step's rate, fed to its compiled chunk). The optimiser state's structure does not
             depend on it.
     """
     decay_mask = lambda params: jax.tree_util.tree_map(lambda a: a.ndim >= 2, params)  # noqa: E731
