@@ -121,6 +121,9 @@ class Decoder:
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
     #: numerical SOp label -> bound on |ideal value - program value| (checked sublayers add to it)
     num_dev: Dict[str, float] = dataclasses.field(default_factory=dict)
+    #: blocks decoded by argmax (the unembedding's rule): the value of the largest entry when it is
+    #: >= 1/2 and strictly above every other, None when every entry is below 1/2 (a meet's [1, 2k])
+    argmax: set = dataclasses.field(default_factory=set)
 
     def __post_init__(self):
         self.ok = {name: name in self.angles or all(v is not _MISSING for v in vals)
@@ -174,6 +177,12 @@ class Decoder:
         top = mat.argmax(1) if mat.shape[1] else np.zeros(len(mat), int)
         out = np.empty(len(mat), object)
         labels = self.labels[name]
+        if name in self.argmax:
+            srt = np.sort(mat, 1)
+            for i in range(len(mat)):
+                best, second = srt[i, -1], (srt[i, -2] if mat.shape[1] > 1 else -np.inf)
+                out[i] = None if best < 0.5 else labels[top[i]] if best > second else AMBIGUOUS
+            return out
         for i in range(len(mat)):
             c = count[i]
             out[i] = None if c == 0 else labels[top[i]] if c == 1 and mat[i, top[i]] != 0.5 else AMBIGUOUS
@@ -225,6 +234,9 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
     Raises:
         TooLarge: more than :data:`state.MAX_TUPLES` combinations.
     """
+    hit = [nm for nm in names if nm in state.setdom]
+    if hit:
+        raise Unclean(f"the set-valued block {hit[0]!r} cannot be enumerated (see .sets)", {"block": hit[0]})
     where = {int(r): i for i, r in enumerate(rows)}
     pos_names = [nm for nm in names if blocks[nm].kind == "position"]
     val_names = [nm for nm in names if blocks[nm].kind != "position"]
@@ -461,7 +473,7 @@ def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: 
 
 
 def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
-               n: int, causal: bool, eps: float) -> None:
+               n: int, causal: bool, eps: float, values: bool = True) -> None:
     """Check head ``h``'s selection and OV tables against the expression it implements.
 
     Args:
@@ -471,6 +483,7 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         spec: the sublayer's rows and ``qk_scale``; p: its weights (``w_q``... [heads, ...]).
         h: the head; n: N; causal: the model masks later keys.
         eps: the float64 rounding of the head's score table (:mod:`.heads`).
+        values: check the OV tables too (False: a set-valued read, checked by :func:`.sets.check_set_copy`).
     Raises:
         Unclean: a table differs from the program (why, witness: query, key, what is selected).
         NoSemantics: the head implements nothing checkable here.
@@ -555,6 +568,8 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                 b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
                 raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
                               f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+    if not values:
+        return
     # BOS is the top of no query when every query has a selected key that surely exists and is seen (it
     # scores above every BOS alternative, checked above): then BOS's value is never written, whatever it is
     bos_top = ref.how not in ("select", "search", "match") or not (want & seen & present).any(1).all()
