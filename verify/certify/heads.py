@@ -521,3 +521,25 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     # BOS reads only BOS when no regular key can be its top (always in a causal model): its write is BOS's value
     bos = unique_min(outs[vs.kind == 0], vs.guard[vs.kind == 0]) if causal or not bos_reads_regular else every
     return HeadCert(entry, None, (bos, every), r_out, (t, eps))
+
+
+# ------------------------------------------------------------------ shared with other head kinds (.relu)
+
+
+def head_sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
+    """Head ``h``'s query side (W_Q times ``qk_scale``), key side, value side (W_V W_O) and W_QK.
+
+    Raises:
+        TooLarge: a side, or the score table (more than :data:`MAX_TABLE` entries), is too large.
+    """
+    return _sides(state, blocks, spec, p, h, n)
+
+
+def score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
+    """Bound on |s - s_ideal| from the input radii alone (see :func:`_score_perturbation`)."""
+    return _score_perturbation(state, blocks, t, n)
+
+
+def table_rounding(t: _Tables) -> float:
+    """eps: the float64 rounding of a head's score table (see :func:`_table_rounding`)."""
+    return _table_rounding(t)

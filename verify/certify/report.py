@@ -3,7 +3,8 @@
 Soundness argument. By induction over the sublayers: before each one, every residual row of
 every position of every input of length 1..N lies within its radius of one of the block's
 ideal vectors (the embedding is exact: radius 0). Each sublayer is certified from that
-state (:mod:`.heads`, :mod:`.mlps`); its ideal writes and radii extend the state
+state (:mod:`.heads`, :mod:`.relu` for a ReLU model's heads, :mod:`.mlps`); its ideal writes
+and radii extend the state
 (:func:`state.write`), so the invariant holds after it. Heads of one sublayer add their
 writes: on each block, every combination of the ideal outputs of the heads that write it is
 an ideal vector of the sum (:func:`heads_sum`; the state keeps no relation between blocks),
@@ -23,6 +24,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel, sublayer_names
+from depthcraft.constructions.nodes import is_multi
 from depthcraft.constructions.reference import evaluate as reference_evaluate
 from depthcraft.verify.certify import float32
 from depthcraft.verify.certify.float32 import U32, gamma, terms
@@ -30,6 +32,7 @@ from depthcraft.verify.certify.heads import certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
 from depthcraft.verify.certify import sets
+from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
                                              initial_state, lin_err, side, unique_min, write)
@@ -95,7 +98,9 @@ def _first_wrong(model: CompiledModel, program: Any, batch) -> Optional[Dict[str
                 raise _NoEvaluator() from e
         wrong = []
         for i, (g, w) in enumerate(zip(row.tolist(), want)):
-            if model.categorical_output:
+            if isinstance(w, frozenset):  # a set-valued output: the set of the one decoded token
+                bad = w != (frozenset() if g is None else frozenset([g]))
+            elif model.categorical_output:
                 bad = g != w
             else:
                 bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
@@ -103,12 +108,14 @@ def _first_wrong(model: CompiledModel, program: Any, batch) -> Optional[Dict[str
                 wrong.append(i)
         if wrong:
             val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+            show = lambda v: sorted(map(val, v), key=repr) if isinstance(v, frozenset) else val(v)  # noqa: E731
             return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
-                    "expected": [val(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+                    "expected": [show(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
     return None
 
 
-def _wrong_input(model: CompiledModel, seed: int = 0, candidates=()) -> Optional[Dict[str, Any]]:
+def _wrong_input(model: CompiledModel, seed: int = 0, candidates=(), hand_built: bool = False
+                 ) -> Optional[Dict[str, Any]]:
     """A concrete input on which the float32 model's output differs from the RASP program's, or None.
 
     Run after the certificate fails, to turn an abstract witness into a reproducible one: the
@@ -118,7 +125,11 @@ def _wrong_input(model: CompiledModel, seed: int = 0, candidates=()) -> Optional
     :data:`WITNESS_SECONDS` in all). The program's value is tracr's evaluator on the output
     SOp, or for hand-built heads their reference semantics (:func:`constructions.reference.evaluate`;
     None when neither evaluates). A search, not a proof: None says only that none of these
-    inputs is wrong.
+    inputs is wrong. A set-valued output is right when it is the set of the one decoded token
+    (empty: no value).
+
+    ``hand_built``: also try random inputs over the first three tokens (repeats, where a ReLU
+    head adds several keys).
     """
     link = model.program
     if link is None or link.sink not in link.nodes:
@@ -135,7 +146,9 @@ def _wrong_input(model: CompiledModel, seed: int = 0, candidates=()) -> Optional
             by_length.setdefault(len(c), []).append(list(c))
     batches = [b for _, b in sorted(by_length.items())]
     batches += [[[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
-                                                for _ in range(4)] for length in lengths]
+                                                for _ in range(4)]
+                + ([[vocab[int(i)] for i in rng.choice(min(3, len(vocab)), length)] for _ in range(8)]
+                   if hand_built else []) for length in lengths]
     t0 = time.perf_counter()
     for batch in batches:
         if time.perf_counter() - t0 > WITNESS_SECONDS:
@@ -164,7 +177,7 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
         witness = e.witness
         if model is not None:
             witness = dict(witness) if isinstance(witness, dict) else {"detail": witness}
-            witness["wrong_input"] = _wrong_input(model)
+            witness["wrong_input"] = _wrong_input(model, hand_built=model.arch.attention == "relu")
         return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": witness}
     except NoSemantics as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
@@ -219,8 +232,25 @@ def heads_sum(writes, blocks: Dict[str, Block], out_rows: np.ndarray):
     return out
 
 
+def _relu_outputs(model: Optional[CompiledModel], state: State, blocks: Dict[str, Block], dec: Optional[Decoder],
+                  spec, p, h: int):
+    """(sums_ok, to_readout) of ReLU head ``h``: whether every block it writes is a set-valued SOp of the
+    program (a union of several keys' reads; False without a program), and whether the unembedding
+    reads a row it writes."""
+    out_rows = spec.rows("out_rows", len(state.radius))
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    live = out_rows[np.abs(wvo).sum(0) > 0]
+    written = [nm for nm, b in blocks.items() if np.isin(live, b.rows).any()]
+    sums_ok = dec is not None and bool(written) and all(is_multi(dec.link.nodes.get(nm)) for nm in written)
+    to_readout = False
+    if model is not None:
+        u = np.asarray(model.params["unembed"]["w"], np.float64)
+        to_readout = bool(np.isin(live, np.flatnonzero(np.abs(u).sum(1) > 0)).any())
+    return sums_ok, to_readout
+
+
 def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p,
-               n: int, causal: bool, dec: Optional[Decoder]) -> Optional[Dict[str, Any]]:
+               n: int, causal: bool, dec: Optional[Decoder], relu: bool = False) -> Optional[Dict[str, Any]]:
     """Certify one attention sublayer, head by head, and write its heads' sum into the state.
 
     Returns the ``uncertified`` entry of the first head whose float32 part fails (None when all
@@ -236,10 +266,17 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     for h in range(nh):
         # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
-        clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
-            if dec is not None and not cert["program_failures"] else None
-        hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
+        if relu:  # weights relu(score), no normalisation: exact sums over the on keys (.relu)
+            sums_ok, to_readout = _relu_outputs(cert.get("model"), state, blocks, dec, spec, p, h)
+            hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout)
+        else:
+            clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
+                if dec is not None and not cert["program_failures"] else None
+            hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
         if hc.failure is not None:
+            if relu and cert.get("model") is not None:  # a concrete input, with the heads' reference semantics
+                hc.failure["witness"] = {**hc.failure["witness"],
+                                         "wrong_input": _wrong_input(cert["model"], hand_built=True)}
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
             eps = hc.tables[1]
@@ -469,7 +506,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     compute the RASP program (SPEC §6).
 
     Args:
-        model: a compiled model (softmax attention; tracr's one-hot SOp layout).
+        model: a compiled model (softmax or ReLU attention, :mod:`.relu`; tracr's one-hot SOp layout).
         atol: a numerical output is certified when its proved error (float32 radius plus the
             deviation of the weights' values from the program's) is within this.
         domain: the task's declared input domain in words (:meth:`Task.domain`), or None. It is
@@ -518,9 +555,10 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
 
     if model.arch.layer_norm:
         raise ValueError("certify: the model has layer norm (a trained model, not a compiled one)")
-    if model.arch.attention != "softmax":
+    if model.arch.attention not in ("softmax", "relu"):
         cert["uncertified"].append({"layer": None, "head": None, "check": "float32", "witness": None,
-                                    "why": f"{model.arch.attention} attention: the certifier proves softmax models"})
+                                    "why": f"{model.arch.attention} attention: the certifier proves softmax and "
+                                           f"ReLU models"})
         return done()
     blocks = {b.name: b for b in blocks_of(model)}
     state = initial_state(model, list(blocks.values()))
@@ -558,7 +596,8 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
                 if attn_no in soft:
                     raise Unclean("soft by design (a memorising head averages over several keys)",
                                   {"layer": name})
-                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec)
+                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec,
+                                  relu=model.arch.attention == "relu")
                 if fail is not None:
                     cert["uncertified"].append(fail)
                     return done()

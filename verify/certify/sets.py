@@ -780,7 +780,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
         NoSemantics: not a softmax union head of the program.
         TooLarge: too many combinations or bits.
     """
-    from depthcraft.verify.certify.program import (AMBIGUOUS, NoSemantics, _column, _pair_table, _value, combos,
+    from depthcraft.verify.certify.program import (AMBIGUOUS, NoSemantics, sop_column, pair_table, rasp_value, combos,
                                                    read_blocks)
 
     read = _read_of(dec, out_name[: -len(SCRATCH)])
@@ -809,7 +809,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
     c0 = (cq.x[qi] @ wq_f) @ kmat  # [nq, nk]
     coef = wq_s @ kmat  # [set rows, nk]
     eps = t.eps
-    kv = _column(state, blocks, dec, ck, klab)[kj]
+    kv = sop_column(state, blocks, dec, ck, klab)[kj]
     if any(v is AMBIGUOUS for v in kv):
         raise Unclean("union head: a key's value is no single value", {"key": klab})
     opts = {int(r): _point_options(state, blocks, int(r), 1) for r in qs_rows}
@@ -826,14 +826,14 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
         return "selected" if score > hib[a] + 2 * eps else "unselected" if score < lob[a] - 2 * eps else "with BOS"
 
     if not q_is_set:
-        qv = _column(state, blocks, dec, cq, head.query.label)[qi]
+        qv = sop_column(state, blocks, dec, cq, head.query.label)[qi]
         if any(v is AMBIGUOUS for v in qv):
             raise Unclean("union head: a query's value is no single value", {"query": head.query.label})
-        want, raised = _pair_table(head.predicate, kv, qv, skip_none=True)
+        want, raised = pair_table(head.predicate, kv, qv, skip_none=True)
         if raised is not None:
             k, q, e = raised
             raise Unclean(f"union head {head.label}: the predicate raises on (key {k!r}, query {q!r}): "
-                          f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+                          f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
         sel = c0[:, kj] > hib[:, None] + 2 * eps
         uns = c0[:, kj] < lob[:, None] - 2 * eps
         bad = (want & ~sel) | (~want & ~uns)
@@ -841,7 +841,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
             a, b = np.argwhere(bad)[0]
             raise Unclean(f"union head {head.label}: the weights {classify(a, c0[a, kj[b]])} a key the "
                           f"predicate {'selects' if want[a, b] else 'does not select'}",
-                          {"query": {head.query.label: _value(qv[a])}, "key": {klab: _value(kv[b])},
+                          {"query": {head.query.label: rasp_value(qv[a])}, "key": {klab: rasp_value(kv[b])},
                            "selects": bool(want[a, b])})
     else:
         elems = {int(r): blocks[nm].values[j] for r in qs_rows for nm, j in [_coord(state, blocks, int(r))]}
@@ -856,7 +856,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
                             hits.append(r)
                     except Exception as ex:  # noqa: BLE001 - the program has no value here
                         raise Unclean(f"union head {head.label}: the predicate raises on (key {key!r}, element "
-                                      f"{e!r}): {type(ex).__name__}: {ex}", {"key": _value(key), "element": _value(e)})
+                                      f"{e!r}): {type(ex).__name__}: {ex}", {"key": rasp_value(key), "element": rasp_value(e)})
             deps = [int(qs_rows[i]) for i in np.flatnonzero(coef[:, kj[b]] != 0)]
             bits = sorted(set(hits) | set(deps))
             for r in bits:
@@ -873,9 +873,9 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
                     if got != ("selected" if program else "unselected"):
                         raise Unclean(f"union head {head.label}: the weights {got} a key the predicate "
                                       f"{'selects' if program else 'does not select'}",
-                                      {"query": {head.query.label: sorted(_value(elems.get(r, r)) for r in bits
+                                      {"query": {head.query.label: sorted(rasp_value(elems.get(r, r)) for r in bits
                                                                           if val[r] >= 0.5)},
-                                       "key": {klab: _value(key)}, "selects": program})
+                                       "key": {klab: rasp_value(key)}, "selects": program})
     # values: the elements each regular key writes (coordinates > 0) are the read's set
     scratch = blocks[out_name]
     cols = np.searchsorted(scratch.rows, out_rows)
@@ -888,7 +888,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
         cv = combos(state, blocks, sorted((set(read_blocks(blocks, vf_rows, wvo_f)) | set(keep)) - set(state.setdom)),
                     vf_rows, n, w=wvo_f, keep=keep)
         vals = cv.x @ wvo_f
-        source = _column(state, blocks, dec, cv, src.label)
+        source = sop_column(state, blocks, dec, cv, src.label)
         for i in np.flatnonzero(cv.kind == 1):
             if source[i] is AMBIGUOUS:
                 raise Unclean("union head: the value's source is no single value", {"source": src.label})
@@ -897,7 +897,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
             if got != want:
                 raise Unclean(f"union head {head.label}: the OV circuit writes the elements {sorted(got, key=repr)} "
                               f"where the read holds {sorted(want, key=repr)}",
-                              {"value": {src.label: _value(source[i])}, "expected": sorted(want, key=repr),
+                              {"value": {src.label: rasp_value(source[i])}, "expected": sorted(want, key=repr),
                                "got": sorted(got, key=repr)})
         if len(vs_rows):
             raise Unclean("union head: the value reads a set block beside its categorical source", {"head": h})
@@ -917,7 +917,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
                     exp_, got_ = sorted(want, key=repr), sorted(got, key=repr)
                     raise Unclean(f"union head {head.label}: the OV circuit writes the elements {got_} for "
                                   f"element {e!r} {'on' if k else 'off'} where the read holds {exp_}",
-                                  {"element": _value(e), "expected": exp_, "got": got_})
+                                  {"element": rasp_value(e), "expected": exp_, "got": got_})
 
 
 def check_threshold_mlp(blocks: Dict[str, Block], out_name: str, table: Dict[int, Any]) -> None:

@@ -66,7 +66,7 @@ from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
 from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
 from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig,
-                                                _first_difference, _training_settings, condition_counts,
+                                                first_difference, training_settings, condition_counts,
                                                 donate_args, optimiser_key, optimizer, schedule,
                                                 score_predictions, step_rng)
 
@@ -478,10 +478,10 @@ def check_resumable(checkpoint_dir: str, desc: Dict[str, Any]) -> Optional[Dict[
     record = read_meta(checkpoint_dir)
     if record is None:
         return None
-    saved, now = _training_settings(record.get("meta", {}).get("config")), _training_settings(desc)
+    saved, now = training_settings(record.get("meta", {}).get("config")), training_settings(desc)
     if saved != now:
         raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
-                             f"({_first_difference(saved, now)}); use another output directory "
+                             f"({first_difference(saved, now)}); use another output directory "
                              f"or start afresh (--fresh)")
     return record
 

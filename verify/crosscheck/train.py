@@ -259,9 +259,9 @@ def _resumable(checkpoint_dir: str, desc: Dict[str, Any]):
     record = read_meta(checkpoint_dir)
     if record is not None:
         saved = record.get("meta", {}).get("config")
-        if _training_settings(saved) != _training_settings(desc):
+        if training_settings(saved) != training_settings(desc):
             raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
-                                 f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
+                                 f"({first_difference(training_settings(saved), training_settings(desc))}); "
                                  f"use another output directory or start afresh (depthcraft train --fresh)")
     return record
 
@@ -326,7 +326,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
                       n_params=count_params(params))
 
 
-def _training_settings(desc: Any) -> Any:
+def training_settings(desc: Any) -> Any:
     """The settings a checkpoint must share to be resumed (the evaluation size does not matter)."""
     out = _canon(desc)
     if isinstance(out, dict) and isinstance(out.get("train"), dict):
@@ -340,11 +340,15 @@ def _canon(x: Any) -> Any:
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
 
-def _first_difference(a: Any, b: Any, path: str = "") -> str:
+def first_difference(a: Any, b: Any, path: str = "") -> str:
+    """The first key path where two settings trees differ, as ``"train.lr: saved 0.001, now 0.002"``.
+
+    Used to name why a checkpoint is refused; ``a`` and ``b`` are JSON-like trees (the saved and
+    the requested settings); ``path`` is the prefix so far."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if _canon(a.get(k)) != _canon(b.get(k)):
-                return _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+                return first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
     return f"{path or 'config'}: saved {a!r}, now {b!r}"
 
 
