@@ -41,7 +41,7 @@ Cost, measured for the committed results (default settings, one process, nice 5,
 machine with other jobs running): 278 s wall (4 min 42 s under /usr/bin/time; 409 s in a run at
 a higher load; 266 s before the parallel heads and MLPs were certified block by block), peak RSS
 3.2 GB. The three shuffle_dyck3 programs (55,986 inputs each, exhaustive) take nine tenths of it:
-20-32 s of exhaustive checks and 47-69 s of certificate each (they now go through every
+19-32 s of exhaustive checks and 47-69 s of certificate each (they now go through every
 sublayer; their later MLPs enumerate many ideal vectors: 2.4 GB peak RSS for one certificate
 alone, the run's peak); the shuffle_dyck2 ones 3-4 s, every other program under 2 s; frac_prevs_2, frac_prevs_3
 and pair_balance_1 (12,207,030 inputs each) get the sampled, edge and hypothesis checks only. No
