@@ -84,6 +84,20 @@ def terms(w: np.ndarray) -> int:
     return int((w != 0).sum(0).max(initial=0)) if w.size else 0
 
 
+def column_gammas(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """[cols] gamma_k (u = 2^-24) per column of x @ w + bias: k = the column's non-zero weights, plus
+    one where its bias is non-zero.
+
+    The per-column form of :func:`terms`: a zero weight gives an exact zero product and adding
+    an exact zero (a zero product, a zero bias) is exact, so column j's dot product adds k_j
+    rounded terms (within gamma_{k_j} of the sum of their magnitudes, Higham Lemma 3.1), and a
+    non-zero bias one more rounded addition. Multiply by (|x| + r) |w| + |bias| per column.
+    """
+    w = np.asarray(w)
+    k = (w != 0).sum(0) + (np.asarray(bias) != 0)
+    return np.array([gamma(int(v), U32) for v in k])
+
+
 def up(x: float) -> float:
     """Round a float64 bound outward (one ulp up, and a relative 1e-12 for the bound's own arithmetic)."""
     if not np.isfinite(x):

@@ -48,10 +48,17 @@ to the floor may be the top on some input (the *candidate* levels).
   hold scores in the level or above (position 1 is in every input, so the top level holds
   it). A mean of m regular keys gets guard m: m distinct positions exist (and, causal, are
   visible). The real weights inside the top level
-  are uniform up to the factor exp(x), x = the level's score span + 2 eps + 2 delta, so the
-  write is within (exp(x) - 1) x range + leak x range of that mean (the leak moves the rest
-  of the mass), plus the input error through W_OV and the float32 term. That the level is
-  what the program selects (BOS plus the selected keys) is the program check's part.
+  are uniform up to the factor R = exp(x), x = the level's score span + 2 eps + 2 delta (any
+  two of them have a ratio in [1/R, R]), so the write is within tanh(x / 4) x range + leak x
+  range of that mean (the leak moves the rest of the mass), plus the input error through
+  W_OV and the float32 term. The tanh (:func:`weighted_mean_deviation`): per output
+  coordinate, scale the values into [0, 1]; the weighted mean minus the plain mean is
+  linear-fractional in the values, so its largest value is at values in {0, 1}: a fraction p
+  of the keys at 1, weighted R, the rest at 0, weighted 1, gives
+  p R / (p R + 1 - p) - p = p (1 - p)(R - 1) / (1 + p (R - 1)), whose maximum over real
+  p in [0, 1] (at p = 1 / (sqrt R + 1)) is (sqrt R - 1) / (sqrt R + 1) = tanh(x / 4);
+  the lower side is symmetric. That the level is what the program selects (BOS plus the
+  selected keys) is the program check's part.
 
 * **Domain preconditions** (:class:`DomainView`, :mod:`.domain`). Given facts every input of a
   task's domain satisfies, the floor counts every position up to the least domain length >= the
@@ -612,6 +619,14 @@ def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int, kind: int = 
     return res, guard
 
 
+def weighted_mean_deviation(x: float) -> float:
+    """Largest |weighted mean - mean| of values in [0, 1] when any two weights have a ratio within
+    exp(x), x >= 0: tanh(x / 4) (module docstring, "Numerical heads"), rounded outward."""
+    if not math.isfinite(x):
+        return 1.0
+    return min(1.0, up(math.tanh(x / 4.0)))
+
+
 def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.ndarray) -> bool:
     """Whether the head writes only numerical (not one-hot) written blocks (a mean head)."""
     live = out_rows[np.abs(wvo).sum(0) > 0]
@@ -702,7 +717,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                                     "witness": {"n": n}})
         x = span + 2 * eps + 2 * delta  # weights inside the top level: uniform up to exp(x)
         spread = outs.max(0) - outs.min(0)
-        extra = math.expm1(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
+        extra = weighted_mean_deviation(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
         r_row = np.array([up(v) for v in r_out[0] + extra])
         l1 = {k: up(v + float(extra.sum())) for k, v in r_out[1].items()}
         entry["level_span"] = span
