@@ -64,8 +64,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
-                                               softmax_output_rel, up)
+from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, dominant_sum, gamma, pointer_output_rel,
+                                               score_rel, softmax_output_rel, terms, up)
 from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
                                              lin_err, side, unique_min, unique_rows)
 
@@ -146,6 +146,92 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
                     if np.isin(b.rows, t.k_rows).any()))
     d3 = min(float(rq @ np.abs(t.a) @ rk), l1q * float(np.abs(t.a).max(initial=0)) * l1k)
     return d1 + d2 + d3
+
+
+def _support(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> Tuple[int, int]:
+    """(most non-zero ideal entries in the rows ``w`` reads, most non-zero projected coordinates).
+
+    For every block read (rows where ``w`` [len(rows), e] is non-zero): the most non-zero
+    entries of any of its ideal vectors (both kinds of position; every position of a position
+    block) on those rows. The first number is their sum: a column of ``w`` meets at most that
+    many rows where the ideal input is non-zero. The second bounds how many coordinates of
+    the ideal projection |x| |w| can be non-zero: per block, its count times the most
+    non-zero entries in one of its rows of ``w``.
+    """
+    w = np.asarray(w)
+    live = np.abs(w).sum(1) > 0
+    k_rows = k_cols = 0
+    for b in blocks.values():
+        sel = np.flatnonzero(live & np.isin(rows, b.rows))
+        if not len(sel):
+            continue
+        j = np.searchsorted(b.rows, rows[sel])
+        vecs = [state.pos[b.name]] if b.kind == "position" else [state.sets[0][b.name], state.sets[1][b.name]]
+        nnz = max(int((v[:, j] != 0).sum(1).max(initial=0)) for v in vecs)
+        k_rows += nnz
+        k_cols += nnz * int((w[sel] != 0).sum(1).max())
+    return k_rows, k_cols
+
+
+def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: float, abs_max: float) -> float:
+    """Bound on the float32 rounding of every score, q = x W_Q, k = x W_K, s = (q . k) qk_scale.
+
+    ``abs_max`` is A = max over pairs of sum_e Q_e K_e, Q = (|ideal| + r)|W_Q| qk_scale and K
+    likewise (the tables' ``absval``). The order-independent bound is
+    (gamma_{terms(W_Q)} + gamma_{terms(W_K)} + gamma_{d_head} + 2u) A (:func:`float32.score_rel`).
+    Most terms of these sums are products of an input *error* (a row where the ideal vector
+    is zero) and a weight, or of a coordinate that no ideal input reaches: they are small,
+    and a sum of a few dominant terms and small ones errs by rho D + sigma L
+    (:func:`float32.dominant_sum`). With kq dominant rows per column of W_Q
+    (:func:`_support`), L_e = sum_i |dx_i| |W_Q[i, e]| (dx the input error) and the
+    computed key within c_k K:
+
+    * the query projection errs by eq_e <= rho_q Q_e + sigma_q L_e, so its effect on the
+      score is sum_e eq_e |k_e| <= c_k (rho_q A + sigma_q LEq), LEq = max over keys of the
+      input error through |W_Q| K (:func:`state.lin_err`: row radii or l1 bounds);
+      |q_e| <= c_q Q_e, c_q = 1 + min(gamma_{terms(W_Q)}, rho_q + sigma_q) (L_e <= Q_e);
+    * the key projection likewise: rho_k A + sigma_k LEk;
+    * the dot product of d_head terms: a coordinate that the ideal query or the ideal key
+      cannot reach (|ideal| |W| is zero there) holds only an input error and its rounding,
+      (1 + sigma) L_e, so at most kd = min(non-zero coordinates of either side) terms are
+      dominant (D <= c_q c_k A) and the others sum to at most
+      (1 + sigma_q) c_k LEq + (1 + sigma_k) c_q LEk;
+    * the scaling by qk_scale: 2u of the computed product.
+
+    Each part keeps the smaller of this and its order-independent gamma bound; the result is
+    never more than the order-independent bound.
+    """
+    wq, wk = np.abs(t.wq) * scale, np.abs(t.wk)
+    dh = t.wq.shape[1]
+    tq, tk = terms(t.wq), terms(t.wk)
+    a = abs_max
+    old = score_rel(t.wq, t.wk, dh) * a
+    kq_rows, kq_cols = _support(state, blocks, t.q_rows, t.wq)
+    kk_rows, kk_cols = _support(state, blocks, t.k_rows, t.wk)
+    rho_q, sig_q = dominant_sum(min(kq_rows, tq), tq)
+    rho_k, sig_k = dominant_sum(min(kk_rows, tk), tk)
+    c_q = 1 + min(gamma(tq, U32), rho_q + sig_q)
+    c_k = 1 + min(gamma(tk, U32), rho_k + sig_k)
+    blist = list(blocks.values())
+
+    def through(rows, w, other):  # max over the other side's combinations of the input error through |w| other
+        if not state.radius[rows].any():
+            return 0.0
+        best, step = 0.0, max(1, ROW_CHUNK_ENTRIES // max(len(rows), 1))
+        for i in range(0, len(other), step):
+            best = max(best, float(lin_err(state, blist, rows, w @ other[i:i + step].T).max(initial=0.0)))
+        return best
+
+    le_q = through(t.q_rows, wq, t.ks.absval)
+    le_k = through(t.k_rows, wk, t.qs.absval)
+    t1 = min(gamma(tq, U32) * c_k * a, c_k * (rho_q * a + sig_q * le_q))
+    t2 = min(gamma(tk, U32) * a, rho_k * a + sig_k * le_k)
+    rho_d, sig_d = dominant_sum(min(kq_cols, kk_cols, dh), dh)
+    small = (1 + sig_q) * c_k * le_q + (1 + sig_k) * c_q * le_k
+    t3 = min(gamma(dh, U32) * c_q * c_k * a, rho_d * c_q * c_k * a + sig_d * small)
+    t4 = 2 * U32 * (c_q * c_k * a + t3)
+    new = t1 + t2 + t3 + t4
+    return up(min(old, new)) if math.isfinite(new) else up(old)
 
 
 def _table_rounding(t: _Tables) -> float:
@@ -307,8 +393,10 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
     spread = outs.max(0) - outs.min(0)  # [Do] range of the ideal outputs per row
     # [Do] bound on what float32 rounding is relative to: max per head dimension, then through |W_O|
     w_v = np.asarray(p["w_v"][h], np.float64)
-    m_v = side(state, blocks, t.v_rows, w_v, n).absval.max(0)  # [d_head]
-    vabs = m_v @ np.abs(np.asarray(p["w_o"][h], np.float64))  # [Do]
+    a_v = side(state, blocks, t.v_rows, w_v, n).absval  # [combinations, d_head]
+    m_v = a_v.max(0)  # [d_head]
+    abs_wo = np.abs(np.asarray(p["w_o"][h], np.float64))
+    vabs = m_v @ abs_wo  # [Do]
     f32_rel = softmax_output_rel(n, p["w_v"][h], p["w_o"][h])
     if one_key:
         f32_rel = min(f32_rel, pointer_output_rel(n, leak, p["w_v"][h], p["w_o"][h]))
@@ -320,9 +408,15 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
     for b in blist:
         cols = np.flatnonzero(np.isin(out_rows, b.rows))
         if len(cols):
+            # float32 term in l1: every bound on a coordinate's rounding is relative to
+            # sum_j a_j M_j (M_j: key j's (|x| + r)|W_V|, sum_j a_j <= 1), so summed over the
+            # block's columns through |W_O| it is at most f32_rel x max_j M_j |W_O[:, cols]| 1
+            # (not the sum over columns of a per-column maximum: a one-hot value is large in
+            # one column only)
+            f32_l1 = min(float(vabs[cols].sum()), float((a_v @ abs_wo[:, cols].sum(1)).max(initial=0.0)))
             l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
                                 + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
-                                + f32_rel * float(vabs[cols].sum()))
+                                + f32_rel * f32_l1)
     return np.array([up(x) for x in r_out]), l1_out
 
 
@@ -422,9 +516,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     pats: Tuple[set, set] = (set(), set())  # numerical heads: level patterns of BOS and regular queries
     span = 0.0
     d_inputs = _score_perturbation(state, blocks, t, n)
-    # float32 rounding of the score: score_rel x max over pairs of sum_e |q_e| |k_e| with |x| + r in
-    # place of x (computed with the table, below)
-    g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
+    # float32 rounding of the score: relative to max over pairs of sum_e |q_e| |k_e| with |x| + r in
+    # place of x (computed with the table, below; :func:`_score_rounding`)
     eps = _table_rounding(t)
     qs, ks = t.qs, t.ks
     chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
@@ -454,7 +547,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                 if clean_by is None:
                     return HeadCert(None, bad)
                 used_analysis = bad
-    delta = up(d_inputs + g32 * abs_max)
+    delta = up(d_inputs + _score_rounding(state, blocks, t, float(spec.qk_scale), abs_max))
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
     if used_analysis is not None:
