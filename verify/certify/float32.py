@@ -84,6 +84,21 @@ def terms(w: np.ndarray) -> int:
     return int((w != 0).sum(0).max(initial=0)) if w.size else 0
 
 
+def copies(w: np.ndarray) -> bool:
+    """Whether ``x @ w`` is exact in float32 for every float32 ``x``: every column of ``w``
+    [rows, cols] has at most one non-zero entry and every non-zero entry is +1 or -1 (each
+    output is a copy of one input, or of its negation: no product or sum rounds)."""
+    w = np.asarray(w)
+    nz = w[w != 0]
+    return bool(terms(w) <= 1 and np.all(np.abs(nz) == 1.0))
+
+
+def proj_gamma(w: np.ndarray) -> float:
+    """Relative float32 error of one coordinate of ``x @ w`` against sum_i |x_i| |w[i, e]|:
+    0 where :func:`copies` holds, else gamma_{terms(w)}."""
+    return 0.0 if copies(w) else gamma(terms(w), U32)
+
+
 def up(x: float) -> float:
     """Round a float64 bound outward (one ulp up, and a relative 1e-12 for the bound's own arithmetic)."""
     if not np.isfinite(x):

@@ -64,8 +64,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, dominant_sum, gamma, pointer_output_rel,
-                                               score_rel, softmax_output_rel, terms, up)
+from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, copies, dominant_sum, gamma, pointer_output_rel,
+                                               proj_gamma, score_rel, softmax_output_rel, terms, up)
 from depthcraft.verify.certify.state import (Block, Side, State, TooLarge, describe, ideal_side_vectors,
                                              lin_err, side, unique_min, unique_rows)
 
@@ -127,12 +127,12 @@ def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _
     return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows)
 
 
-def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
+def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int, parts: bool = False):
     """Bound on |s - s_ideal| from the input radii alone (no float32 term): d1 + d2 + d3.
 
     d1: the query's error against every ideal key, d2: the key's against every ideal query
     (each the smaller of the row-radius and the l1 bound, :func:`state.lin_err`), d3: the
-    product of the two errors.
+    product of the two errors. ``parts``: return (d1, d2, d3) instead of their sum.
     """
     rq, rk = state.radius[t.q_rows], state.radius[t.k_rows]
     qv = ideal_side_vectors(state, blocks, t.q_rows, n)
@@ -145,7 +145,7 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
     l1k = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
                     if np.isin(b.rows, t.k_rows).any()))
     d3 = min(float(rq @ np.abs(t.a) @ rk), l1q * float(np.abs(t.a).max(initial=0)) * l1k)
-    return d1 + d2 + d3
+    return (d1, d2, d3) if parts else d1 + d2 + d3
 
 
 def _support(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> Tuple[int, int]:
@@ -173,7 +173,8 @@ def _support(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.nda
     return k_rows, k_cols
 
 
-def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: float, abs_max: float) -> float:
+def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: float, abs_max: float,
+                    parts: bool = False):
     """Bound on the float32 rounding of every score, q = x W_Q, k = x W_K, s = (q . k) qk_scale.
 
     ``abs_max`` is A = max over pairs of sum_e Q_e K_e, Q = (|ideal| + r)|W_Q| qk_scale and K
@@ -199,7 +200,12 @@ def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: f
     * the scaling by qk_scale: 2u of the computed product.
 
     Each part keeps the smaller of this and its order-independent gamma bound; the result is
-    never more than the order-independent bound.
+    never more than the order-independent bound. A projection that only copies inputs
+    (:func:`float32.copies`: one entry +-1 per column) is exact: its terms are 0.
+
+    ``parts``: also return {"t1", "t2", "t3", "t4", "g_q", "le_k"} (g_q: every coordinate of
+    the query projection errs by at most g_q Q_e; le_k: the key's input error through |W_K| Q)
+    for :func:`_pair_leak`.
     """
     wq, wk = np.abs(t.wq) * scale, np.abs(t.wk)
     dh = t.wq.shape[1]
@@ -208,10 +214,11 @@ def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: f
     old = score_rel(t.wq, t.wk, dh) * a
     kq_rows, kq_cols = _support(state, blocks, t.q_rows, t.wq)
     kk_rows, kk_cols = _support(state, blocks, t.k_rows, t.wk)
-    rho_q, sig_q = dominant_sum(min(kq_rows, tq), tq)
-    rho_k, sig_k = dominant_sum(min(kk_rows, tk), tk)
-    c_q = 1 + min(gamma(tq, U32), rho_q + sig_q)
-    c_k = 1 + min(gamma(tk, U32), rho_k + sig_k)
+    g_q, g_k = proj_gamma(t.wq), proj_gamma(t.wk)
+    rho_q, sig_q = (0.0, 0.0) if copies(t.wq) else dominant_sum(min(kq_rows, tq), tq)
+    rho_k, sig_k = (0.0, 0.0) if copies(t.wk) else dominant_sum(min(kk_rows, tk), tk)
+    c_q = 1 + min(g_q, rho_q + sig_q)
+    c_k = 1 + min(g_k, rho_k + sig_k)
     blist = list(blocks.values())
 
     def through(rows, w, other):  # max over the other side's combinations of the input error through |w| other
@@ -224,14 +231,17 @@ def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: f
 
     le_q = through(t.q_rows, wq, t.ks.absval)
     le_k = through(t.k_rows, wk, t.qs.absval)
-    t1 = min(gamma(tq, U32) * c_k * a, c_k * (rho_q * a + sig_q * le_q))
-    t2 = min(gamma(tk, U32) * a, rho_k * a + sig_k * le_k)
+    t1 = min(g_q * c_k * a, c_k * (rho_q * a + sig_q * le_q))
+    t2 = min(g_k * a, rho_k * a + sig_k * le_k)
     rho_d, sig_d = dominant_sum(min(kq_cols, kk_cols, dh), dh)
     small = (1 + sig_q) * c_k * le_q + (1 + sig_k) * c_q * le_k
     t3 = min(gamma(dh, U32) * c_q * c_k * a, rho_d * c_q * c_k * a + sig_d * small)
     t4 = 2 * U32 * (c_q * c_k * a + t3)
     new = t1 + t2 + t3 + t4
-    return up(min(old, new)) if math.isfinite(new) else up(old)
+    total = up(min(old, new)) if math.isfinite(new) else up(old)
+    if not parts:
+        return total
+    return total, {"t1": t1, "t2": t2, "t3": t3, "t4": t4, "g_q": g_q, "le_k": le_k}
 
 
 def _table_rounding(t: _Tables) -> float:
@@ -326,6 +336,109 @@ def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block]
     return {"why": why, "witness": witness}
 
 
+def _position_sum(w: np.ndarray, pin_order, pinned_sorted, groups_at, n: int) -> np.ndarray:
+    """[r] sum over key positions of the largest weight among that position's alternatives
+    (``w`` [r, nk]); a key that names no position may stand at every one of the n positions."""
+    total = np.zeros(len(w))
+    if pinned_sorted.any():
+        ws = w[:, pin_order[pinned_sorted]]
+        total += np.maximum.reduceat(ws, groups_at, axis=1).sum(1)
+    if (~pinned_sorted).any():
+        total += n * w[:, pin_order[~pinned_sorted]].max(1)
+    return total
+
+
+#: Per-pair score errors (:func:`_pair_leak`) are computed for a head whose uniform leak bound is
+#: above this (the uniform bound certifies the others with room to spare), ...
+PAIR_LEAK_ABOVE = 1e-6
+#: ... and whose tables are at most this large (query rows x keys x query rows read).
+PAIR_LEAK_MAX = 200_000_000
+
+
+def _pair_leak(t: _Tables, state: State, blocks: Dict[str, Block], eps: float, causal: bool, n: int, scale: float,
+               ins: Tuple[float, float, float], rnd: Dict[str, float], delta: float, pin_order, pinned_sorted,
+               groups_at) -> float:
+    """Leak bound with the score error of every (query, key) pair *relative to the top key*.
+
+    The uniform bound takes every weight below the top key t as exp(s_j - s_t + 2 delta). But
+    the query's errors are common to all keys: its input error dx and the rounding eq of its
+    projection move s_j - s_t by (dx W_Q + eq) . (k_j - k_t) only (plus their products with
+    the keys' errors), which is small where k_j is close to k_t (an angle pointer's
+    neighbouring positions, whose scores differ by the gap alone). So for a query row whose
+    only candidate level is one key combination t (the top on every input), the real
+    difference s^_j - s^_t is within
+
+        E(j) = D1(j) + R1(j) + 2 (d2 + d3 + t2 + t3 + t4 + g_q (le_k + t2))
+
+    of the ideal one: D1(j) = the query's input error through W_Q (k_j - k_t)
+    (:func:`state.lin_err`), R1(j) = g_q sum_e Q_e |k_j,e - k_t,e| (the projection's
+    rounding), and, for each of the two keys, its input error against the query (d2), the
+    product of the errors (d3), the key projection's rounding (t2) and the rounding of the
+    dot product and the scaling (t3, t4: :func:`_score_rounding`), the query
+    projection's rounding against the key's error (g_q (le_k + t2)) and the table's float64
+    rounding (eps). With q^ = q + eq (q = x^ W_Q exact, x^ = x + dx) and k^_j = k_j + ek_j
+    (k_j = y^_j W_K exact, y^_j = y_j + dy_j), every part of s^_j - s^_t - (s_j - s_t) is one
+    of these: dx W_Q . (k_j - k_t) ideal keys (D1), q_ideal . dy W_K (d2, per key),
+    dx W_Q . dy W_K (d3), q . ek (t2), eq . (ideal k_j - k_t) (R1), eq . (dy W_K + ek)
+    (g_q (le_k + t2)), the dot product's and the scaling's rounding (t3 + t4). The weight of key j is
+    then at most exp((1 - u)(s_j - s_t) + E(j)) (the shift's rounding, as in :func:`_leak_sum`),
+    summed over key positions as there. Every other row keeps the uniform bound
+    (exp(2 delta) times its sum, inf where its gap is not above 2 delta). Returns the largest
+    row's bound.
+    """
+    qs, ks = t.qs, t.ks
+    d1, d2, d3 = ins
+    # + 2 eps: the two table entries' own float64 rounding
+    common = 2 * (d2 + d3 + rnd["t2"] + rnd["t3"] + rnd["t4"] + rnd["g_q"] * (rnd["le_k"] + rnd["t2"]) + eps)
+    blist = list(blocks.values())
+    m_all = ks.contrib @ (t.wq * scale).T  # [nk, q_rows]: W_Q k_j, the query input error's weights against key j
+    q_err = bool(state.radius[t.q_rows].any())
+    chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib) * max(len(t.q_rows), ks.contrib.shape[1]), 1))
+    best = 0.0
+    for start in range(0, len(qs.contrib), chunk):
+        stop = min(start + chunk, len(qs.contrib))
+        lv = _levels(t, start, stop, eps, causal)
+        top_members = ((lv.cid == 0) & lv.valid).sum(1)
+        pair = (lv.reach == 0) & (top_members == 1)
+        rows = np.flatnonzero(pair)
+        other = np.flatnonzero(~pair)
+        if len(other):
+            uni = _leak_rows(lv, eps, ks, pin_order, pinned_sorted, groups_at, n)[other]
+            bad = (lv.row_gap[other] <= 2 * delta) & (uni > 0)
+            if bad.any():
+                return math.inf
+            best = max(best, float((uni * math.exp(2 * delta)).max(initial=0.0)))
+        if not len(rows):
+            continue
+        top = lv.order[rows, 0]  # [c] the top key combination of each row
+        s = lv.s[rows]
+        s_top = s[np.arange(len(rows)), top]
+        diff = ks.contrib[None, :, :] - ks.contrib[top][:, None, :]  # [c, nk, e]
+        err = rnd["g_q"] * np.einsum("cke,ce->ck", np.abs(diff), qs.absval[start + rows]) + common
+        if q_err:
+            md = (m_all[None, :, :] - m_all[top][:, None, :]).reshape(-1, len(t.q_rows))
+            err = err + lin_err(state, blist, t.q_rows, md.T).reshape(len(rows), -1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = np.exp(SHRINK * (s - s_top[:, None]) + err)
+        w = np.where(np.isfinite(s), w, 0.0)
+        w[np.arange(len(rows)), top] = 0.0
+        best = max(best, float(_position_sum(w, pin_order, pinned_sorted, groups_at, n).max(initial=0.0)))
+    return best
+
+
+def _leak_rows(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> np.ndarray:
+    """[r] the per-row sums of :func:`_leak_sum`."""
+    s, live = lv.s, lv.cand & lv.valid
+    lowest = np.where(live, lv.ss, np.inf).min(1)  # [r] t
+    single = lv.reach == 0
+    near = s >= (lowest - 2 * eps)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-SHRINK * lv.row_gap)[:, None]),
+                     np.exp(SHRINK * (s - lowest[:, None])))
+    w = np.where(np.isfinite(s), w, 0.0)
+    return _position_sum(w, pin_order, pinned_sorted, groups_at, n)
+
+
 def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> float:
     """max over query rows of sum over key positions of exp(score - top), without the perturbation.
 
@@ -336,22 +449,8 @@ def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, group
     holds one of its alternatives, so a position adds its largest weight; a key that names no
     position may stand at every one of the n positions.
     """
-    s, live = lv.s, lv.cand & lv.valid
-    lowest = np.where(live, lv.ss, np.inf).min(1)  # [r] t
-    single = lv.reach == 0
-    near = s >= (lowest - 2 * eps)[:, None]
-    with np.errstate(over="ignore", invalid="ignore"):
-        # (1 - u): the softmax's shift fl(s - max) rounds each exponent within u of itself
-        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-SHRINK * lv.row_gap)[:, None]),
-                     np.exp(SHRINK * (s - lowest[:, None])))
-    w = np.where(np.isfinite(s), w, 0.0)
-    total = np.zeros(len(s))
-    if pinned_sorted.any():
-        ws = w[:, pin_order[pinned_sorted]]
-        total += np.maximum.reduceat(ws, groups_at, axis=1).sum(1)
-    if (~pinned_sorted).any():
-        total += n * w[:, pin_order[~pinned_sorted]].max(1)
-    return float(total.max(initial=0.0))
+    # (1 - u): the softmax's shift fl(s - max) rounds each exponent within u of itself
+    return float(_leak_rows(lv, eps, ks, pin_order, pinned_sorted, groups_at, n).max(initial=0.0))
 
 
 def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool) -> np.ndarray:
@@ -515,7 +614,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     numeric = not constant and numerical_written(blocks, spec.rows("out_rows", len(state.radius)), t.wvo)
     pats: Tuple[set, set] = (set(), set())  # numerical heads: level patterns of BOS and regular queries
     span = 0.0
-    d_inputs = _score_perturbation(state, blocks, t, n)
+    ins = _score_perturbation(state, blocks, t, n, parts=True)
+    d_inputs = sum(ins)
     # float32 rounding of the score: relative to max over pairs of sum_e |q_e| |k_e| with |x| + r in
     # place of x (computed with the table, below; :func:`_score_rounding`)
     eps = _table_rounding(t)
@@ -547,9 +647,18 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                 if clean_by is None:
                     return HeadCert(None, bad)
                 used_analysis = bad
-    delta = up(d_inputs + _score_rounding(state, blocks, t, float(spec.qk_scale), abs_max))
+    rounding, rnd = _score_rounding(state, blocks, t, float(spec.qk_scale), abs_max, parts=True)
+    delta = up(d_inputs + rounding)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
+    if (not numeric and not constant and leak > PAIR_LEAK_ABOVE
+            and len(qs.contrib) * len(ks.contrib) * max(len(t.q_rows), ks.contrib.shape[1]) <= PAIR_LEAK_MAX):
+        pair = up(_pair_leak(t, state, blocks, eps, causal, n, float(spec.qk_scale), ins, rnd, delta,
+                             pin_order, pinned_sorted, groups_at))
+        entry["leak_uniform"] = leak
+        if pair < leak:  # both are bounds on the same leak: the smaller holds
+            leak = entry["leak_bound"] = pair
+            entry["leak_by"] = "per-pair score errors"
     if used_analysis is not None:
         entry["level_clean_by"] = clean_by
         entry["level_clean_witness"] = used_analysis["witness"]
