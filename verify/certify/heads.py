@@ -496,26 +496,30 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
     m_v = a_v.max(0)  # [d_head]
     abs_wo = np.abs(np.asarray(p["w_o"][h], np.float64))
     vabs = m_v @ abs_wo  # [Do]
+    out_rows = spec.rows("out_rows", len(state.radius))
+    written = [(b, np.flatnonzero(np.isin(out_rows, b.rows))) for b in blist]
+    written = [(b, cols) for b, cols in written if len(cols)]
+    # per written block: max over value combinations j of M_j |W_O[:, cols]| 1 (the l1 float32 term below)
+    per_key_l1 = (a_v @ np.stack([abs_wo[:, cols].sum(1) for _, cols in written], 1)).max(0, initial=0.0) \
+        if written else np.zeros(0)
+    del a_v
     f32_rel = softmax_output_rel(n, p["w_v"][h], p["w_o"][h])
     if one_key:
         f32_rel = min(f32_rel, pointer_output_rel(n, leak, p["w_v"][h], p["w_o"][h]))
     f32 = f32_rel * vabs
     r_out = leak * spread + lin_err(state, blist, t.v_rows, t.wvo) + f32
     # l1 per written block: the leak moves mass between ideal outputs, the input errors pass through W_OV
-    out_rows = spec.rows("out_rows", len(state.radius))
     l1_out = {}
-    for b in blist:
-        cols = np.flatnonzero(np.isin(out_rows, b.rows))
-        if len(cols):
-            # float32 term in l1: every bound on a coordinate's rounding is relative to
-            # sum_j a_j M_j (M_j: key j's (|x| + r)|W_V|, sum_j a_j <= 1), so summed over the
-            # block's columns through |W_O| it is at most f32_rel x max_j M_j |W_O[:, cols]| 1
-            # (not the sum over columns of a per-column maximum: a one-hot value is large in
-            # one column only)
-            f32_l1 = min(float(vabs[cols].sum()), float((a_v @ abs_wo[:, cols].sum(1)).max(initial=0.0)))
-            l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
-                                + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
-                                + f32_rel * f32_l1)
+    for (b, cols), key_l1 in zip(written, per_key_l1):
+        # float32 term in l1: every bound on a coordinate's rounding is relative to
+        # sum_j a_j M_j (M_j: key j's (|x| + r)|W_V|, sum_j a_j <= 1), so summed over the
+        # block's columns through |W_O| it is at most f32_rel x max_j M_j |W_O[:, cols]| 1
+        # (not the sum over columns of a per-column maximum: a one-hot value is large in
+        # one column only)
+        f32_l1 = min(float(vabs[cols].sum()), float(key_l1))
+        l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
+                            + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
+                            + f32_rel * f32_l1)
     return np.array([up(x) for x in r_out]), l1_out
 
 
