@@ -10,6 +10,13 @@ only the non-zero weights of a column count (:func:`terms`). exp is taken within
 The bounds themselves are computed in float64 and rounded outward (:func:`up`), and the
 tables' own float64 products carry a gamma term with u = 2^-53 (:data:`U64`).
 
+**Sums with a few dominant terms (:func:`dominant_sum`).** The same fact with k dominant
+terms: a dot product of n terms errs by about k u D + (1 + 2 gamma_n) L (D the dominant
+terms' magnitude, L the others'), whatever the order; the certifier uses it for the scores,
+whose projections and q . k have as many dominant terms as the ideal inputs have non-zero
+entries, the others being input errors. A projection that only copies inputs
+(:func:`copies`) is exact.
+
 The functions here give the *relative* factors; the callers multiply them by the
 absolute values the float32 forward adds (ideal value plus radius), so every term is an
 upper bound on the real rounding error whatever the summation order.

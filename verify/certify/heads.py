@@ -21,13 +21,18 @@ to the floor may be the top on some input (the *candidate* levels).
   program check, which the caller (:mod:`.report`) then requires.
 * **Leak.** The real scores differ from the ideal ones by at most delta: the input radii
   through W_QK (:func:`_score_perturbation`: row radii, or the blocks' l1 bounds) plus the
-  float32 rounding of q . k. A key below the actual top level lies at least gap - 2 delta
-  below it, so its softmax weight is at most exp(-(gap - 2 delta)); summed over the key
-  positions (:func:`_leak_sum`) this bounds the attention mass off the top level (the
-  *leak*). A leak bound >= 1 proves nothing: the head is not certified.
+  float32 rounding of the projections and of q . k (:func:`_score_rounding`: relative to
+  the few dominant products, :func:`float32.dominant_sum`). A key below the actual top level
+  lies at least gap - 2 delta below it, so its softmax weight is at most
+  exp(-(gap - 2 delta)); summed over the key positions (:func:`_leak_sum`) this bounds the
+  attention mass off the top level (the *leak*). Where a row's top is one key t and the
+  table is small, the query's common errors are counted against k_j - k_t instead
+  (:func:`_pair_leak`), and the smaller bound holds. A leak bound >= 1 proves nothing: the
+  head is not certified.
 * **Output.** The head writes at most leak x range(OV outputs) + |W_OV|^T r away from the
   ideal (the leak moves mass between ideal outputs; the input error passes through W_OV),
-  plus the float32 term of the softmax average. For a clean categorical head the input's
+  plus the float32 term of the softmax average (in l1 per written block: relative to the
+  largest single value's l1 norm, not the sum of per-row maxima). For a clean categorical head the input's
   top level is one key and the others' exponentials sum to at most the leak bound, so the
   normalisation is a common scale within about 5u + leak and the weighted sum is dominated
   by the top key: the term is about (7u + 2 leak) of the values' magnitude, whatever n
