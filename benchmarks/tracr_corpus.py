@@ -38,9 +38,9 @@ fails. A compact table (80 columns, rich) is printed per section; a progress lin
 finished program goes to stderr.
 
 Cost, measured for the committed results (default settings, one process, nice 5, the shared 2-core
-machine at load average ~9): 149 s and 198 s wall in two runs, peak RSS 0.8 GB. The three
-shuffle_dyck3 programs (55,986 inputs each, exhaustive) take three quarters of it, every other
-program under 3 s; frac_prevs_2, frac_prevs_3
+machine with other jobs running): 266 s wall (149 s and 198 s in earlier runs), peak RSS 0.8 GB.
+The three shuffle_dyck3 programs (55,986 inputs each, exhaustive) take three quarters of it, the
+shuffle_dyck2 ones 7-10 s, every other program under 3 s; frac_prevs_2, frac_prevs_3
 and pair_balance_1 (12,207,030 inputs each) get the sampled, edge and hypothesis checks only. No
 program comes near the default 300 s cap. The printed table is kept beside the JSON
 (``results/certify/tracr_corpus.txt``).

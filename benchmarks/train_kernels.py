@@ -174,10 +174,12 @@ def _feed(shape):
     return jnp.asarray(ids), jnp.asarray(ids), jnp.asarray(np.ones(shape, np.float32))
 
 
-def after_kernels(cfg, groups, n: int, precision: str, fed: bool = False, widen: bool = False) -> Dict[str, Any]:
+def after_kernels(cfg, groups, n: int, precision: str, fed: bool = False, widen: bool = False,
+                  layout: str = "padded") -> Dict[str, Any]:
     """Kernels per step of the fused chunk function (every group and seed; ``fed``: numpy-fed, the
     batches given; ``widen``: every run at the widest group's width and heads, one family, an
-    estimate of padding the width too; masked LayerNorm statistics would add a few kernels)."""
+    estimate of padding the width too; masked LayerNorm statistics would add a few kernels;
+    ``layout``: :data:`~verify.crosscheck.fused.LAYOUTS`)."""
     import dataclasses
 
     task = sweep.get_task(cfg.task)
@@ -188,19 +190,20 @@ def after_kernels(cfg, groups, n: int, precision: str, fed: bool = False, widen:
             model = dataclasses.replace(r.model, width=wide.width, heads=wide.heads) if widen else r.model
             seed = r.train.seed + (1000 if widen and r.control else 0)  # distinct (depth, seed) in one family
             runs.append((sweep._group_data(cfg, task, g[0]), model, seed))
-    fams = make_families(runs, "numpy" if fed else cfg.sampler)
+    fams = make_families(runs, "numpy" if fed else cfg.sampler, layout)
     states = init_states(fams, runs, cfg.train)
     keys = [None if fed else jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in f.seed_list])
             for f in fams]
     feeds = [_feed((n, len(f.seed_list), cfg.train.batch, f.data.seq_len)) if fed else None for f in fams]
     fn = fused_chunk_fn(fams, cfg.train, n, precision)
     t = time.perf_counter()
-    hlo = fn.lower(states, keys, jnp.arange(n, dtype=jnp.int32), jnp.int32(cfg.train.steps),
-                   jnp.int32(cfg.train.warmup), feeds).compile().as_text()
+    hlo = fn.lower(states, keys, jnp.arange(n, dtype=jnp.int32), jnp.zeros(n, jnp.float32),
+                   feeds).compile().as_text()
     c = count_kernels(hlo)
     out = {**{k: v / n for k, v in c.items()}, "families": len(fams), "models": len(runs),
            "compile_s": round(time.perf_counter() - t, 1), "precision": precision}
-    what = "width padded, " if widen else ""
+    what = ("width padded, " if widen else "") + ("depths split, " if layout == "split" else "")
+    out["layout"] = layout
     print(f"  after{' (fed)' if fed else ''} (one program, {what}{len(fams)} families, {len(runs)} models, {precision}) "
           f"{c['total'] / n:7.0f} kernels/step ({out['compile_s']:.0f} s to compile)", flush=True)
     return out

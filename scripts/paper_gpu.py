@@ -16,9 +16,17 @@ How the number of steps is chosen (printed and written to ``results.json`` under
    seconds per optimiser step of the other chunks (all runs together); ``curve_eval_s`` = the
    slowest curve evaluation after the first; ``final_eval_s`` = the final evaluation. The run
    length is a runtime argument of the compiled step, so the main run compiles nothing new;
+0. before anything is built or compiled, an up-front bound (:func:`upfront_floor`): the
+   seconds the run needs at least, ``elapsed + (CAL_CHUNKS + 2) * chunk * step_flops / PEAK
+   + 0.05 * budget + 10 s`` (calibration and one chunk of training at the device's stated peak
+   rate, :func:`peak_flops`, and the reserve's fixed part; compilation and evaluation counted
+   as free), ``step_flops`` the weight-matrix products of every run's forward and backward pass
+   (:func:`step_flops`, a lower bound). If even that exceeds the budget, the script exits 2
+   with one line saying so, within seconds;
 3. ``reserve = 1.5 * final_eval_s + 0.05 * budget + 10 s`` (final evaluation, results, figures),
-   ``steps = (budget - elapsed - reserve - CURVE_POINTS * curve_eval_s) / step_s``, rounded down
-   to a multiple of CURVE_POINTS * chunk (every curve interval a whole number of chunks: one
+   ``steps = (budget - elapsed - reserve - CURVE_POINTS * (curve_eval_s + checkpoint_s)) /
+   step_s`` (``checkpoint_s``: the slowest checkpoint of the calibration), rounded down to a
+   multiple of CURVE_POINTS * chunk (every curve interval a whole number of chunks: one
    compiled chunk length), capped at the preset's 1e5. If not even one chunk fits, the script
    says so and exits 1 before training;
 4. the training also stops at the deadline ``start + budget - reserve`` whatever the estimate
@@ -26,7 +34,11 @@ How the number of steps is chosen (printed and written to ``results.json`` under
 
 ``results.json`` is written after every curve point (``complete`` false, ``partial_step``, each
 run's errors those of its latest curve point) and at the end: a run killed at its time limit
-keeps what it trained.
+keeps what it trained. Every curve point is also a checkpoint of every run
+(``OUT/checkpoints/fused``, :func:`verify.crosscheck.sweep.fused_checkpoint_dir`): the same
+command run again calibrates, then takes the checkpoint's number of steps (not a new estimate:
+the schedule depends on it) and continues from its step, the steps after it those of an
+uninterrupted run; ``--fresh`` discards the checkpoint.
 
 Writes to ``--out`` (default results/crosscheck/paper_gpu/): results.json, error_by_depth.png,
 loss_curves.png (:mod:`verify.crosscheck.report`), table.md (the error table by depth and k
@@ -60,6 +72,7 @@ from typing import Any, Dict, List, Tuple
 from depthcraft.constructions.errors import DepthcraftError
 from depthcraft.constructions.files import write_text_atomic
 from depthcraft.verify.crosscheck import report, sweep
+from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.claims import PAPER_KHOP
 from depthcraft.verify.crosscheck.fused import PRECISIONS
 from depthcraft.verify.crosscheck.presets import get_preset
@@ -69,6 +82,11 @@ OUT = "results/crosscheck/paper_gpu"
 CAL_CHUNKS = 3
 #: Curve evaluations per run (the sweep's default cadence); steps are a multiple of this x chunk.
 CURVE_POINTS = sweep.DEFAULT_CURVE_POINTS
+#: Stated peak rates (FLOP/s) for the up-front bound, above what the hardware can do, so that
+#: the bound never refuses a budget that could hold: a CPU core (AVX-512, two FMA units, 16
+#: float32 lanes, 2 FLOP per FMA, at a 6.25 GHz clock no core reaches); any GPU or TPU (above
+#: the dense bfloat16 peak of every current single accelerator, e.g. ~2.25e15 for a B200).
+PEAK_FLOPS = {"cpu_core": 2 * 16 * 2 * 6.25e9, "accelerator": 5e15}
 
 
 def smoke_overrides() -> Dict[str, Any]:
@@ -98,6 +116,51 @@ def build_config(a: argparse.Namespace) -> sweep.SweepConfig:
     return sweep.make_config(preset, seeds=seeds, control=control, trainer="fused", precision=precision)
 
 
+def peak_flops(backend: str) -> Tuple[float, str]:
+    """The stated peak FLOP/s of this machine (:data:`PEAK_FLOPS`) and how it was made."""
+    if backend == "cpu":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return cores * PEAK_FLOPS["cpu_core"], f"{cores * PEAK_FLOPS['cpu_core']:.1e} FLOP/s ({cores} cores)"
+    return PEAK_FLOPS["accelerator"], f"{PEAK_FLOPS['accelerator']:.1e} FLOP/s ({backend})"
+
+
+def step_flops(cfg: sweep.SweepConfig, runs: List[sweep.RunSpec], seq_len: int, n_outputs: int) -> float:
+    """A lower bound on the FLOPs of one optimiser step of every run together: the products with
+    weight matrices only (attention scores, softmax, LayerNorm, the optimiser: left out), 2 per
+    multiply-add, forward once and backward twice (input and weight gradients), for ``batch``
+    sequences of ``seq_len`` tokens. Per layer of width d: q, k, v, o (4 d^2) and the MLP
+    (2 r d^2); the read-out d x ``n_outputs``."""
+    tokens = cfg.train.batch * seq_len
+    total = 0.0
+    for r in runs:
+        m = r.model
+        per_layer = 4 * m.width ** 2 + (2 * m.mlp_ratio * m.width ** 2 if m.mlp else 0)
+        total += m.depth * per_layer + m.width * n_outputs
+    return 3 * 2 * tokens * total
+
+
+def upfront_floor(cfg: sweep.SweepConfig, budget_s: float, elapsed_s: float, backend: str) -> Tuple[float, str]:
+    """Seconds the run needs at least (module docstring, step 0), before anything is compiled,
+    and how they add up. Builds no construction: the depth bounds only (``compile_model=False``)."""
+    infos = []
+    for c in cfg.conditions:
+        info = sweep.construction_info(cfg.construction, c, compile_model=False)
+        if info.bound is None and cfg.claim is not None:
+            info.bound = cfg.claim(c)
+        infos.append(info)
+    runs = sweep.plan(cfg, [i.bound for i in infos])
+    data = sweep._group_data(cfg, sweep.get_task(cfg.task), runs[0])
+    flops = step_flops(cfg, runs, data.seq_len, data.n_classes)
+    peak, how = peak_flops(backend)
+    steps = (CAL_CHUNKS + 2) * cfg.chunk
+    train = steps * flops / peak
+    fixed = 0.05 * budget_s + 10.0
+    floor = elapsed_s + train + fixed
+    why = (f"{floor:.0f} s = {elapsed_s:.0f} s + {steps} steps x {flops:.2e} FLOP at {how} + "
+           f"reserve {fixed:.0f} s")
+    return floor, why
+
+
 def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
               infos: List[sweep.ConstructionInfo]) -> Dict[str, Any]:
     """Time the fused trainer on every run at once, its curve evaluation and the final evaluation.
@@ -107,18 +170,23 @@ def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
     compiled step, evaluation and alignment functions stay cached for the main run.
 
     Returns:
-        ``{"step_s", "compile_s", "curve_eval_s", "final_eval_s", "seconds", "precision"}``:
-        seconds per optimiser step (all runs together, mean of the timed chunks), the first chunk,
-        the slowest curve evaluation after the first, the final evaluation, the whole calibration.
+        ``{"step_s", "compile_s", "curve_eval_s", "checkpoint_s", "final_eval_s", "seconds",
+        "precision"}``: seconds per optimiser step (all runs together, mean of the timed chunks),
+        the first chunk, the slowest curve evaluation after the first, the slowest checkpoint
+        (every run's weights and optimiser state, written at every curve point), the final
+        evaluation, the whole calibration.
     """
+    import tempfile
+
     from depthcraft.verify.crosscheck.fused import train_fused
 
     t = time.perf_counter()
     chunk = cfg.chunk
     runs, datas, sets, _, _ = sweep.fused_inputs(cfg, groups)
-    res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=chunk,
-                      sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=chunk,
-                      stop_at=(CAL_CHUNKS + 1) * chunk)
+    with tempfile.TemporaryDirectory() as ckpt:
+        res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=chunk,
+                          sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=chunk,
+                          stop_at=(CAL_CHUNKS + 1) * chunk, checkpoint_dir=ckpt)
     timed = res.stats["chunks"][1:]
     step_s = sum(c["seconds"] for c in timed) / max(1, len(timed) * chunk)
     evals = res.stats["evals"]
@@ -126,7 +194,8 @@ def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
     sweep.fused_final_eval(cfg, res, runs, infos, {})
     final_eval_s = time.perf_counter() - te
     return {"step_s": step_s, "compile_s": res.stats["compile_s"],
-            "curve_eval_s": round(max(evals[1:] or evals), 4), "final_eval_s": round(final_eval_s, 3),
+            "curve_eval_s": round(max(evals[1:] or evals), 4),
+            "checkpoint_s": round(max(res.stats["checkpoints"] or [0.0]), 4), "final_eval_s": round(final_eval_s, 3),
             "seconds": round(time.perf_counter() - t, 2), "precision": res.stats["precision"]}
 
 
@@ -142,17 +211,40 @@ def choose_steps(budget_s: float, elapsed_s: float, cal: Dict[str, Any], chunk: 
         ValueError: not even ``chunk`` steps fit (the budget cannot hold the preset).
     """
     reserve = reserve_s(budget_s, cal)
-    evals = CURVE_POINTS * cal["curve_eval_s"]
+    evals = CURVE_POINTS * (cal["curve_eval_s"] + cal.get("checkpoint_s", 0.0))
     left = budget_s - elapsed_s - reserve - evals
     fit = max(0, int(left / cal["step_s"])) if cal["step_s"] > 0 else cap
     grain = CURVE_POINTS * chunk
     steps = min(cap, fit // grain * grain if fit >= grain else fit // chunk * chunk)
     why = (f"budget {budget_s:.0f} s - elapsed {elapsed_s:.0f} s - reserve {reserve:.0f} s - {CURVE_POINTS} curve "
-           f"evaluations {evals:.0f} s = {left:.0f} s at {cal['step_s'] * 1e3:.3f} ms/step (all runs at once) "
+           f"evaluations and checkpoints {evals:.0f} s = {left:.0f} s at {cal['step_s'] * 1e3:.3f} ms/step "
+           f"(all runs at once) "
            f"-> {fit} steps; rounded down to a multiple of {grain if fit >= grain else chunk}, cap {cap}: {steps}")
     if steps < chunk:
         raise ValueError(f"the budget cannot hold the preset: {why}")
     return steps, why
+
+
+def with_steps(cfg: sweep.SweepConfig, steps: int) -> sweep.SweepConfig:
+    """``cfg`` trained for ``steps`` steps (warm-up at most ``steps``, 20 logged losses at most
+    every 100 steps)."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(
+        cfg.train, steps=steps, warmup=min(cfg.train.warmup, steps), log_every=max(1, min(100, steps // 20))))
+
+
+def check_checkpoint(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]], ckpt: str) -> None:
+    """Raise :class:`ParameterError` when the checkpoint in ``ckpt`` was made with other settings
+    than the fused sweep ``cfg`` of ``groups`` (compiles nothing)."""
+    from depthcraft.verify.crosscheck import fused
+
+    runs, datas, _, _, _ = sweep.fused_inputs(cfg, groups)
+    triples = [(d, r.model, r.train.seed) for d, r in zip(datas, runs)]
+    layout = fused.resolve_layout("auto")
+    families = fused.make_families(triples, cfg.sampler, layout)
+    every = cfg.eval_every or max(1, cfg.train.steps // sweep.DEFAULT_CURVE_POINTS)
+    desc = fused.checkpoint_description(triples, cfg.train, families, fused.resolve_precision(cfg.precision),
+                                        layout, every)
+    fused.check_resumable(ckpt, desc)
 
 
 def khop_table(results: Dict[str, Any]) -> str:
@@ -203,6 +295,7 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", choices=PRECISIONS, default="auto",
                     help="compute precision (default auto: bfloat16 on a GPU, float32 on the CPU)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, CPU, seconds (tests the path)")
+    ap.add_argument("--fresh", action="store_true", help="discard OUT's checkpoint (default: continue from it)")
     a = ap.parse_args(argv)
     for name, low in (("budget_s", 1), ("seeds", 1), ("steps", 1), ("scale", 1)):
         v = getattr(a, name)
@@ -226,8 +319,36 @@ def main(argv=None) -> int:
     except DepthcraftError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    floor, floor_why = upfront_floor(cfg, a.budget_s, time.perf_counter() - t0, device["backend"])
+    if floor > a.budget_s:
+        print(f"error: the budget cannot hold the preset: {a.budget_s:.0f} s < {floor_why}", file=sys.stderr)
+        return 2
+    print(f"up-front bound: {floor_why}".replace(" at ", "\n  at ", 1), flush=True)
+    ckpt = sweep.fused_checkpoint_dir(a.out)
+    if a.fresh and os.path.isdir(ckpt):
+        import shutil
+
+        shutil.rmtree(ckpt)
+    try:
+        record = read_meta(ckpt)
+    except DepthcraftError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    resume = None
+    if record is not None:
+        resume = (int(record["step"]), int(record["meta"]["config"]["train"]["steps"]))
+        if a.steps is not None and a.steps != resume[1]:
+            print(f"error: {ckpt} holds a run of {resume[1]} steps, not --steps {a.steps}; use --fresh",
+                  file=sys.stderr)
+            return 2
     infos = [sweep.condition_info(cfg, c) for c in cfg.conditions]
     groups = sweep.seed_groups(sweep.plan(cfg, [i.bound for i in infos]))
+    if resume is not None:
+        try:  # refuse a checkpoint of other settings now, not after the calibration
+            check_checkpoint(with_steps(cfg, resume[1]), groups, ckpt)
+        except DepthcraftError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     print(f"constructions built ({time.perf_counter() - t0:.0f} s); {len(groups)} groups of runs "
           f"({', '.join(sweep.group_id(g) for g in groups)}), one compiled step", flush=True)
     cal, why = None, "given on the command line (--steps)"
@@ -245,7 +366,10 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
-        if a.smoke:
+        if resume is not None:
+            steps, why = resume[1], (f"the checkpoint's: resuming at step {resume[0]} of {resume[1]} (this "
+                                     f"budget's estimate: {fit})")
+        elif a.smoke:
             if fit < cfg.train.steps:
                 print(f"error: the budget cannot hold the smoke run's {cfg.train.steps} steps: {fit_why}",
                       file=sys.stderr)
@@ -254,13 +378,14 @@ def main(argv=None) -> int:
         else:
             steps, why = fit, fit_why
     print(f"steps: {steps} ({why})", flush=True)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(
-        cfg.train, steps=steps, warmup=min(cfg.train.warmup, steps), log_every=max(1, min(100, steps // 20))))
+    cfg = with_steps(cfg, steps)
     deadline = t0 + a.budget_s - reserve
     t_train = time.perf_counter()
     stats: Dict[str, Any] = {}
     results = sweep.run_sweep(cfg, a.out, command=command, infos=infos, plot=False, progress=_Print(t0),
                               deadline=deadline, fused_stats=stats)
+    if resume is not None:
+        print(f"resumed from step {resume[0]}", flush=True)
     train_wall = time.perf_counter() - t_train
     chunks = stats.get("chunks", [])
     results["paper_gpu"] = {"budget_s": a.budget_s, "steps": steps, "steps_chosen": why, "calibration": cal,
@@ -270,6 +395,8 @@ def main(argv=None) -> int:
                             "train_s": round(sum(c["seconds"] for c in chunks), 1),
                             "compile_s": stats.get("compile_s"), "curve_eval_s": round(sum(stats.get("evals", [])), 1),
                             "final_eval_s": stats.get("eval_s"), "precision": stats.get("precision"),
+                            "layout": stats.get("layout"), "checkpoint_s": round(sum(stats.get("checkpoints", [])), 1),
+                            "resumed_from": stats.get("resumed_from", 0), "upfront_floor_s": round(floor, 1),
                             "smoke": a.smoke}
     results["paper_gpu"]["preset"] = a.preset or "khop:paper"
     table = khop_table(results) if cfg.task == "khop" else None

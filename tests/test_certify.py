@@ -114,7 +114,9 @@ def test_khop_rasp_baseline_is_not_certified_and_names_a_head():
     cert = certify(build("khop_rasp", k=1, n=8, vocab=3))
     assert cert["certified"] is False
     u = cert["uncertified"][0]
-    assert u["layer"].startswith("attn") and u["head"] is not None and u["witness"]["query"]
+    assert u["layer"].startswith("attn") and u["head"] is not None
+    # a table witness (query and keys), or the score perturbation that swamps the gap
+    assert u["witness"].get("query") or u["witness"]["delta"] > u["witness"]["min_gap"] / 2
 
 
 def test_selector_and_is_refused_at_compile_time():

@@ -78,13 +78,14 @@ def test_witness_tokens_print_as_names():
 
 
 def test_verify_certify_fits_and_names_witness_tokens(capsys, monkeypatch):
-    code, out, _ = run_at(capsys, monkeypatch, "verify", "khop_rasp", "-p", "k=1", "-p", "n=8", "-p", "vocab=3",
+    # icqa ReLU: the match head's witness holds a query token and a concrete input (questions q0.., answers a0..)
+    code, out, _ = run_at(capsys, monkeypatch, "verify", "icqa_copy_match", "-p", "attention=relu",
                           "--certify", "--samples", "20", "--hypothesis", "5")
     assert code == 0
     assert_fits(out)
     flat = " ".join(out.split())
-    assert "witness:" in flat and "tokens: c" in flat
-    assert "tokens: 2" not in flat and "tokens: 0" not in flat
+    assert "witness:" in flat and "tokens: a" in flat and "tokens: [q" in flat
+    assert "tokens: 3" not in flat and "tokens: [2" not in flat
 
 
 def test_the_width_follows_columns_set_after_import(monkeypatch):

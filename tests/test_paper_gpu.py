@@ -36,14 +36,55 @@ def test_choose_steps_fits_the_budget_and_rounds_to_whole_curve_intervals():
     assert steps == 1000
     with pytest.raises(ValueError, match="cannot hold"):
         pg.choose_steps(720, 700, dict(cal, step_s=0.01), chunk=100, cap=100_000)
+    # a checkpoint of 0.5 s at each of the 20 curve points: 76 + 30 s -> 514 s left; at 20 ms/step
+    # 25700 steps -> 24000
+    steps, why = pg.choose_steps(720, 100, dict(cal, step_s=0.02, checkpoint_s=0.5), chunk=100, cap=100_000)
+    assert steps == 24_000 and "checkpoints 30 s" in why
 
 
-def test_smoke_run_writes_results_figures_and_the_table(tmp_path, capsys):
+def test_step_flops_by_hand():
+    """Smoke sizes: 2 runs of depth 2, width 16, MLP ratio 4: per layer 4 * 16^2 + 8 * 16^2 =
+    3072 weights, read-out 16 x O; 3 x 2 FLOP per weight and token, batch 32 x T tokens."""
     pg = _script()
-    out = tmp_path / "paper_gpu"
-    # without the control: one group of runs, one compilation (~10 s on a quiet 2-core machine)
+    cfg = pg.build_config(pg.argparse.Namespace(smoke=True, control=False, seeds=2))
+    runs = pg.sweep.plan(cfg, [None, 1])
+    assert [(r.model.depth, r.model.width) for r in runs] == [(2, 16)] * 2
+    assert pg.step_flops(cfg, runs, seq_len=10, n_outputs=5) == 6 * 32 * 10 * 2 * (2 * 3072 + 16 * 5)
+
+
+def test_an_impossible_budget_is_refused_up_front(tmp_path, capsys, monkeypatch):
+    """Before any construction is compiled or step traced: the smoke run in 10 s (the reserve
+    alone is 10.5 s), and the paper preset at a stated 1e12 FLOP/s (its 500 calibration and
+    first-chunk steps of ~9e11 FLOP take >= 450 s) in 400 s: exit 2, one line on stderr."""
+    import time
+
+    pg = _script()
+    t = time.perf_counter()
+    assert pg.main(["--smoke", "--budget-s", "10", "--out", str(tmp_path / "a")]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error")]
+    assert len(err) == 1 and "cannot hold the preset" in err[0] and "reserve 10 s" in err[0], err
+    monkeypatch.setattr(pg, "peak_flops", lambda backend: (1e12, "a stated 1e12 FLOP/s"))
+    assert pg.main(["--budget-s", "400", "--out", str(tmp_path / "b")]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error")]
+    assert len(err) == 1 and "cannot hold the preset" in err[0] and "500 steps" in err[0], err
+    flops = float(err[0].split(" x ")[1].split(" FLOP")[0])
+    assert 8e11 < flops < 1e12  # 30 runs (depths 2-6 at width 128, controls at 256), batch 32 x 101 tokens
+    assert time.perf_counter() - t < 60
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """The smoke run without the control: one group of runs, one compilation (~10 s on a quiet
+    2-core machine)."""
+    pg = _script()
+    out = tmp_path_factory.mktemp("smoke") / "paper_gpu"
     assert pg.main(["--smoke", "--no-control", "--out", str(out), "--budget-s", "600"]) == 0
-    r = json.loads((out / "results.json").read_text())
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_smoke_run_writes_results_figures_and_the_table(smoke):
+    out, r = smoke
     assert r["complete"] and r["preset"] == "paper" and r["paper_gpu"]["smoke"] is True
     assert r["paper_gpu"]["steps"] == 40 and r["paper_gpu"]["calibration"]["step_s"] > 0
     assert r["paper_gpu"]["wall_s"] <= 600 and r["settings"]["trainer"] == "fused"
@@ -69,9 +110,11 @@ def test_smoke_plans_the_capacity_control():
         [(2, 4, 16, False)] * 2 + [(1, 8, 32, True)] * 2
 
 
-def test_smoke_run_killed_half_way_leaves_its_results(tmp_path):
-    """results.json is written after every curve point: killed (SIGKILL) as soon as it appears, the
-    run leaves a readable file with the steps trained so far."""
+def test_smoke_run_killed_half_way_leaves_its_results_and_resumes(tmp_path, smoke):
+    """results.json is written after every curve point, after its checkpoint: killed (SIGKILL) as
+    soon as it appears, the run leaves a readable file with the steps trained so far; a command
+    with other runs (the control added) is refused before calibrating; the same command run again
+    continues from that step and ends with the uninterrupted run's losses and errors."""
     import os
     import signal
     import subprocess
@@ -97,6 +140,22 @@ def test_smoke_run_killed_half_way_leaves_its_results(tmp_path):
     assert r["complete"] is False and 0 < r["partial_step"] < 40
     assert len(r["runs"]) == 2 and all(x["partial"] and x["steps_done"] == r["partial_step"] for x in r["runs"])
     assert all(x["curve"] and set(x["error"]) == {"k=0", "k=1"} for x in r["runs"])
+    assert (out / "checkpoints" / "fused" / "checkpoint.json").exists()
+    other = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper_gpu.py"), "--smoke", "--control",
+                            "--out", str(out), "--budget-s", "600"], capture_output=True, text=True, env=env,
+                           cwd=str(tmp_path), timeout=600)
+    assert other.returncode == 2 and "other settings" in other.stderr and "calibration" not in other.stdout
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper_gpu.py"), "--smoke", "--no-control",
+                           "--out", str(out), "--budget-s", "600"], capture_output=True, text=True, env=env,
+                          cwd=str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resuming at step {r['partial_step']} of 40" in done.stdout
+    again = json.loads(path.read_text())
+    _, ref = smoke
+    assert again["complete"] and again["paper_gpu"]["resumed_from"] == r["partial_step"]
+    for x, y in zip(again["runs"], ref["runs"]):
+        assert x["steps_done"] == 40 and x["resumed_from"] == r["partial_step"]
+        assert x["history"] == y["history"] and x["curve"] == y["curve"] and x["error"] == y["error"]
 
 
 def test_preset_option_scales_another_claims_preset():

@@ -14,7 +14,11 @@ a teacher). The modules follow the method's parts, each with its soundness argum
   radius per row, l1 bounds per block) and the enumeration of what a projection reads.
 * :mod:`.heads`: attention heads (score tables, levels, clean levels, the leak, the
   output radius).
+* :mod:`.relu`: ReLU attention heads (exact sums over the keys scoring above zero).
+* :mod:`.positions`: position-wise value sets (combinations no input reaches).
 * :mod:`.mlps`: MLP sublayers (every input combination exactly, intervals through ReLU).
+* :mod:`.sets`: set-valued blocks (union heads, their threshold MLPs, set copies, the meet):
+  a product domain per coordinate instead of enumerated vectors.
 * :mod:`.float32`: the float32 rounding model (u = 2^-24, gamma_n sums, exp within 4 ulp).
 * :mod:`.program`: the program check (selection, OV and look-up tables against the RASP
   expressions, through ``model.program``), and the causal-selector check of every report.

@@ -49,7 +49,10 @@ to the floor may be the top on some input (the *candidate* levels).
   whether BOS is in it (always, maybe, never) and whether regular keys are; the ideal
   output set is every mean (b v_BOS + v_1 + ... + v_m) / (b + m) with b in the BOS options,
   0 <= m <= N regular values drawn from every value a regular key can write (a finite set
-  of fractions; refused beyond :data:`MAX_MEANS`). The real weights inside the top level
+  of fractions; refused beyond :data:`MAX_MEANS`); m >= 1 where every key position 1 can
+  hold scores in the level or above (position 1 is in every input, so the top level holds
+  it). A mean of m regular keys gets guard m: m distinct positions exist (and, causal, are
+  visible). The real weights inside the top level
   are uniform up to the factor exp(x), x = the level's score span + 2 eps + 2 delta, so the
   write is within (exp(x) - 1) x range + leak x range of that mean (the leak moves the rest
   of the mass), plus the input error through W_OV and the float32 term. That the level is
@@ -530,7 +533,13 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
 
 def _level_patterns(lv: _Levels, ks: Side, rows: np.ndarray) -> Tuple[set, float]:
     """For the query rows ``rows`` (chunk-local): the set of (BOS always in, BOS maybe in, regular
-    keys in) over every candidate level, and the largest score span inside a candidate level."""
+    keys in, a regular key always in) over every candidate level, and the largest score span inside
+    a candidate level.
+
+    A regular key is always in level c when it is the top: position 1 exists in every input, and
+    when every alternative it can hold (a regular key at position 1, or at no named position)
+    scores in level c or above (none masked), the top level c holds it (no present key scores
+    above the top)."""
     live = lv.cand & lv.valid
     nr, nk = lv.ss.shape
     flat = (np.arange(nr)[:, None] * nk + lv.cid)
@@ -549,18 +558,28 @@ def _level_patterns(lv: _Levels, ks: Side, rows: np.ndarray) -> Tuple[set, float
     cnt = np.zeros(size)
     np.add.at(cnt, flat[live & (kind == 0)], 1)
     cnt = cnt.reshape(nr, nk)
+    pos1 = (kind == 1) & np.isin(ks.position[lv.order], (1, -1))  # [r, nk] what position 1 can hold
+    big = np.iinfo(np.int64).max
+    low1 = np.where(pos1, np.where(lv.valid, lv.cid, big), -1).max(1)  # [r] its lowest level (big: masked)
     pats, span = set(), 0.0
     for r in rows:
         for c in range(int(lv.reach[r]) + 1):
             if not np.isfinite(acc["hi"][r, c]):
                 continue
-            pats.add((bool(cnt[r, c] == n_bos and n_bos > 0), bool(acc["bos_any"][r, c]), bool(acc["reg"][r, c])))
+            pats.add((bool(cnt[r, c] == n_bos and n_bos > 0), bool(acc["bos_any"][r, c]), bool(acc["reg"][r, c]),
+                      bool(0 <= low1[r] <= c)))
             span = max(span, float(acc["hi"][r, c] - acc["lo"][r, c]))
     return pats, span
 
 
-def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int) -> np.ndarray:
-    """[m, Do] every mean (b v_BOS + v_1 + ... + v_k) / (b + k) a level of the patterns ``pats`` gives.
+def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int, kind: int = 1
+           ) -> Tuple[np.ndarray, np.ndarray]:
+    """([m, Do] every mean (b v_BOS + v_1 + ... + v_k) / (b + k) a level of the patterns ``pats`` gives,
+    [m] its guard).
+
+    The guard of a mean is the smallest k (at least ``kind``) over the levels that give it: a level
+    of k regular keys holds k distinct positions, all in the input and (causal) visible to the query,
+    so positions 0..k exist (:class:`state.State`). A SelectorWidth's 1 / (w + 1) gets guard w.
 
     Raises:
         TooLarge: more than :data:`MAX_MEANS` means.
@@ -573,20 +592,21 @@ def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int) -> np.ndarra
         if len(nxt) > MAX_MEANS:
             raise TooLarge(f"more than {MAX_MEANS} sums of {k} values of a mean")
         sums.append(nxt)
-    out = []
-    for always, maybe, reg in pats:
+    out, guards = [], []
+    for always, maybe, reg, reg_always in pats:
         for b in ([1] if always else [0, 1] if maybe else [0]):
-            for k in (range(0, n + 1) if reg else [0]):
+            for k in (range(1 if reg_always else 0, n + 1) if reg else [0]):
                 if b + k == 0 or (k and not len(v_reg)) or (b and not len(v_bos)):
                     continue
                 tot = (v_bos[:, None, :] + sums[k][None, :, :]).reshape(-1, do) if b else sums[k]
                 out.append(tot / (b + k))
+                guards.append(np.full(len(tot), max(k, kind), dtype=np.int64))
     if not out:
-        return np.zeros((0, do))
-    res = unique_rows(np.concatenate(out))
+        return np.zeros((0, do)), np.zeros(0, dtype=np.int64)
+    res, guard = unique_min(np.concatenate(out), np.concatenate(guards))
     if len(res) > MAX_MEANS:
         raise TooLarge(f"a mean with {len(res)} values")
-    return res
+    return res, guard
 
 
 def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.ndarray) -> bool:
@@ -679,8 +699,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     if numeric:
         outs, vs = t.vs.contrib, t.vs
         v_bos, v_reg = unique_rows(outs[vs.kind == 0]), unique_rows(outs[vs.kind == 1])
-        means = [_means(pats[k], v_bos, v_reg, n) for k in (0, 1)]
-        if not all(len(m) for m in means):
+        means = [_means(pats[k], v_bos, v_reg, n, kind=k) for k in (0, 1)]
+        if not all(len(m) for m, _ in means):
             return HeadCert(entry, {"why": "numerical head: no level that can be the top holds a key",
                                     "witness": {"n": n}})
         x = span + 2 * eps + 2 * delta  # weights inside the top level: uniform up to exp(x)
@@ -689,7 +709,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         r_row = np.array([up(v) for v in r_out[0] + extra])
         l1 = {k: up(v + float(extra.sum())) for k, v in r_out[1].items()}
         entry["level_span"] = span
-        return HeadCert(entry, None, tuple((m, np.full(len(m), k, dtype=np.int64)) for k, m in enumerate(means)),
+        return HeadCert(entry, None, tuple(means),
                         (r_row, l1), (t, eps))
     # the attended key exists, so does what its value names: the written vector's guard
     outs, vs = t.vs.contrib, t.vs
@@ -697,3 +717,25 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     # BOS reads only BOS when no regular key can be its top (always in a causal model): its write is BOS's value
     bos = unique_min(outs[vs.kind == 0], vs.guard[vs.kind == 0]) if causal or not bos_reads_regular else every
     return HeadCert(entry, None, (bos, every), r_out, (t, eps))
+
+
+# ------------------------------------------------------------------ shared with other head kinds (.relu)
+
+
+def head_sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
+    """Head ``h``'s query side (W_Q times ``qk_scale``), key side, value side (W_V W_O) and W_QK.
+
+    Raises:
+        TooLarge: a side, or the score table (more than :data:`MAX_TABLE` entries), is too large.
+    """
+    return _sides(state, blocks, spec, p, h, n)
+
+
+def score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
+    """Bound on |s - s_ideal| from the input radii alone (see :func:`_score_perturbation`)."""
+    return _score_perturbation(state, blocks, t, n)
+
+
+def table_rounding(t: _Tables) -> float:
+    """eps: the float64 rounding of a head's score table (see :func:`_table_rounding`)."""
+    return _table_rounding(t)

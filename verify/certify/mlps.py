@@ -15,16 +15,18 @@ at or above 1/2) and fails where it names no value or the wrong one, so the next
 
 A numerical input (tracr's discretising MLPs: SelectorWidth's read-out, numerical Maps)
 is no different: its ideal values are a finite set (the means a head can write,
-:mod:`.heads`), and around each the real input lies in [x - r, x + r]; the interval through
-each hidden ReLU is exact for one input row (a monotone function of one variable), so the
-bound covers every real input of the interval. Where tracr's discretisation puts a
+:mod:`.heads`), and around each the real input lies in [x - r, x + r]. When every hidden
+unit reads at most one input row whose radius is not 0 (:func:`noisy_rows`), the output's
+range over those intervals is computed exactly, at the ends and the kinks
+(:func:`line_error`); otherwise each hidden unit gets its own interval (sound, but it loses
+the cancellation inside tracr's ReLU pairs). Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -62,8 +64,12 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
     y = h @ w2 + b2
-    dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-    out_err = dev @ np.abs(w2) + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+    groups = noisy_rows(state, blocks, in_rows, w1)
+    if groups is not None:  # every hidden unit reads at most one input row that errs: exact along each
+        out_err = line_error(x, groups, w1, b1, w2, b2, pre_err)
+    else:
+        dev = np.maximum(hi - h, h - lo)  # [m, hidden]
+        out_err = dev @ np.abs(w2) + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -85,3 +91,79 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     l1_out = {b.name: float(r_out[np.isin(out_rows, b.rows)].sum()) for b in blocks.values()
               if np.isin(out_rows, b.rows).any()}
     return ideal, sd, (r_out, l1_out)
+
+
+def noisy_rows(state: State, blocks: Dict[str, Block], in_rows: np.ndarray, w1: np.ndarray
+               ) -> Optional[List[Tuple[int, float]]]:
+    """[(j, r)]: the input rows the MLP reads (non-zero rows of ``w1`` [Din, hidden]) whose radius r
+    is not 0 (within the block's l1 bound), when no hidden unit reads two of them; else None.
+
+    The rows with radius 0 (``one``, the tokens: the exact embedding) hold their ideal values
+    exactly, so the real input is x + sum_j t_j e_j, |t_j| <= r_j, and each hidden unit is a
+    function of one t_j (or of none): tracr's discretising MLPs, one or several in parallel.
+    """
+    live = np.flatnonzero(np.abs(w1).sum(1) > 0)
+    noisy = [int(j) for j in live if state.radius[in_rows[j]] > 0]
+    if not noisy or (np.abs(w1[noisy]) > 0).sum(0).max(initial=0) > 1:
+        return None
+    row_name = {int(r): nm for nm, b in blocks.items() for r in b.rows}
+    return [(j, float(min(state.radius[in_rows[j]], state.l1.get(row_name[int(in_rows[j])], np.inf))))
+            for j in noisy]
+
+
+def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b1: np.ndarray,
+               w2: np.ndarray, b2: np.ndarray, pre_err: np.ndarray) -> np.ndarray:
+    """[m, Dout] bound on |real output - y(x)| when only the rows j of ``groups`` err, each by at most
+    its r, and no hidden unit reads two of them (:func:`noisy_rows`).
+
+    Soundness argument. The exact output is y = b_2 + sum_j y_j(t_j), y_j(t) = relu(pre_{G_j} + t
+    W_1[j, G_j]) W_2[G_j] over the units G_j that read row j (the other units do not move), so
+    |y - y(0)| <= sum_j max_{|t| <= r_j} |y_j(t) - y_j(0)|. Each y_j is piecewise linear in t, with
+    kinks only where a unit's pre-activation crosses 0 (t_k = -pre_k / W_1[j, k]); on each piece
+    |y_j(t) - y_j(0)| is convex, so its maximum over [-r_j, r_j] is at -r_j, r_j or a kink inside
+    (a kink computed in float64 is within 2 u64 |t| of the true one: y_j moves by at most that
+    times |W_1[j]| |W_2|). Evaluating y_j there gives its exact range, not the per-unit interval
+    sum, which loses the cancellation of tracr's ReLU pairs ReLU(L(x - t) + 1) - ReLU(L(x - t)),
+    each off by L r where their difference moves by at most L r, and is flat away from the ramp.
+    Each evaluation is float64: within g64 = gamma(Din + hidden + 4, u64) of ((|x| + r)|W_1| +
+    |b_1|)|W_2| + |b_2| (relu is 1-Lipschitz), counted twice (y(t) and y(0)). The float32 forward
+    adds, per hidden unit, the rounding e_k of its pre-activation (|e_k| <= ``pre_err`` [m,
+    hidden]): relu moves by at most |e_k|, and not at all for a unit whose pre-activation stays
+    <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2,
+    gamma(terms(W_2) + 1, u32) (hi |W_2| + |b_2|), hi the largest real hidden value.
+
+    Args:
+        x: [m, Din] ideal inputs; groups: [(j, r)]; w1 [Din, hidden], b1 [hidden], w2 [hidden,
+        Dout], b2 [Dout]: the weights (float64); pre_err: [m, hidden].
+    Returns:
+        [m, Dout] float64 (not yet rounded outward: the caller rounds).
+    """
+    pre = x @ w1 + b1
+    worst = np.zeros((len(x), w2.shape[1]))
+    reach = np.zeros(w1.shape[1])  # |W_1[j, k]| r_j: how far unit k's pre-activation moves
+    lip = np.zeros(w2.shape[1])
+    for j, r in groups:
+        g = np.flatnonzero(w1[j] != 0)
+        slope, pg, wg = w1[j, g], pre[:, g], w2[g]
+        reach[g] = np.abs(slope) * r
+        y0 = np.maximum(pg, 0) @ wg
+        dev = np.zeros_like(worst)
+        for t in (-r, r):
+            dev = np.maximum(dev, np.abs(np.maximum(pg + t * slope, 0) @ wg - y0))
+        kink = -pg / slope  # [m, |g|]
+        inside = np.abs(kink) < r
+        for k in np.flatnonzero(inside.any(0)):
+            rows = np.flatnonzero(inside[:, k])
+            yk = np.maximum(pg[rows] + kink[rows, k][:, None] * slope, 0) @ wg
+            dev[rows] = np.maximum(dev[rows], np.abs(yk - y0[rows]))
+        worst += dev
+        lip += 4 * U64 * r * (np.abs(slope) @ np.abs(wg))
+    g64 = gamma(w1.shape[0] + w1.shape[1] + 4, U64)
+    rad = np.zeros(x.shape[1])
+    for j, r in groups:
+        rad[j] = r
+    mag = ((np.abs(x) + rad) @ np.abs(w1) + np.abs(b1)) @ np.abs(w2) + np.abs(b2)
+    hi = np.maximum(pre + reach + pre_err, 0)
+    f32 = (np.where(hi > 0, pre_err, 0.0) @ np.abs(w2)
+           + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2)))
+    return worst + lip[None, :] + 2 * g64 * mag + f32

@@ -44,17 +44,28 @@ output at every position of every input up to N.
 * **SelectorWidth** (:func:`_check_selector_width_head`): BOS and the selected keys score
   alike, every other key lower, BOS's value is 1 and every other 0, so the head's mean is
   1 / (w + 1); the MLP's input a decodes to the width w with 1 / a - 1 (within
-  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w.
+  :data:`SW_TOL` of an integer, :func:`_widths`), and its output must decode to w (a
+  numerical SelectorWidth: be within :data:`NUM_TOL` of w, :func:`_check_numerical_width`).
 * **Numbers.** A numerical Aggregate's selected keys all score alike (one level: the mean is
   over all of them), and its OV writes each key's value (BOS: 0, the default); a Map from
   categorical SOps to a number and a LinearSequenceMap of numbers are compared with the
   function. Values match within :data:`NUM_TOL`; the deviation is recorded per SOp
   (``Decoder.num_dev``) and the read-out returns it for the report's ``atol`` comparison.
+  A deviation of exactly 0 means the ideal values ARE the float64 values tracr's evaluator
+  computes (a mean of values on a grid 2^-s has exact sums, so both divide the same sum by
+  the same count; an MLP output equal to ``f`` of the same inputs is the same float).
+* **Discretising MLPs** (tracr's Map of a numerical SOp, categorical or numerical output,
+  :func:`_exact_numerical_input`): ``f`` may jump anywhere, so the MLP is compared with ``f``
+  at the input's ideal values only where its deviation is exactly 0; the float32 part
+  (:func:`mlps.line_error`) bounds each interval around them exactly.
+* **BOS never attended**: where every query of a categorical Aggregate has a selected key
+  that surely exists (its position, or the query's guard) and scores above BOS, BOS is the
+  top of no query and its value is not compared with the default.
 
-A block with no semantics here (numerical Maps of a numerical SOp other than SelectorWidth's,
-a numerical SelectorWidth, set-valued, scored and select-all heads, memorised read-outs, a
-model with no program linked) raises :class:`NoSemantics`: the certificate then does not claim
-the program.
+A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
+program's, set-valued, scored and select-all heads, memorised read-outs, a model with no
+program linked) raises :class:`NoSemantics`: the certificate then does not claim the
+program.
 """
 
 from __future__ import annotations
@@ -68,7 +79,8 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink
 from depthcraft.constructions.angles import position_features
-from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_pointer
+from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
+from depthcraft.verify.certify.float32 import U64, gamma
 from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean
 
 
@@ -87,8 +99,8 @@ ANGLE_TOL = 1e-6
 AMBIGUOUS = object()
 
 
-def _value(v: Any) -> Any:
-    """JSON-friendly value for a witness."""
+def rasp_value(v: Any) -> Any:
+    """JSON-friendly value of a RASP value for a witness (a numpy scalar becomes a Python one)."""
     return v.item() if isinstance(v, np.generic) else v
 
 
@@ -106,9 +118,15 @@ class Decoder:
     link: ProgramLink
     labels: Dict[str, List[Any]]
     angles: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: set-valued SOps (:func:`constructions.nodes.is_multi`): a vector decodes to the set of the
+    #: values whose entry is at or above 1/2 (a multi-hot), never to :data:`AMBIGUOUS`
+    sets: frozenset = frozenset()
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
     #: numerical SOp label -> bound on |ideal value - program value| (checked sublayers add to it)
     num_dev: Dict[str, float] = dataclasses.field(default_factory=dict)
+    #: blocks decoded by argmax (the unembedding's rule): the value of the largest entry when it is
+    #: >= 1/2 and strictly above every other, None when every entry is below 1/2 (a meet's [1, 2k])
+    argmax: set = dataclasses.field(default_factory=set)
 
     def __post_init__(self):
         self.ok = {name: name in self.angles or all(v is not _MISSING for v in vals)
@@ -133,7 +151,8 @@ class Decoder:
                     labels[name] = [_MISSING] * len(labels[name])
                     if None not in parts:
                         angle_tables[name] = np.stack([feats[v] for v in parts], 1)  # [N + 1, rows]
-        return cls(link, labels, angle_tables)
+        sets = frozenset(nm for nm in labels if nm not in angle_tables and is_multi(link.nodes.get(nm)))
+        return cls(link, labels, angle_tables, sets=sets)
 
     def decodable(self, name: str) -> bool:
         """Whether every row of block ``name`` is a categorical value of the program."""
@@ -158,10 +177,23 @@ class Decoder:
                     None if np.abs(mat[i]).max(initial=0) == 0 else AMBIGUOUS
             return out
         on = mat >= 0.5
+        if name in self.sets:  # a multi-hot: the set of its values (an entry of exactly 1/2 holds no value)
+            labels = self.labels[name]
+            out = np.empty(len(mat), object)
+            for i in range(len(mat)):
+                out[i] = frozenset(labels[c] for c in np.flatnonzero(on[i])) \
+                    if not (mat[i] == 0.5).any() else AMBIGUOUS
+            return out
         count = on.sum(1)
         top = mat.argmax(1) if mat.shape[1] else np.zeros(len(mat), int)
         out = np.empty(len(mat), object)
         labels = self.labels[name]
+        if name in self.argmax:
+            srt = np.sort(mat, 1)
+            for i in range(len(mat)):
+                best, second = srt[i, -1], (srt[i, -2] if mat.shape[1] > 1 else -np.inf)
+                out[i] = None if best < 0.5 else labels[top[i]] if best > second else AMBIGUOUS
+            return out
         for i in range(len(mat)):
             c = count[i]
             out[i] = None if c == 0 else labels[top[i]] if c == 1 and mat[i, top[i]] != 0.5 else AMBIGUOUS
@@ -213,6 +245,9 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
     Raises:
         TooLarge: more than :data:`state.MAX_TUPLES` combinations.
     """
+    hit = [nm for nm in names if nm in state.setdom]
+    if hit:
+        raise Unclean(f"the set-valued block {hit[0]!r} cannot be enumerated (see .sets)", {"block": hit[0]})
     where = {int(r): i for i, r in enumerate(rows)}
     pos_names = [nm for nm in names if blocks[nm].kind == "position"]
     val_names = [nm for nm in names if blocks[nm].kind != "position"]
@@ -291,7 +326,7 @@ def head_node(link: ProgramLink, out_blocks: Sequence[str]) -> Any:
     return found[0]
 
 
-def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
+def sop_column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, label: str) -> np.ndarray:
     """[m] object: the decoded value of SOp ``label`` in every combination (:data:`AMBIGUOUS` where no
     single value); each distinct vector is decoded once."""
     b = blocks.get(label)
@@ -309,7 +344,7 @@ def _column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, lab
     return out
 
 
-def _pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
+def pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
                 skip_none: bool) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
     """[nq, nk] bool ``pred(key, query)`` over the columns' values, each distinct pair evaluated once.
 
@@ -405,7 +440,7 @@ def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, 
         return np.array([int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else -1
                          for v in col], int)
     if ref.how == "select":
-        return _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
+        return pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
     if ref.how == "position":
         t = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
         ok = (t >= 1) & (t <= qpos)
@@ -416,13 +451,13 @@ def _want(ref: _Ref, qv: Dict[str, np.ndarray], qpos: np.ndarray, kv: Dict[str, 
     if ref.how == "match":  # every pair agrees (None never does), j <= i, inside the window
         want = (kpos >= 1)[None, :] & np.ones((len(qpos), 1), bool)
         for qs_, ks_ in zip(ref.query_sops, ref.key_sops):
-            agree, _ = _pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
+            agree, _ = pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
             want &= agree
         if ref.where is not None:
             want &= kpos[None, :] <= qpos[:, None]
             want &= np.array([[bool(ref.where(int(i), int(j))) if j >= 1 else False for j in kpos] for i in qpos])
         return want, None
-    want, raised = _pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
+    want, raised = pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=True)
     want &= (kpos >= 1)[None, :]
     if len(ref.query_sops) > 1:  # at or before a stored pointer
         ptr = as_int(qv[ref.query_sops[1]])
@@ -449,7 +484,7 @@ def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: 
 
 
 def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
-               n: int, causal: bool, eps: float) -> None:
+               n: int, causal: bool, eps: float, values: bool = True) -> None:
     """Check head ``h``'s selection and OV tables against the expression it implements.
 
     Args:
@@ -459,6 +494,7 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         spec: the sublayer's rows and ``qk_scale``; p: its weights (``w_q``... [heads, ...]).
         h: the head; n: N; causal: the model masks later keys.
         eps: the float64 rounding of the head's score table (:mod:`.heads`).
+        values: check the OV tables too (False: a set-valued read, checked by :func:`.sets.check_set_copy`).
     Raises:
         Unclean: a table differs from the program (why, witness: query, key, what is selected).
         NoSemantics: the head implements nothing checkable here.
@@ -476,6 +512,9 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         return _check_selector_width_head(state, blocks, dec, sw, written[0], q_rows, k_rows, v_rows, out_rows,
                                           wq, wk, wvo, n, causal, eps)
     expr = head_node(dec.link, written)
+    if isinstance(expr, HeadSpec) and expr.attention == "relu":
+        return _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, written,
+                                n, causal, eps)
     ref = _reference(expr)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
@@ -486,26 +525,32 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     if len(qi) * len(ck.kind) > 50_000_000:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
     s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
-    qv = {nm: _column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
-    kv = {nm: _column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
     for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
         for nm, col in side_vals.items():
             bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
             if bad:
                 raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    # combinations no input reaches: a value a read never holds at that position (.positions)
+    rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
+    if not rq.all() or not rk.all():
+        qi, kj, s = qi[rq], kj[rk], s[rq]
+        qv = {k: v[rq] for k, v in qv.items()}
+        kv = {k: v[rk] for k, v in kv.items()}
     want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
     always, never, present = _visibility(cq, qi, ck, kj, causal)
     sk = s[:, kj]
 
     def witness(a, b):
-        return {"query": {**_where(cq, int(qi[a])), **{k: _value(v[a]) for k, v in qv.items()}},
-                "key": {**_where(ck, int(kj[b])), **{k: _value(v[b]) for k, v in kv.items()}},
+        return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}},
+                "key": {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}},
                 "selects": bool(want[a, b])}
 
     if raised is not None:
         k, q, e = raised
         raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
-                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+                      f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
     hidden = want & ~always if not ref.prefix else np.zeros_like(want)
     if hidden.any():
         a, b = np.argwhere(hidden)[0]
@@ -543,7 +588,151 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                 b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
                 raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
                               f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
-    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+    if not values:
+        return
+    # BOS is the top of no query when every query has a selected key that surely exists and is seen (it
+    # scores above every BOS alternative, checked above): then BOS's value is never written, whatever it is
+    bos_top = ref.how not in ("select", "search", "match") or not (want & seen & present).any(1).all()
+    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, bos_top=bos_top)
+
+
+def _reachable(link: ProgramLink, vals: Dict[str, np.ndarray], pos: np.ndarray, n: int) -> np.ndarray:
+    """[m] bool: the combinations whose decoded values the SOps can hold at their model position
+    (:func:`positions.possible`; a combination at no known position, or a SOp with no rule, is kept)."""
+    from depthcraft.verify.certify.positions import possible
+    keep = np.ones(len(pos), bool)
+    cache: Dict[Tuple[str, int], Optional[set]] = {}
+    for nm, col in vals.items():
+        for i, (p_, v) in enumerate(zip(pos, col)):
+            if p_ < 1 or not keep[i]:
+                continue
+            key = (nm, int(p_))
+            if key not in cache:
+                cache[key] = possible(link, nm, int(p_), n)
+            ok = cache[key]
+            if ok is not None and v not in ok:
+                keep[i] = False
+    return keep
+
+
+# ---------------------------------------------------------------------------- ReLU heads
+
+#: A ReLU head's value vectors must hold 0 or at least this in every entry, none negative (so that
+#: sums of them, each with a weight within :data:`RELU_WEIGHT_TOL` of 1, decode to the union: an entry
+#: is >= 1/2 exactly when some summand's is non-zero, and one vector decodes as itself).
+SET_ENTRY_MIN = 0.75
+#: A key a ReLU head attends to must score within this of 1 (the float32 weights' "exactly 1": the
+#: query and key scales are float32 numbers whose product is 1 up to their rounding).
+RELU_WEIGHT_TOL = 1e-3
+
+
+def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows, wq, wk, wvo, written, n, causal,
+                     eps) -> None:
+    """A ReLU head (weights relu(score), no normalisation; :mod:`.relu`) against its kind's semantics.
+
+    The reference (:mod:`constructions.reference`, ReLU): a ``position`` head (``prev_token``,
+    ``position_map``) attends to target(i) (BOS for target 0, nothing for None); a ``match``
+    head with ``select="all"`` to every key j <= i in its window agreeing on every pair (never
+    BOS); the BOS query to BOS. The head's ideal output is the sum of relu(score) times the
+    value over the keys, so it equals the reference's read on EVERY input when, for every
+    query combination, every attended key (BOS included) scores 1 (within
+    :data:`RELU_WEIGHT_TOL` + 2 eps: the ideal output is the weighted sum, which the decoding
+    below names) and every other key the
+    query may see scores at most 2 eps (weight 0 in the ideal evaluation, :mod:`.relu`);
+    every attended key is visible (at or before the query); each value vector decodes to
+    the read's value of its key (BOS: the read's BOS value); and every value vector holds 0
+    or at least :data:`SET_ENTRY_MIN` in every entry, none negative, so a sum of them with
+    weights within :data:`RELU_WEIGHT_TOL` of 1 decodes to the union of their values (the
+    reference's value; one value decodes as itself). A read that is not
+    set-valued has one attended key (a position head): the float32 part refuses a query
+    with on keys at several positions.
+
+    Raises:
+        Unclean: a table differs (witness); NoSemantics: a ReLU head of another kind.
+    """
+    kind = expr.kind
+    if not (kind.selects == "position" or (kind.selects == "match" and expr.spec.select == "all")):
+        raise NoSemantics(f"{kind} head {expr.label}: no table semantics for a ReLU '{kind.selects}' head here")
+    if not causal:
+        raise NoSemantics(f"{kind} head {expr.label}: a ReLU head of a bidirectional model")
+    if kind.selects == "position":
+        ref = _Ref("position", [], [], target=expr.spec.target)
+    else:
+        spec = expr.spec
+        ref = _Ref("match", [q.label for q, _ in spec.pairs], [k.label for _, k in spec.pairs], where=spec.where,
+                   prefix=True)
+    qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
+    kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
+    cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
+    ck = combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops)
+    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    qb = np.flatnonzero(cq.kind == 0)
+    if len(cq.kind) * len(ck.kind) > 50_000_000:
+        raise TooLarge(f"program table of {len(cq.kind)} queries x {len(ck.kind)} keys")
+    s = (cq.x @ wq) @ (ck.x @ wk).T
+    one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
+    # the BOS query (causal: it sees only BOS) attends to BOS with weight 1
+    if len(qb) and not one(s[np.ix_(qb, kb)]).all():
+        a, b = np.argwhere(~one(s[np.ix_(qb, kb)]))[0]
+        raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
+                      f"(score {s[qb[a], kb[b]]:.4g})",
+                      {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
+    qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
+    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+        for nm, col in side_vals.items():
+            bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+            if bad:
+                raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    qpos, kpos = cq.position[qi], ck.position[kj]
+    want, _ = _want(ref, qv, qpos, kv, kpos, n)
+    if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
+        tgt = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in qpos], int)
+        want_bos = tgt == 0
+    else:  # every match j <= i (the reference's range is the visible prefix)
+        want &= kpos[None, :] <= qpos[:, None]
+        want_bos = np.zeros(len(qi), bool)
+    always, never, _ = _visibility(cq, qi, ck, kj, causal)
+    sk, sb = s[np.ix_(qi, kj)], s[np.ix_(qi, kb)]
+
+    def witness(a, b):
+        key = {"position": "BOS"} if b is None else \
+            {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}}
+        return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}}, "key": key,
+                "selects": bool(want_bos[a]) if b is None else bool(want[a, b])}
+
+    hidden = want & ~always
+    if hidden.any():
+        a, b = np.argwhere(hidden)[0]
+        raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide",
+                      witness(a, b))
+    seen = ~never
+    low = want & ~one(sk)
+    if low.any():
+        a, b = np.argwhere(low)[0]
+        raise Unclean(f"{_name(expr)}: an attended key does not score 1 ({sk[a, b]:.4g})", witness(a, b))
+    high = ~want & seen & ~(sk <= 2 * eps)
+    if high.any():
+        a, b = np.argwhere(high)[0]
+        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores above 0 ({sk[a, b]:.4g})",
+                      witness(a, b))
+    bad_bos = np.where(want_bos[:, None], ~one(sb), ~(sb <= 2 * eps))
+    if bad_bos.any():
+        a, _ = np.argwhere(bad_bos)[0]
+        raise Unclean(f"{_name(expr)}: BOS scores {sb[a].max():.4g} where the reference gives it weight "
+                      f"{int(want_bos[a])}", witness(a, None))
+    for nm in written:  # sums of value vectors, each weighted 1 +- tol, decode to the union
+        cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
+        w = wvo[:, cols]
+        cv = combos(state, blocks, read_blocks(blocks, v_rows, w), v_rows, n, positions=True, w=w)
+        vals = cv.x @ w
+        bad = (vals < 0) | ((vals != 0) & (vals < SET_ENTRY_MIN))
+        if bad.any():
+            i = int(np.argwhere(bad)[0][0])
+            raise Unclean(f"{_name(expr)}: the read {nm} writes {vals[i].round(4).tolist()}: an entry neither 0 "
+                          f"nor >= {SET_ENTRY_MIN}, so a weighted sum of reads need not decode to their union",
+                          {"value": _where(cv, i)})
+    _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, sets_ok=True)
 
 
 # ------------------------------------------------------------------------- SelectorWidth
@@ -590,17 +779,21 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     if len(qi) * len(ck.kind) > 50_000_000:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
     s = (cq.x[qi] @ wq) @ (ck.x @ wk).T
-    qv = _column(state, blocks, dec, cq, qsop)[qi]
-    kv = _column(state, blocks, dec, ck, ksop)[kj]
+    qv = sop_column(state, blocks, dec, cq, qsop)[qi]
+    kv = sop_column(state, blocks, dec, ck, ksop)[kj]
     for col, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
         bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
         if bad:
             raise Unclean(f"the {what}'s value is no single value", {what: _where(c, int(rows[bad[0]]))})
-    want, raised = _pair_table(sel.predicate, kv, qv, skip_none=False)
+    rq = _reachable(dec.link, {qsop: qv}, cq.position[qi], n)  # combinations no input reaches (.positions)
+    rk = _reachable(dec.link, {ksop: kv}, ck.position[kj], n)
+    if not rq.all() or not rk.all():
+        qi, kj, s, qv, kv = qi[rq], kj[rk], s[rq], qv[rq], kv[rk]
+    want, raised = pair_table(sel.predicate, kv, qv, skip_none=False)
     if raised is not None:
         k, q, e = raised
         raise Unclean(f"SelectorWidth {expr.label}: the selector's predicate raises on (key {k!r}, query {q!r}): "
-                      f"{type(e).__name__}: {e}", {"key": _value(k), "query": _value(q)})
+                      f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
     always, never, _ = _visibility(cq, qi, ck, kj, causal)
     sk = s[:, kj]
     sb = s[:, kb]
@@ -608,14 +801,14 @@ def _check_selector_width_head(state, blocks, dec, expr, aux, q_rows, k_rows, v_
     if hidden.any():
         a, b = np.argwhere(hidden)[0]
         raise Unclean(f"SelectorWidth {expr.label}: the selector selects a key that the causal mask may hide "
-                      f"(a later position)", {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
-                                              "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}})
+                      f"(a later position)", {"query": {**_where(cq, int(qi[a])), qsop: rasp_value(qv[a])},
+                                              "key": {**_where(ck, int(kj[b])), ksop: rasp_value(kv[b])}})
     hi = np.maximum(sb.max(1), np.where(want, sk, -np.inf).max(1, initial=-np.inf))
     lo = np.minimum(sb.min(1), np.where(want, sk, np.inf).min(1, initial=np.inf))
 
     def witness(a, b):
-        return {"query": {**_where(cq, int(qi[a])), qsop: _value(qv[a])},
-                "key": {**_where(ck, int(kj[b])), ksop: _value(kv[b])}, "selects": bool(want[a, b])}
+        return {"query": {**_where(cq, int(qi[a])), qsop: rasp_value(qv[a])},
+                "key": {**_where(ck, int(kj[b])), ksop: rasp_value(kv[b])}, "selects": bool(want[a, b])}
 
     wide = ~(hi - lo <= 2 * eps)
     if wide.any():
@@ -679,8 +872,15 @@ def _check_latest(sk, sel, kpos, eps, expr, witness, first: bool = False) -> Non
                       f"{'later' if first else 'n earlier'} one", witness(a, b))
 
 
-def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
-    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring)."""
+def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, bos_top: bool = True,
+                  sets_ok: bool = False) -> None:
+    """Every ideal value vector's OV write decodes to the expression's value (see the module docstring).
+
+    ``bos_top`` False: BOS is the top of no query (every query has a selected key that surely exists,
+    is visible and scores above BOS), so its write never reaches the output: not compared.
+    ``sets_ok``: a set-valued read is checked too (a ReLU head, whose sums :func:`_check_relu_head`
+    ties to the union); otherwise it has no semantics here.
+    """
     if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
         return _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n)
     if isinstance(expr, rasp.Aggregate):
@@ -689,7 +889,7 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
         reads = []
         for nm in written:
             r = dec.link.nodes[nm]
-            if r.multi:
+            if r.multi and not (sets_ok and nm in dec.sets):
                 raise NoSemantics(f"the read {nm!r} is set-valued")
             reads.append((nm, r.read.source, r.read.fn, r.bos_value))
     for nm, src, fn, default in reads:  # each output block on its own: only what writes into it matters
@@ -701,8 +901,10 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
         vecs = np.zeros((len(cv.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = cv.x @ w
         got_all = dec.decode_rows(nm, vecs)
-        source = None if src is POSITION else _column(state, blocks, dec, cv, src.label)
+        source = None if src is POSITION else sop_column(state, blocks, dec, cv, src.label)
         for i in range(len(cv.x)):
+            if cv.kind[i] == 0 and not bos_top:
+                continue
             if cv.kind[i] == 0:
                 want = default
             elif src is POSITION:
@@ -711,13 +913,15 @@ def _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -
                 raise Unclean(f"the value's {src.label} is no single value", {"value": _where(cv, i)})
             else:
                 want = apply_fn(fn, source[i])
+            if nm in dec.sets and not isinstance(want, frozenset):  # a set-valued read of one value
+                want = frozenset() if want is None else frozenset([want])
             got = got_all[i]
             if _same_value(got, want):
                 continue
             got = [round(float(v), 4) for v in vecs[i]] if got is AMBIGUOUS else got
-            raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {_value(got)!r} where the program "
-                          f"has {_value(want)!r}", {"value": _where(cv, i), "expected": _value(want),
-                                                    "got": _value(got)})
+            raise Unclean(f"{_name(expr)}: the OV circuit writes {nm} = {rasp_value(got)!r} where the program "
+                          f"has {rasp_value(want)!r}", {"value": _where(cv, i), "expected": rasp_value(want),
+                                                    "got": rasp_value(got)})
 
 
 #: A numerical ideal value matches the program's within this (the rest is tracked in ``Decoder.num_dev``).
@@ -757,7 +961,19 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
         i = int(np.argmax(diff))
         raise Unclean(f"{_name(expr)}: the OV circuit writes {got[i]:.6g} where the program has {want[i]:.6g}",
                       {"value": _where(cv, i), "expected": float(want[i]), "got": float(got[i])})
-    dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0)
+    # the head's ideal mean is the float64 sum of the written values over a count, like tracr's evaluator
+    # (sum(xs) / len(xs)); with values on a grid 2^-s (integers, halves...) and |sum| < 2^(53 - s) both
+    # sums are exact, so both means are the same float; otherwise the two summation orders differ by at
+    # most gamma_n of the values' sum each
+    vals = want[cv.kind == 1]
+    order = 2 * gamma(n + 1, U64) * float(np.abs(vals).max(initial=0.0))
+    for s_ in range(0, 31):
+        grid = vals * 2.0 ** s_  # exact: a power of two
+        if np.all(grid == np.round(grid)):
+            if float(np.abs(grid).max(initial=0.0)) * n < 2.0 ** 53:
+                order = 0.0
+            break
+    dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0) + order
 
 
 def _same_value(got: Any, want: Any) -> bool:
@@ -797,14 +1013,56 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
             want = float(expr.f(*xs))
         except Exception as e:  # noqa: BLE001 - the function has no value here: the program raises
             raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
-                          {"input": dict(zip(ins, map(_value, xs)))})
+                          {"input": dict(zip(ins, map(rasp_value, xs)))})
         d = abs(float(got[i]) - want)
         if not d <= NUM_TOL:
             raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the function gives {want:.6g}",
-                          {"input": dict(zip(ins, map(_value, xs))), "expected": want, "got": float(got[i])})
+                          {"input": dict(zip(ins, map(rasp_value, xs))), "expected": want, "got": float(got[i])})
         worst = max(worst, d)
     if isinstance(expr, rasp.LinearSequenceMap):
         worst += abs(expr.fst_fac) * dec.num_dev.get(ins[0], 0.0) + abs(expr.snd_fac) * dec.num_dev.get(ins[1], 0.0)
+    dec.num_dev[nm] = worst
+
+
+def _exact_numerical_input(dec: Decoder, src: str, nm: str) -> None:
+    """A discretising MLP's numerical input must hold the program's values exactly.
+
+    tracr's discretising MLP computes ``f`` of one numerical SOp, and ``f`` may jump anywhere
+    (``x < 0``, ``x == 0``, ``round(1 / x) - 1``): ``f`` of a value near the program's says
+    nothing about ``f`` of the program's value. So the check compares the MLP with ``f`` at
+    the input's ideal values only where they ARE the program's values (the float64 numbers
+    tracr's evaluator computes): where the deviation recorded for ``src``
+    (:attr:`Decoder.num_dev`) is exactly 0, every sublayer that produced it computed the same
+    float64 value as the program's expression on the same inputs (see
+    :func:`_check_numerical_values`, :func:`_check_numerical_map`).
+
+    Raises:
+        NoSemantics: the input's values are not checked, or only within a deviation > 0.
+    """
+    d = dec.num_dev.get(src)
+    if d is None:
+        raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose values are not checked")
+    if d != 0.0:
+        raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose ideal values are within "
+                          f"{d:.3g} of the program's, not equal: f there is not determined")
+
+
+def _check_numerical_width(dec: Decoder, expr: Any, nm: str, aux: str, widths: np.ndarray, got: np.ndarray,
+                           c: Combos) -> None:
+    """A numerical SelectorWidth's MLP: every regular input 1 / (w + 1) (the head's mean, proved by
+    :func:`_check_selector_width_head`) gives w within :data:`NUM_TOL`; the deviation is recorded for ``nm``
+    (the width w is an integer: the program's value exactly)."""
+    worst = 0.0
+    for i in np.flatnonzero(c.kind == 1):
+        w = widths[i]
+        if not isinstance(w, int):
+            raise Unclean(f"{expr.label}: the MLP reads {w!r}, which is 1 / (w + 1) for no width w",
+                          {"input": _where(c, i)})
+        d = abs(float(got[i]) - w)
+        if not d <= NUM_TOL:
+            raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the width is {w}",
+                          {"input": {aux: 1.0 / (w + 1), "width": w}, "expected": w, "got": float(got[i])})
+        worst = max(worst, d)
     dec.num_dev[nm] = worst
 
 
@@ -828,8 +1086,8 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
         if nm.endswith(SW_SUFFIX) and isinstance(dec.link.nodes.get(base), rasp.SelectorWidth) and base in written:
             continue  # SelectorWidth's own 1 / (w + 1) direction (cleared at BOS): no program value
         if isinstance(expr, rasp.SelectorWidth):
-            if not rasp.is_categorical(expr):
-                raise NoSemantics(f"the MLP writes the numerical SelectorWidth {nm!r}")
+            if rasp.is_numerical(expr) and not numerical_block(blocks, nm):
+                raise NoSemantics(f"the numerical SelectorWidth {nm!r} is not a one-row block")
             if nm + SW_SUFFIX not in blocks:
                 raise NoSemantics(f"SelectorWidth {nm!r} has no {SW_SUFFIX} direction")
             maps.append((nm, expr, [nm + SW_SUFFIX]))
@@ -843,26 +1101,30 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
             raise NoSemantics(f"the MLP writes {nm!r} ({what}): no look-up semantics to check")
         ins = maps[-1][2]
         num_in = [numerical_block(blocks, lab) for lab in ins]
-        if rasp.is_categorical(expr) and any(num_in):
-            raise NoSemantics(f"the MLP maps a numerical SOp to the categorical {nm!r} (tracr's discretising "
-                              f"MLP): not checked here")
+        linear = isinstance(expr, rasp.LinearSequenceMap)
+        if any(num_in) and not linear:  # tracr's discretising MLP: f of one numerical SOp
+            if isinstance(expr, rasp.SequenceMap):
+                raise NoSemantics(f"the MLP writes {nm!r} from a numerical input by a SequenceMap: not checked "
+                                  f"here")
+            _exact_numerical_input(dec, ins[0], nm)
         if rasp.is_numerical(expr):
             if not numerical_block(blocks, nm):
                 raise NoSemantics(f"the numerical SOp {nm!r} is not a one-row block")
-            linear = isinstance(expr, rasp.LinearSequenceMap)
-            if (linear and not all(num_in)) or (not linear and any(num_in)):
-                raise NoSemantics(f"the MLP writes the numerical SOp {nm!r} from a numerical input by a "
-                                  f"discretising MLP: not checked here")
+            if linear and not all(num_in):
+                raise NoSemantics(f"the LinearSequenceMap {nm!r} reads a categorical SOp: not checked here")
     names = sorted(set(read_blocks(blocks, in_rows, w1)) | {s for _, _, ins in maps for s in ins})
     c = combos(state, blocks, names, in_rows, n, w=w1, keep=[s for _, _, ins in maps for s in ins])
     y = np.maximum(c.x @ w1 + b1, 0) @ w2 + b2
     inputs = {lab: _widths(state, c, lab) if lab.endswith(SW_SUFFIX) else
-              _scalars(state, c, lab) if numerical_block(blocks, lab) else _column(state, blocks, dec, c, lab)
+              _scalars(state, c, lab) if numerical_block(blocks, lab) else sop_column(state, blocks, dec, c, lab)
               for lab in {s for _, _, ins in maps for s in ins}}
     for nm, expr, ins in maps:
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
+        if isinstance(expr, rasp.SelectorWidth) and rasp.is_numerical(expr):
+            _check_numerical_width(dec, expr, nm, ins[0], inputs[ins[0]], vecs[:, 0], c)
+            continue
         if rasp.is_numerical(expr):
             _check_numerical_map(dec, expr, nm, ins, inputs, vecs[:, 0], c)
             continue
@@ -881,13 +1143,13 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
                     want = None if any(x is None for x in xs) else expr.f(*xs)
                 except Exception as e:  # the function has no value here: the program raises
                     raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
-                                  {"input": dict(zip(ins, map(_value, xs)))})
+                                  {"input": dict(zip(ins, map(rasp_value, xs)))})
             got = got_all[i]
             if _same_value(got, want):
                 continue
             got = [round(float(v), 4) for v in vecs[i]] if got is AMBIGUOUS else got
-            raise Unclean(f"{expr.label}: the MLP writes {_value(got)!r} where the function gives {_value(want)!r}",
-                          {"input": dict(zip(ins, map(_value, xs))), "expected": _value(want), "got": _value(got)})
+            raise Unclean(f"{expr.label}: the MLP writes {rasp_value(got)!r} where the function gives {rasp_value(want)!r}",
+                          {"input": dict(zip(ins, map(rasp_value, xs))), "expected": rasp_value(want), "got": rasp_value(got)})
 
 
 # -------------------------------------------------------------------------- the read-out
@@ -922,9 +1184,15 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
         want = dec.decode(sink, vec)
         logits = vec @ u[blocks[sink].rows]
         got = None if logits.max() < 0.5 else model.output_values[int(logits.argmax())]
+        if isinstance(want, frozenset):  # a set-valued output reads out as the set of its one token
+            if want != (frozenset() if got is None else frozenset([got])):
+                raise Unclean(f"the read-out decodes {sink} = {sorted(map(rasp_value, want), key=repr)!r} as "
+                              f"{rasp_value(got)!r}", {"expected": sorted(map(rasp_value, want), key=repr),
+                                                  "got": rasp_value(got)})
+            continue
         if not (got is None and want is None) and (got is None or want is None or got != want):
-            raise Unclean(f"the read-out decodes {sink} = {_value(want)!r} as {_value(got)!r}",
-                          {"expected": _value(want), "got": _value(got)})
+            raise Unclean(f"the read-out decodes {sink} = {rasp_value(want)!r} as {rasp_value(got)!r}",
+                          {"expected": rasp_value(want), "got": rasp_value(got)})
 
 
 # ------------------------------------------------------------------ causal selectors (no weights)
@@ -972,7 +1240,7 @@ def causal_selector_failures(model: CompiledModel) -> List[Dict[str, Any]]:
             except Exception:  # no value here: the certificate's table check names it
                 continue
             if hit:
-                out.append({"selector": label, "key": _value(k), "query": _value(q),
+                out.append({"selector": label, "key": rasp_value(k), "query": rasp_value(q),
                             "why": "causal model: the selector selects a key after the query, which the mask hides"})
                 break
     return out

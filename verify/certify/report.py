@@ -3,7 +3,8 @@
 Soundness argument. By induction over the sublayers: before each one, every residual row of
 every position of every input of length 1..N lies within its radius of one of the block's
 ideal vectors (the embedding is exact: radius 0). Each sublayer is certified from that
-state (:mod:`.heads`, :mod:`.mlps`); its ideal writes and radii extend the state
+state (:mod:`.heads`, :mod:`.relu` for a ReLU model's heads, :mod:`.mlps`); its ideal writes
+and radii extend the state
 (:func:`state.write`), so the invariant holds after it. Heads of one sublayer add their
 writes: every combination of their ideal outputs is an ideal vector of the sum, and their
 radii add. At the read-out every ideal output vector must decode (argmax, or "no value"
@@ -15,16 +16,20 @@ stops the analysis (later inputs are not defined); it is named with a witness.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 from depthcraft.constructions.model import CompiledModel, sublayer_names
+from depthcraft.constructions.nodes import is_multi
+from depthcraft.constructions.reference import evaluate as reference_evaluate
 from depthcraft.verify.certify import float32
 from depthcraft.verify.certify.float32 import U32, gamma, terms
 from depthcraft.verify.certify.heads import certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
+from depthcraft.verify.certify import sets
+from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
                                              initial_state, lin_err, side, unique_min, write)
@@ -68,53 +73,91 @@ WITNESS_ATOL = 1e-3
 WITNESS_TOKENS, WITNESS_SECONDS = 16, 30.0
 
 
-def _wrong_input(model: CompiledModel, seed: int = 0) -> Optional[Dict[str, Any]]:
+class _NoEvaluator(Exception):
+    """Neither tracr's evaluator nor the hand-built heads' reference semantics evaluates the program."""
+
+
+def _first_wrong(model: CompiledModel, program: Any, batch) -> Optional[Dict[str, Any]]:
+    """The first input of ``batch`` (same length) where the model's output differs from the program's.
+
+    Raises:
+        _NoEvaluator: the program has no evaluator semantics.
+    """
+    from tracr.rasp import rasp  # the program's own evaluator
+    got = model.run(batch)
+    for tokens, row in zip(batch, got):
+        try:
+            want = rasp.evaluate(program, list(tokens))
+        except Exception:  # noqa: BLE001 - hand-built heads: their reference semantics (SPEC §6)
+            try:
+                want = reference_evaluate(program, list(tokens))
+            except Exception as e:  # noqa: BLE001 - no evaluator semantics at all
+                raise _NoEvaluator() from e
+        wrong = []
+        for i, (g, w) in enumerate(zip(row.tolist(), want)):
+            if isinstance(w, frozenset):  # a set-valued output: the set of the one decoded token
+                bad = w != (frozenset() if g is None else frozenset([g]))
+            elif model.categorical_output:
+                bad = g != w
+            else:
+                bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
+            if bad:
+                wrong.append(i)
+        if wrong:
+            val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+            show = lambda v: sorted(map(val, v), key=repr) if isinstance(v, frozenset) else val(v)  # noqa: E731
+            return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
+                    "expected": [show(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+    return None
+
+
+def _wrong_input(model: CompiledModel, seed: int = 0, candidates=(), hand_built: bool = False
+                 ) -> Optional[Dict[str, Any]]:
     """A concrete input on which the float32 model's output differs from the RASP program's, or None.
 
     Run after the certificate fails, to turn an abstract witness into a reproducible one: the
-    all-equal inputs of every length (where tracr's SelectorWidth and means break first), then
-    a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
+    ``candidates`` first (inputs an analysis built from its witness, e.g. :func:`.sets.fan_in_inputs`),
+    then the all-equal inputs of every length (where tracr's SelectorWidth and means break first),
+    then a few random inputs per length (at most :data:`WITNESS_TOKENS` all-equal inputs per length,
     :data:`WITNESS_SECONDS` in all). The program's value is tracr's evaluator on the output
-    SOp (no value for hand-built heads: then None). A search, not a proof: None says only that
-    none of these inputs is wrong.
+    SOp, or for hand-built heads their reference semantics (:func:`constructions.reference.evaluate`;
+    None when neither evaluates). A search, not a proof: None says only that none of these
+    inputs is wrong. A set-valued output is right when it is the set of the one decoded token
+    (empty: no value).
+
+    ``hand_built``: also try random inputs over the first three tokens (repeats, where a ReLU
+    head adds several keys).
     """
     link = model.program
     if link is None or link.sink not in link.nodes:
         return None
-    from tracr.rasp import rasp  # the program's own evaluator
     program = link.nodes[link.sink]
     vocab = list(model.vocab)
     n = int(model.max_seq_len)
     rng = np.random.default_rng(seed)
     lengths = list(range(1, n + 1)) if n <= 64 else sorted({1, 2, n} | set(int(x) for x in rng.integers(1, n, 13)))
     same = vocab[:WITNESS_TOKENS]
+    by_length: Dict[int, list] = {}
+    for c in candidates:
+        if 1 <= len(c) <= n:
+            by_length.setdefault(len(c), []).append(list(c))
+    batches = [b for _, b in sorted(by_length.items())]
+    batches += [[[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
+                                                for _ in range(4)]
+                + ([[vocab[int(i)] for i in rng.choice(min(3, len(vocab)), length)] for _ in range(8)]
+                   if hand_built else []) for length in lengths]
     t0 = time.perf_counter()
-    for length in lengths:
+    for batch in batches:
         if time.perf_counter() - t0 > WITNESS_SECONDS:
             return None
-        batch = [[t] * length for t in same] + [[vocab[int(i)] for i in rng.choice(len(vocab), length)]
-                                                for _ in range(4)]
         try:
-            got = model.run(batch)
+            found = _first_wrong(model, program, batch)
+        except _NoEvaluator:
+            return None
         except Exception:  # noqa: BLE001 - a witness is best effort
             return None
-        for tokens, row in zip(batch, got):
-            try:
-                want = rasp.evaluate(program, list(tokens))
-            except Exception:  # noqa: BLE001 - no evaluator semantics (hand-built heads)
-                return None
-            wrong = []
-            for i, (g, w) in enumerate(zip(row.tolist(), want)):
-                if model.categorical_output:
-                    bad = g != w
-                else:
-                    bad = g is None or w is None or not abs(float(g) - float(w)) <= WITNESS_ATOL
-                if bad:
-                    wrong.append(i)
-            if wrong:
-                val = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
-                return {"tokens": [val(t) for t in tokens], "positions": [i + 1 for i in wrong],
-                        "expected": [val(want[i]) for i in wrong], "got": [val(row[i]) for i in wrong]}
+        if found is not None:
+            return found
     return None
 
 
@@ -131,7 +174,7 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
         witness = e.witness
         if model is not None:
             witness = dict(witness) if isinstance(witness, dict) else {"detail": witness}
-            witness["wrong_input"] = _wrong_input(model)
+            witness["wrong_input"] = _wrong_input(model, hand_built=model.arch.attention == "relu")
         return {"layer": layer, "head": head, "check": "program", "why": e.why, "witness": witness}
     except NoSemantics as e:
         return {"layer": layer, "head": head, "check": "program", "why": f"not checked against the program: {e}",
@@ -142,8 +185,25 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
     return None
 
 
+def _relu_outputs(model: Optional[CompiledModel], state: State, blocks: Dict[str, Block], dec: Optional[Decoder],
+                  spec, p, h: int):
+    """(sums_ok, to_readout) of ReLU head ``h``: whether every block it writes is a set-valued SOp of the
+    program (a union of several keys' reads; False without a program), and whether the unembedding
+    reads a row it writes."""
+    out_rows = spec.rows("out_rows", len(state.radius))
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    live = out_rows[np.abs(wvo).sum(0) > 0]
+    written = [nm for nm, b in blocks.items() if np.isin(live, b.rows).any()]
+    sums_ok = dec is not None and bool(written) and all(is_multi(dec.link.nodes.get(nm)) for nm in written)
+    to_readout = False
+    if model is not None:
+        u = np.asarray(model.params["unembed"]["w"], np.float64)
+        to_readout = bool(np.isin(live, np.flatnonzero(np.abs(u).sum(1) > 0)).any())
+    return sums_ok, to_readout
+
+
 def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p,
-               n: int, causal: bool, dec: Optional[Decoder]) -> Optional[Dict[str, Any]]:
+               n: int, causal: bool, dec: Optional[Decoder], relu: bool = False) -> Optional[Dict[str, Any]]:
     """Certify one attention sublayer, head by head, and write its heads' sum into the state.
 
     Returns the ``uncertified`` entry of the first head whose float32 part fails (None when all
@@ -159,10 +219,17 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     for h in range(nh):
         # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
-        clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
-            if dec is not None and not cert["program_failures"] else None
-        hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
+        if relu:  # weights relu(score), no normalisation: exact sums over the on keys (.relu)
+            sums_ok, to_readout = _relu_outputs(cert.get("model"), state, blocks, dec, spec, p, h)
+            hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout)
+        else:
+            clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
+                if dec is not None and not cert["program_failures"] else None
+            hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by)
         if hc.failure is not None:
+            if relu and cert.get("model") is not None:  # a concrete input, with the heads' reference semantics
+                hc.failure["witness"] = {**hc.failure["witness"],
+                                         "wrong_input": _wrong_input(cert["model"], hand_built=True)}
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
             eps = hc.tables[1]
@@ -199,6 +266,96 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     write(state, blocks, out_rows, totals, (radius, l1_sum))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
+    return None
+
+
+def _set_role(state: State, blocks: Dict[str, Block], spec, p, dec: Optional[Decoder],
+              roles: Dict[str, str]) -> Optional[Tuple[str, str]]:
+    """(role, block) of a sublayer that the set analysis handles (:mod:`.sets`), else None.
+
+    ``union``: a head writing a union's scratch block; ``copy``: a head whose value reads a set
+    block; ``threshold``: an MLP writing a set block from its scratch; ``meet``: an MLP writing a
+    :class:`~constructions.nodes.SetMeet`. Needs the program (which SOps are sets).
+    """
+    if dec is None or not roles:
+        return None
+    d = len(state.radius)
+    out_rows = spec.rows("out_rows", d)
+    written = [nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any()]
+    if spec.kind == "attn":
+        reads = spec.rows("v_rows", d)
+        if len(written) == 1 and roles.get(written[0]) == "scratch":
+            return "union", written[0]
+        if len(written) == 1 and any(np.isin(reads, r).any() for r in state.setdom_rows.values()):
+            return "copy", written[0]
+        return None
+    reads = spec.rows("in_rows", d)
+    if len(written) == 1 and roles.get(written[0]) == "set" and roles.get(written[0] + sets.SCRATCH) == "scratch" \
+            and written[0] + sets.SCRATCH in state.setdom:
+        return "threshold", written[0]
+    if len(written) == 1 and isinstance(dec.link.nodes.get(written[0]), sets.SetMeet):
+        return "meet", written[0]
+    return None
+
+
+def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
+                  causal: bool, dec: Decoder, role: str, out: str) -> Optional[Dict[str, Any]]:
+    """Certify one sublayer of the set analysis (:mod:`.sets`) and write it into the state.
+
+    Returns the ``uncertified`` entry when its float32 part fails (None when it holds); a
+    program-check failure goes to ``cert["program_failures"]``.
+    """
+    d = len(state.radius)
+    out_rows = spec.rows("out_rows", d)
+    model = cert.get("model") if not cert["program_failures"] else None
+    head = 0 if spec.kind == "attn" else None
+    if spec.kind == "attn" and np.asarray(p["w_q"]).shape[0] != 1:
+        return {"layer": name, "head": None, "check": "float32", "why": "a set sublayer with several heads",
+                "witness": None}
+    r_in = float(state.radius[np.unique(np.concatenate(
+        [spec.rows(k, d) for k in (("q_rows", "k_rows", "v_rows") if spec.kind == "attn" else ("in_rows",))]))]
+        .max(initial=0))
+    entry = {"min_gap": None, "delta": None, "leak_bound": None}
+    try:
+        if role == "union":
+            e, dom, r_out, t = sets.certify_union_head(state, blocks, spec, p, 0, n, causal, out)
+            bad = _program_entry(name, 0, lambda: sets.check_union_head(state, blocks, dec, spec, p, 0, n, t, out),
+                                 model)
+            sets.register_write(state, blocks, out, dom, out_rows, r_out, write)
+            entry = e
+        elif role == "copy":
+            e, dom, r_out, (t, eps) = sets.certify_set_copy(state, blocks, spec, p, 0, n, causal, out)
+
+            def check():
+                check_head(state, blocks, dec, spec, p, 0, n, causal, eps, values=False)
+                sets.check_set_copy(state, blocks, dec, spec, p, 0, out, dom)
+            bad = _program_entry(name, 0, check, model)
+            sets.register_write(state, blocks, out, dom, out_rows, r_out, write)
+            entry = e
+        elif role == "threshold":
+            dom, r_out, table = sets.certify_threshold_mlp(state, blocks, spec, p, n, out)
+            bad = _program_entry(name, None, lambda: sets.check_threshold_mlp(blocks, out, table), model)
+            sets.register_write(state, blocks, out, dom, out_rows, r_out, write)
+        else:
+            outs, r_out, wrong = sets.certify_meet_mlp(state, blocks, spec, p, n, dec, dec.link.nodes[out])
+
+            def check():
+                if wrong is not None:
+                    raise wrong
+            bad = _program_entry(name, None, check, model)
+            write(state, blocks, out_rows, outs, (r_out, {out: float(np.sum(r_out))}))
+    except Unclean as e:
+        witness = dict(e.witness) if isinstance(e.witness, dict) else {"detail": e.witness}
+        candidates = sets.fan_in_inputs(dec, list(cert["model"].vocab), out, witness, n) \
+            if role == "threshold" and "model" in cert else []
+        witness["wrong_input"] = _wrong_input(cert["model"], candidates=candidates) if "model" in cert else None
+        return {"layer": name, "head": head, "check": "float32", "why": e.why, "witness": witness}
+    if bad is not None:
+        cert["program_failures"].append(bad)
+    cert["per_layer"].append({"layer": name, "head": head, "min_gap": _num(entry["min_gap"]),
+                              "delta": _num(entry["delta"]), "leak_bound": _num(entry["leak_bound"]),
+                              "radius_in": r_in, "radius_out": float(state.radius[out_rows].max(initial=0)),
+                              "set_analysis": role})
     return None
 
 
@@ -248,7 +405,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     compute the RASP program (SPEC §6).
 
     Args:
-        model: a compiled model (softmax attention; tracr's one-hot SOp layout).
+        model: a compiled model (softmax or ReLU attention, :mod:`.relu`; tracr's one-hot SOp layout).
         atol: a numerical output is certified when its proved error (float32 radius plus the
             deviation of the weights' values from the program's) is within this.
         domain: the task's declared input domain in words (:meth:`Task.domain`), or None. It is
@@ -297,9 +454,10 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
 
     if model.arch.layer_norm:
         raise ValueError("certify: the model has layer norm (a trained model, not a compiled one)")
-    if model.arch.attention != "softmax":
+    if model.arch.attention not in ("softmax", "relu"):
         cert["uncertified"].append({"layer": None, "head": None, "check": "float32", "witness": None,
-                                    "why": f"{model.arch.attention} attention: the certifier proves softmax models"})
+                                    "why": f"{model.arch.attention} attention: the certifier proves softmax and "
+                                           f"ReLU models"})
         return done()
     blocks = {b.name: b for b in blocks_of(model)}
     state = initial_state(model, list(blocks.values()))
@@ -315,18 +473,30 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
                                          "why": "no RASP program is linked to these weights (a loaded or "
                                                 "hand-made model): only float32_matches_hardmax can be proved"})
         _order[(None, None)] = -1
+    roles = sets.set_blocks(dec, blocks) if dec is not None else {}
     soft = {i for i in model.meta.get("soft_attention_layers", ())}
     attn_no = -1
     for name, spec, p in zip(names, model.arch.sublayers, model.params["layers"]):
         if any(k.startswith("b_") for k in p if k not in ("b_1", "b_2")) or "ln" in p:
             raise ValueError(f"certify: sublayer {name} has biases or layer norm (not a compiled model)")
         try:
+            role = _set_role(state, blocks, spec, p, dec, roles)
+            if role is not None:
+                attn_no += spec.kind == "attn"
+                if spec.kind == "attn" and attn_no in soft:
+                    raise Unclean("soft by design (a memorising head averages over several keys)", {"layer": name})
+                fail = _set_sublayer(cert, state, blocks, name, spec, p, n, model.arch.causal, dec, *role)
+                if fail is not None:
+                    cert["uncertified"].append(fail)
+                    return done()
+                continue
             if spec.kind == "attn":
                 attn_no += 1
                 if attn_no in soft:
                     raise Unclean("soft by design (a memorising head averages over several keys)",
                                   {"layer": name})
-                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec)
+                fail = _attention(cert, state, blocks, name, spec, p, n, model.arch.causal, dec,
+                                  relu=model.arch.attention == "relu")
                 if fail is not None:
                     cert["uncertified"].append(fail)
                     return done()

@@ -144,6 +144,9 @@ class State:
     guard: List[Dict[str, np.ndarray]] = dataclasses.field(default_factory=lambda: [{}, {}])
     l1: Dict[str, float] = dataclasses.field(default_factory=dict)
     row_block: Optional[np.ndarray] = None
+    #: set-valued blocks: name -> product domain (:class:`.sets.SetDom`) and its rows; never enumerated
+    setdom: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    setdom_rows: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def unique_rows(a: np.ndarray) -> np.ndarray:
@@ -234,10 +237,15 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
 
     Raises:
         TooLarge: more than :data:`MAX_TUPLES` combinations at one kind of position.
+        Unclean: ``w`` reads a set-valued block (:mod:`.sets`: a product domain, not a finite set).
     """
     w = np.asarray(w, np.float64)
     live = np.abs(w).sum(1) > 0
     rows, w = rows[live], w[live]
+    for nm, srows in state.setdom.items():
+        if np.isin(rows, srows).any():
+            raise Unclean(f"the set-valued block {nm!r} is read by a sublayer the set analysis does not know",
+                          {"block": nm})
     row_block = {}
     for name, b in blocks.items():
         for j, r in enumerate(b.rows):

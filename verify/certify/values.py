@@ -41,7 +41,7 @@ the same OV output (exactly), so the average over the level is that output.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
 import numpy as np
 from tracr.rasp import rasp
@@ -160,6 +160,94 @@ class ValueAnalysis:
                 return self.determines(x, t, depth + 1)
         return False
 
+    def injective_but_none(self, s) -> bool:
+        """Distinct positions whose values of ``s`` are not None hold distinct values.
+
+        :meth:`injective`, or the *rank within a group* rule: ``s = SequenceMap(f, g, w)`` (either
+        order) with ``w = SelectorWidth(Select(x, x, P))``, ``x = SequenceMap(h, g, y)`` (either
+        order) injective on its non-None values (:meth:`_pair_injective` over the value sets), so
+        the group ``G(u)`` of an x value u is the ``g`` value it was built from (checked: one per
+        u), and on x's value set: P never holds with a None side; P(u, v) implies G(u) == G(v);
+        within a group P is a total order (reflexive, exactly one of P(u, v), P(v, u) for u != v,
+        transitive); f is injective on the pairs. Then two positions j != j' with g[j] == g[j']
+        not None have x[j] != x[j'] in one group, say P(x[j], x[j']): every i counted by w[j] is
+        counted by w[j'] (transitivity), and j' is counted by w[j'] only, so w[j] < w[j'] and
+        f(g, w) differs; with g[j] != g[j'] the pairs differ and f is injective on them. A
+        position where g is None holds None (tracr's SequenceMap), which this fact leaves out.
+        """
+        if self.injective(s):
+            return True
+        if not isinstance(s, rasp.SequenceMap):
+            return False
+        for g, w, g_first in ((s.fst, s.snd, True), (s.snd, s.fst, False)):
+            if isinstance(w, rasp.SelectorWidth) and self._group_rank(g, w) and self._pairs_injective(s):
+                return True
+        return False
+
+    def _pairs_injective(self, s) -> bool:
+        """f(a, b) takes distinct values on distinct pairs of the two arguments' value sets."""
+        a, b = self._values(s.fst), self._values(s.snd)
+        if a is None or b is None or len(a) * len(b) > 100_000:
+            return False
+        try:
+            out = [s.f(x, y) for x in a for y in b]
+            return len(set(out)) == len(out)
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _group_rank(self, g, w) -> bool:
+        """``w = SelectorWidth(Select(x, x, P))`` ranks the positions within each group of ``g``
+        (see :meth:`injective_but_none`)."""
+        sel = w.selector
+        if not isinstance(sel, rasp.Select) or sel.keys.label != sel.queries.label:
+            return False
+        x = sel.keys
+        if not isinstance(x, rasp.SequenceMap):
+            return False
+        if x.fst.label == g.label:
+            other, g_at = x.snd, 0
+        elif x.snd.label == g.label:
+            other, g_at = x.fst, 1
+        else:
+            return False
+        if not self.injective(other) or not self._pair_injective(x, 1 - g_at):
+            return False
+        gs, ys = self._values(g), self._values(other)
+        if gs is None or ys is None or len(gs) * len(ys) > 2_000:
+            return False
+        group: Dict[Any, Any] = {}
+        try:
+            for a in gs:
+                for y in ys:
+                    u = x.f(a, y) if g_at == 0 else x.f(y, a)
+                    if u is None or group.setdefault(u, a) != a:
+                        return False
+            pred = sel.predicate
+            us = list(group)
+            for u in us + [None]:
+                if bool(pred(None, u)) or (u is not None and bool(pred(u, None))):
+                    return False
+            by: Dict[Any, List[Any]] = {}
+            for u in us:
+                by.setdefault(group[u], []).append(u)
+            for u in us:
+                for v in us:
+                    if bool(pred(u, v)) and group[u] != group[v]:
+                        return False
+            for members in by.values():
+                le = {(u, v): bool(pred(u, v)) for u in members for v in members}
+                for u in members:
+                    if not le[(u, u)]:
+                        return False
+                    for v in members:
+                        if u != v and le[(u, v)] == le[(v, u)]:
+                            return False
+                        if le[(u, v)] and not all(le[(u, z)] for z in members if le[(v, z)]):
+                            return False
+        except Exception:  # noqa: BLE001 - a predicate that raises proves nothing
+            return False
+        return True
+
     def functional(self, sel) -> bool:
         """Whether the predicate matches at most one key value for every query value."""
         if sel.predicate is rasp.Comparison.EQ and (self._values(sel.keys) is not None
@@ -172,6 +260,17 @@ class ValueAnalysis:
             return all(sum(bool(sel.predicate(k, q)) for k in ks) <= 1 for q in qs)
         except Exception:  # noqa: BLE001
             return False
+
+
+def _never_selects_none(an: ValueAnalysis, sel) -> bool:
+    """The predicate selects no None key, for every query value and None (tracr's evaluator calls it on None)."""
+    qs = an._values(sel.queries)
+    if qs is None:
+        return False
+    try:
+        return not any(bool(sel.predicate(None, q)) for q in list(qs) + [None])
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def single_valued(link, expr) -> Optional[str]:
@@ -189,6 +288,9 @@ def single_valued(link, expr) -> Optional[str]:
         return None
     if an.injective(sel.keys):
         return f"the key {sel.keys.label} is injective over positions: at most one key matches"
+    if an.injective_but_none(sel.keys) and _never_selects_none(an, sel):
+        return (f"the key {sel.keys.label} ranks positions within a group (distinct positions, distinct "
+                f"values but None) and the selector never selects None: at most one key matches")
     if an.determines(sel.keys, expr.sop):
         return f"the key {sel.keys.label} determines {expr.sop.label}: every matching key holds one value"
     return None

@@ -5,29 +5,43 @@ conditions) with its seeds vmapped; a sweep of 10 groups launches each group's k
 and on a GPU the step is bound by the number of kernels, not by arithmetic. Here every run of a
 sweep trains in **one** jitted call per chunk of steps:
 
-* a *family* is the runs that differ only in depth and seed (same conditions, width, heads,
-  block); each family's models are stacked on a leading model axis [M, ...] and vmapped;
-* depths are padded to the family's deepest: a model of ``d`` layers has zero weights in layers
-  ``d..L-1``; models are ordered deepest first, so layer ``j`` runs (``vmap``) on the prefix of
-  models that have it and the others carry their residual stream past it unchanged. A padded
+* a *family* is the runs that share data and model; each family's models are stacked on a
+  leading model axis [M, ...] and vmapped. Two layouts (:data:`LAYOUTS`, :func:`resolve_layout`):
+* ``padded`` (the default on a GPU or TPU): a family is the runs that differ only in depth and
+  seed; depths are padded to the family's deepest: a model of ``d`` layers has zero weights in
+  layers ``d..L-1``; models are ordered deepest first, so layer ``j`` runs (``vmap``) on the prefix
+  of models that have it and the others carry their residual stream past it unchanged. A padded
   layer is thus skipped, not computed: its weights get an exact zero gradient (the transpose of a
   slice), so AdamW leaves them at zero (zero moments, zero decay of a zero weight), and a forward
   pass through the padded stack (:func:`evaluate_all`: zero weights and biases write exactly
-  0 to the residual stream) equals the model's own;
+  0 to the residual stream) equals the model's own. The fewest kernels per step (k-hop paper
+  preset, CPU back end's HLO: 13,781, against 122,525 for the per-group programs);
+* ``split`` (the default on the CPU): a family is one depth's seeds, vmapped on their own: the
+  per-group trainer's operations and shapes, still in one program (18,699 kernels per step on
+  that preset);
 * families of different width train side by side in the same jitted step (no width padding:
   it would quadruple the narrow models' matrix products);
-* the learning-rate schedule's length and warm-up are runtime arguments
-  (:func:`~verify.crosscheck.train.runtime_schedule`): calibration and the run share one
-  compilation;
+* the learning rate of every step is an argument of the compiled chunk (:func:`learning_rates`:
+  optax's schedule evaluated with the run's length as a constant, the per-group trainer's
+  values bit for bit): calibration and a run of any length share one compilation;
 * ``precision="bfloat16"``: the forward and backward pass in bfloat16 (weights cast inside the
   step, logits back to float32), with float32 master weights, optimiser state and loss
-  (``"auto"``: bfloat16 on a GPU or TPU, float32 on the CPU).
+  (``"auto"``: bfloat16 on a GPU or TPU, float32 on the CPU);
+* ``checkpoint_dir``: every family's state, the histories and curves are saved at every curve
+  point (:mod:`verify.crosscheck.checkpoint`); a run started again with the same settings
+  continues from the last one, and its steps after it are those of an uninterrupted run
+  (tests/test_crosscheck_fused.py: bit for bit).
 
 Each model's maths is that of :func:`~verify.crosscheck.train.train_seeds` with the JAX or numpy
 sampler: the same initial weights, batches (``data_key(seed, step)``; one draw per seed and
 family, shared by the depths, as the per-group trainer draws the same batches for every group),
-optimiser and schedule; in float32 its losses equal the per-group trainer's up to float
-reassociation (tests/test_crosscheck_fused.py: relative difference < 1e-5 after 100 steps).
+optimiser and learning rates. In float32 on the CPU the ``split`` layout gives the per-group
+trainer's losses and weights bit for bit (the k-hop cpu preset's rate 2e-3, 100 steps: relative
+difference 0; tests/test_crosscheck_fused.py). The ``padded`` layout reduces over other shapes:
+at the paper preset's rate 1e-4 its losses are the per-group trainer's to 9e-7 after 100 steps,
+at 2e-3 to 5.2e-3, which is inside that trajectory's float32 noise floor: the per-group trainer
+against itself, seeds vmapped together against one at a time, differs by 1.6e-2 there
+(benchmarks/fused_noise.py, results/performance/fused_noise.json).
 
 Evaluation (:func:`evaluate_all`) and attention maps (:func:`attention_all`) run every model of a
 family in one vmapped call per slice of sequences.
@@ -47,18 +61,41 @@ import optax
 from depthcraft.constructions import runtime
 from depthcraft.constructions.errors import ParameterError
 from depthcraft.constructions.runtime import Arch, as_jax, forward
+from depthcraft.verify.crosscheck.checkpoint import load_checkpoint, read_meta, save_checkpoint
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, count_params, init_params
 from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
-from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig, condition_counts,
-                                                donate_args, optimiser_key, optimizer, runtime_schedule,
+from depthcraft.verify.crosscheck.train import (DATA_STREAM, SAMPLERS, RunOutcome, TrainConfig,
+                                                first_difference, training_settings, condition_counts,
+                                                donate_args, optimiser_key, optimizer, schedule,
                                                 score_predictions, step_rng)
 
 #: Compute precisions of the fused trainer (``auto``: bfloat16 on GPU/TPU, float32 on CPU).
 PRECISIONS = ("auto", "float32", "bfloat16")
 
+#: Layouts of a fused program: ``padded`` (a family holds every depth, padded to its deepest:
+#: one vmapped layer per depth index for all the models that have it, the fewest kernels) or
+#: ``split`` (a family holds one depth: each depth's seeds are vmapped on their own, the
+#: per-group trainer's operations and shapes, still in one program).
+LAYOUTS = ("padded", "split")
+
 #: Sequences x models per evaluation call (bounds the activations of a batched evaluation).
 EVAL_ROWS = 8192
+
+
+def resolve_layout(layout: str) -> str:
+    """``"padded"`` or ``"split"`` for ``layout`` on this backend (``"auto"``: split on the CPU,
+    where it gives the per-group trainer's float32 results bit for bit; padded on a GPU or TPU,
+    where a step's cost is its number of kernels).
+
+    Raises:
+        ParameterError: not ``"auto"`` or one of :data:`LAYOUTS`.
+    """
+    if layout == "auto":
+        return "split" if jax.default_backend() == "cpu" else "padded"
+    if layout not in LAYOUTS:
+        raise ParameterError(f"layout={layout!r}; expected auto or one of {', '.join(LAYOUTS)}")
+    return layout
 
 
 def resolve_precision(precision: str) -> str:
@@ -76,7 +113,8 @@ def resolve_precision(precision: str) -> str:
 
 @dataclasses.dataclass
 class Family:
-    """Runs that differ only in depth and seed, stacked on one model axis.
+    """Runs that differ only in depth and seed (``layout="split"``: only in seed), stacked on one
+    model axis.
 
     Attributes:
         data: the task and conditions every model trains on.
@@ -112,21 +150,27 @@ class Family:
                 len(self.seed_list), self.sampler, self.model.frozen)
 
 
-def make_families(runs: Sequence[Tuple[TaskData, ModelConfig, int]], sampler: str = "auto") -> List[Family]:
-    """Group runs ``(data, model, seed)`` into families (same data and model but for the depth).
+def make_families(runs: Sequence[Tuple[TaskData, ModelConfig, int]], sampler: str = "auto",
+                  layout: str = "padded") -> List[Family]:
+    """Group runs ``(data, model, seed)`` into families (same data and model but for the depth;
+    with ``layout="split"`` also the same depth).
 
     Args:
         runs: the runs, in the caller's order.
         sampler: one of :data:`~verify.crosscheck.train.SAMPLERS` (``auto``: JAX where the task has one).
+        layout: one of :data:`LAYOUTS`.
     Raises:
-        ParameterError: a bad sampler, ``sampler="jax"`` for a task without one, or a repeated
-            (data, model, seed).
+        ParameterError: a bad sampler or layout, ``sampler="jax"`` for a task without one, or a
+            repeated (data, model, seed).
     """
     if sampler not in SAMPLERS:
         raise ParameterError(f"sampler={sampler!r}; expected one of {', '.join(SAMPLERS)}")
+    if layout not in LAYOUTS:
+        raise ParameterError(f"layout={layout!r}; expected one of {', '.join(LAYOUTS)}")
     keys: Dict[Any, List[int]] = {}
     for i, (data, model, seed) in enumerate(runs):
-        k = (data.task.name, repr(data.conditions), repr(data.names), dataclasses.replace(model, depth=1))
+        k = (data.task.name, repr(data.conditions), repr(data.names),
+             model if layout == "split" else dataclasses.replace(model, depth=1))
         keys.setdefault(k, []).append(i)
     out = []
     for idx in keys.values():
@@ -228,26 +272,27 @@ _CACHE: Dict[Any, Callable] = {}
 def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: str) -> Callable:
     """The jitted ``n``-step function of :func:`train_fused`, every family in one program.
 
-    ``(states, seed_keys, steps[n] int32, total int32, warmup int32, feeds) -> (states, losses)``:
+    ``(states, seed_keys, steps[n] int32, lrs[n] float32, feeds) -> (states, losses)``:
     ``states`` one ``(params, opt_state)`` per family (stacked [M, ...]); ``seed_keys`` per family
-    [S] keys (JAX sampler; None for numpy-fed); ``feeds`` per family ``(ids, targets, mask)`` of
-    shape [n, S, B, T] (numpy-fed; None for JAX-sampled); ``losses`` per family [n, M] float32.
-    Cached per (families' signatures, optimiser settings, n, precision): the run length is an
-    argument, so calibration and the run share one compilation.
+    [S] keys (JAX sampler; None for numpy-fed); ``lrs`` the learning rate of each step
+    (:func:`learning_rates`: optax's schedule, the per-group trainer's values bit for bit);
+    ``feeds`` per family ``(ids, targets, mask)`` of shape [n, S, B, T] (numpy-fed; None for
+    JAX-sampled); ``losses`` per family [n, M] float32. Cached per (families' signatures,
+    optimiser settings but the run length, n, precision): the run length and warm-up only enter
+    through ``lrs``, so calibration and the run share one compilation.
     """
-    opt_cfg = dataclasses.replace(optimiser_key(cfg), steps=1, warmup=0)  # the length is an argument
+    opt_cfg = dataclasses.replace(optimiser_key(cfg), steps=1, warmup=0)  # the length is in lrs
     key = (tuple(f.signature() for f in families), opt_cfg, cfg.batch, n, precision)
     if key in _CACHE:
         return _CACHE[key]
     dtype = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
     draws = [jax_sampler(f.data, cfg.batch) if f.sampler == "jax" else None for f in families]
 
-    def chunk(states, seed_keys, steps, total, warmup, feeds):
-        lr = runtime_schedule(opt_cfg, total, warmup)
-        txs = [optimizer(opt_cfg, f.model.frozen, lr) for f in families]
-
+    def chunk(states, seed_keys, steps, lrs, feeds):
         def body(states, xs):
-            step, feed = xs
+            step, lr, feed = xs
+            # the step's rate, whatever the optimiser's count (it equals ``step``)
+            txs = [optimizer(opt_cfg, f.model.frozen, lambda _count, lr=lr: lr) for f in families]
             new, losses, drawn = [], [], {}
             for f, (params, opt), tx, draw, keys, fd in zip(families, states, txs, draws, seed_keys, feed):
                 if draw is not None:
@@ -273,13 +318,35 @@ def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: 
                 losses.append(per)
             return new, losses
 
-        return jax.lax.scan(body, states, (steps, feeds))
+        return jax.lax.scan(body, states, (steps, lrs, feeds))
 
     fn = jax.jit(chunk, donate_argnums=(0,) if donate_args() else ())
     if len(_CACHE) > 16:
         _CACHE.clear()
     _CACHE[key] = fn
     return fn
+
+
+_LR_CACHE: Dict[Any, Callable] = {}
+
+
+def learning_rates(cfg: TrainConfig, start: int, stop: int) -> jax.Array:
+    """[stop - start] float32: :func:`~verify.crosscheck.train.schedule`'s learning rate of steps
+    ``start..stop-1`` for ``cfg`` (its ``steps`` and ``warmup``).
+
+    Computed by the same jitted optax schedule, with the run length and warm-up as compile-time
+    constants, that the per-group trainer evaluates inside its step: the same float32 values
+    bit for bit (:func:`~verify.crosscheck.train.runtime_schedule`, the length as a traced
+    argument, differs in the last bit at some steps, and at lr 2e-3 Adam carries such a
+    difference to 1e-2 in the loss within 100 steps: benchmarks/fused_noise.py). A tiny
+    program, compiled once per (lr, length, warm-up).
+    """
+    key = optimiser_key(cfg)
+    if key not in _LR_CACHE:
+        if len(_LR_CACHE) > 16:
+            _LR_CACHE.clear()
+        _LR_CACHE[key] = jax.jit(jax.vmap(schedule(key)))
+    return _LR_CACHE[key](jnp.arange(start, stop, dtype=jnp.int32))
 
 
 def init_states(families: List[Family], runs, cfg: TrainConfig) -> List[Tuple[Any, Any]]:
@@ -375,8 +442,9 @@ class FusedResult:
     Attributes:
         outcomes: one :class:`~verify.crosscheck.train.RunOutcome` per run, in the caller's order.
         families: the families; params: each family's stacked padded weights [M, ...].
-        stats: ``{"chunks": [{"step", "seconds"}], "compile_s", "evals": [seconds], "precision",
-            "families", "models"}`` (wall seconds; the first chunk includes compilation).
+        stats: ``{"chunks": [{"step", "seconds"}], "compile_s", "evals": [seconds],
+            "checkpoints": [seconds], "precision", "layout", "families", "models", "resumed_from"}``
+            (wall seconds of this call; the first chunk includes compilation).
     """
 
     outcomes: List[RunOutcome]
@@ -385,10 +453,45 @@ class FusedResult:
     stats: Dict[str, Any]
 
 
+def checkpoint_description(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: TrainConfig,
+                           families: List[Family], precision: str, layout: str,
+                           eval_every: int) -> Dict[str, Any]:
+    """What a fused checkpoint must match to be resumed: every run (task, conditions, model,
+    seed, in order), the optimisation settings (the run length included: the schedule), the
+    samplers, precision, layout and curve cadence (JSON; not the chunk, which changes no result:
+    benchmarks/fused_noise.py)."""
+    return {"trainer": "fused",
+            "runs": [{"task": d.task.name, "conditions": [dict(c) for c in d.conditions], "model": m.to_json(),
+                      "seed": int(seed)} for d, m, seed in runs],
+            "train": dataclasses.replace(train_cfg, seed=0).to_json(),
+            "samplers": [f.sampler for f in families], "precision": precision, "layout": layout,
+            "eval_every": eval_every}
+
+
+def check_resumable(checkpoint_dir: str, desc: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The checkpoint record of ``checkpoint_dir`` (None when there is none), made with ``desc``.
+
+    Raises:
+        ParameterError: it was made with other settings (names the first difference).
+        InputError: it is not a depthcraft checkpoint.
+    """
+    record = read_meta(checkpoint_dir)
+    if record is None:
+        return None
+    saved, now = training_settings(record.get("meta", {}).get("config")), training_settings(desc)
+    if saved != now:
+        raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
+                             f"({first_difference(saved, now)}); use another output directory "
+                             f"or start afresh (--fresh)")
+    return record
+
+
 def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: TrainConfig, *, chunk: int = 100,
-                sampler: str = "auto", precision: str = "auto", eval_sets: Optional[Sequence[List[Batch]]] = None,
+                sampler: str = "auto", precision: str = "auto", layout: str = "auto",
+                eval_sets: Optional[Sequence[List[Batch]]] = None,
                 eval_every: int = 0, exit_error: Optional[float] = None, exit_patience: int = 2,
                 stop_at: Optional[int] = None, deadline: Optional[float] = None,
+                checkpoint_dir: Optional[str] = None,
                 on_point: Optional[Callable[[int, List[list], List[list]], None]] = None,
                 on_chunk: Optional[Callable[[int, np.ndarray], None]] = None) -> FusedResult:
     """Train every run ``(data, model, seed)`` at once, one jitted call per chunk of steps.
@@ -397,10 +500,12 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
         runs: the runs (any mix of depths, widths, conditions and seeds; a family per shared
             data and model-but-depth, :func:`make_families`).
         train_cfg: the optimisation settings every run shares (``seed`` ignored); ``steps`` and
-            ``warmup`` are runtime arguments of the compiled step.
+            ``warmup`` enter the compiled step only through its learning rates
+            (:func:`learning_rates`).
         chunk: optimiser steps per jitted call (evaluations split chunks).
         sampler: one of :data:`~verify.crosscheck.train.SAMPLERS`.
         precision: one of :data:`PRECISIONS`.
+        layout: ``"auto"`` or one of :data:`LAYOUTS` (:func:`resolve_layout`).
         eval_sets: per run, its fixed curve evaluation batches (one per condition; the same for
             every run of a family); needed when ``eval_every`` > 0.
         eval_every: evaluate every this many steps and at the end (0 = never); a curve point is
@@ -409,16 +514,24 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
             <= ``exit_error`` at ``exit_patience`` consecutive evaluations.
         stop_at: stop after this step (the schedule still runs to ``train_cfg.steps``).
         deadline: a ``time.perf_counter()`` time: no chunk starts that would end after it (by the
-            longest chunk so far, compilation excepted); the run then ends with
-            ``exit_reason`` "deadline" after an evaluation.
-        on_point: ``on_point(step, curves, histories)`` after every evaluation (per run, in the
-            caller's order): the hook that writes results as they come.
+            longest chunk so far, compilation excepted, plus the last curve point's evaluation
+            and checkpoint when the chunk ends on one); the run then ends with ``exit_reason``
+            "deadline" after an evaluation.
+        checkpoint_dir: save every family's weights and optimiser state, the histories, curves
+            and early-exit state there (:mod:`verify.crosscheck.checkpoint`, atomic) at every
+            curve point, and at the end; when it holds a checkpoint of the same settings
+            (:func:`checkpoint_description`), continue from it: the steps after it are those of
+            an uninterrupted run (same batches, learning rates and compiled chunks), the
+            outcomes' ``resumed_from`` its step. None = no checkpoints.
+        on_point: ``on_point(step, curves, histories)`` after every evaluation, after its
+            checkpoint (per run, in the caller's order): the hook that writes results as they come.
         on_chunk: ``on_chunk(step, last_losses[R])`` after every chunk.
     Returns:
         :class:`FusedResult`.
     Raises:
-        ParameterError: no runs, a bad chunk/sampler/precision/eval_every, or runs that do not
-            share the optimisation settings.
+        ParameterError: no runs, a bad chunk/sampler/precision/layout/eval_every, or a
+            checkpoint made with other settings.
+        InputError: the checkpoint is corrupt.
     """
     if not runs:
         raise ParameterError("train_fused needs at least one run")
@@ -427,7 +540,8 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
     if eval_every < 0 or (eval_every and eval_sets is None):
         raise ParameterError(f"eval_every={eval_every} needs eval_every >= 0 and eval_sets")
     precision = resolve_precision(precision)
-    families = make_families(runs, sampler)
+    layout = resolve_layout(layout)
+    families = make_families(runs, sampler, layout)
     states = init_states(families, runs, train_cfg)
     n_runs = len(runs)
     seed_keys = [jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), DATA_STREAM) for s in f.seed_list])
@@ -436,13 +550,24 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
     eval_arrays = [None if s is None else (np.concatenate([b.ids for b in s]), np.concatenate([b.targets for b in s]))
                    for s in sets]
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
-    total = jnp.asarray(train_cfg.steps, jnp.int32)
-    warmup = jnp.asarray(train_cfg.warmup, jnp.int32)
     history: List[List[Dict[str, float]]] = [[] for _ in runs]
     curves: List[List[Dict[str, Any]]] = [[] for _ in runs]
-    stats: Dict[str, Any] = {"chunks": [], "evals": [], "precision": precision, "families": len(families),
-                             "models": n_runs}
-    exit_reason, calm = "", 0
+    stats: Dict[str, Any] = {"chunks": [], "evals": [], "checkpoints": [], "precision": precision, "layout": layout,
+                             "families": len(families), "models": n_runs, "resumed_from": 0}
+    exit_reason, calm, start, seconds_before = "", 0, 0, 0.0
+    desc = None
+    if checkpoint_dir is not None:
+        desc = checkpoint_description(runs, train_cfg, families, precision, layout, eval_every)
+        if check_resumable(checkpoint_dir, desc) is not None:
+            start, state, meta = load_checkpoint(checkpoint_dir, {"states": states})
+            states = list(state["states"])
+            history = [list(h) for h in meta["history"]]
+            curves = [list(c) for c in meta["curves"]]
+            exit_reason, calm = meta.get("exit_reason", ""), int(meta.get("calm", 0))
+            seconds_before = float(meta.get("seconds", 0.0))
+            stats["resumed_from"] = start
+            if exit_reason:  # an early exit is final
+                end = start
     t0 = time.perf_counter()
 
     def next_stop(s):
@@ -462,18 +587,32 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
                 ok &= exit_error is not None and all(e is not None and e <= exit_error
                                                      for e in point["error"].values())
         stats["evals"].append(round(time.perf_counter() - te, 4))
-        if on_point is not None:
-            on_point(s, curves, history)
         return ok
 
-    s = 0
-    slowest = 0.0
+    def save(s, final_reason=""):
+        if checkpoint_dir is None:
+            return
+        tc = time.perf_counter()
+        save_checkpoint(checkpoint_dir, s, {"states": states},
+                        {"config": desc, "history": history, "curves": curves, "exit_reason": final_reason,
+                         "calm": calm, "seconds": seconds_before + time.perf_counter() - t0})
+        stats["checkpoints"].append(round(time.perf_counter() - tc, 4))
+
+    def point_done(s):
+        if on_point is not None:
+            on_point(s, curves, history)
+
+    s = start
+    slowest, point_s = 0.0, 0.0
     while s < end:
         nxt = next_stop(s)
-        if deadline is not None and stats["chunks"] and time.perf_counter() + slowest > deadline:
+        after = point_s if eval_every and (nxt % eval_every == 0 or nxt == end) else 0.0
+        if deadline is not None and stats["chunks"] and time.perf_counter() + slowest + after > deadline:
             exit_reason = f"deadline: stopped at step {s} of {train_cfg.steps} (the next chunk would end past it)"
             if eval_every and (not curves[0] or curves[0][-1]["step"] != s):
                 evaluate_now(s)
+                save(s)
+                point_done(s)
             break
         n = nxt - s
         fn = fused_chunk_fn(families, train_cfg, n, precision)
@@ -487,7 +626,8 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
                                                axis=1))
                                for name in ("ids", "targets", "loss_mask")))
         tc = time.perf_counter()
-        states, losses = fn(states, seed_keys, jnp.arange(s, nxt, dtype=jnp.int32), total, warmup, feeds)
+        states, losses = fn(states, seed_keys, jnp.arange(s, nxt, dtype=jnp.int32), learning_rates(train_cfg, s, nxt),
+                            feeds)
         losses = [np.asarray(x) for x in losses]  # per family [n, M]: the one transfer of the chunk
         dt = time.perf_counter() - tc
         if stats["chunks"]:
@@ -506,15 +646,23 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
         if on_chunk is not None:
             on_chunk(s, last)
         if eval_every and (s % eval_every == 0 or s == end):
+            tp = time.perf_counter()
             ok = evaluate_now(s)
             calm = calm + 1 if ok else 0
             if exit_error is not None and calm >= exit_patience and s < end:
                 exit_reason = (f"early exit at step {s}: every run's error <= {exit_error} at "
                                f"{exit_patience} consecutive evaluations")
+            save(s, exit_reason)
+            point_s = time.perf_counter() - tp
+            point_done(s)
+            if exit_reason:
                 break
     params = [p for p, _ in states]
     jax.block_until_ready(params)
-    seconds = time.perf_counter() - t0
+    if checkpoint_dir is not None and s > start and not (eval_every and stats["checkpoints"]
+                                                          and curves[0] and curves[0][-1]["step"] == s):
+        save(s, exit_reason if exit_reason.startswith("early exit") else "")
+    seconds = seconds_before + time.perf_counter() - t0
     outcomes: List[Optional[RunOutcome]] = [None] * n_runs
     for f, p in zip(families, params):
         p = jax.tree_util.tree_map(np.asarray, p)  # one transfer per family
@@ -522,7 +670,7 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
             model = runs[i][1]
             arch = model.arch(f.data.pad_id)
             own = _unpad(p, m, len(arch.sublayers))
-            outcomes[i] = RunOutcome(params=own, arch=arch, history=history[i], seconds=seconds, resumed_from=0,
+            outcomes[i] = RunOutcome(params=own, arch=arch, history=history[i], seconds=seconds, resumed_from=start,
                                      n_params=count_params(own), curve=curves[i] if eval_every else None,
                                      steps_done=s, exit_reason=exit_reason, seeds_together=n_runs,
                                      sampler=f.sampler)

@@ -7,7 +7,8 @@ attention alignment with the construction, and writes ``results.json`` after
 every run and the plot at the end (:mod:`verify.crosscheck.report`). With
 ``trainer="fused"`` every run trains at once in one compiled step
 (:mod:`verify.crosscheck.fused`, :func:`_fused_sweep`), evaluation and alignment are
-batched, and ``results.json`` is written after every curve point.
+batched, and ``results.json`` and one checkpoint of every run
+(``checkpoints/fused``, resumed the same way) are written after every curve point.
 """
 
 from __future__ import annotations
@@ -783,9 +784,15 @@ def fused_final_eval(cfg: SweepConfig, res, runs: List[RunSpec], infos: List[Con
     return done
 
 
+def fused_checkpoint_dir(out_dir: str) -> str:
+    """Where ``trainer="fused"`` keeps its one checkpoint (every run of the sweep)."""
+    return os.path.join(out_dir, "checkpoints", "fused")
+
+
 def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[ConstructionInfo],
                  construction_maps: Dict[Any, Any], progress: "Progress", write: Callable,
-                 deadline: Optional[float] = None, stats: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+                 deadline: Optional[float] = None, stats: Optional[Dict[str, Any]] = None,
+                 checkpoint_dir: Optional[str] = None) -> List[Dict[str, Any]]:
     """Every group of the sweep trained at once (:func:`~verify.crosscheck.fused.train_fused`), then
     evaluated and aligned in batched calls (one per family and slice of sequences).
 
@@ -793,20 +800,23 @@ def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[Cons
     :func:`_partial_record`) and once at the end (``partial_step`` None). ``deadline``: a
     ``time.perf_counter()`` time the training must stop before (the final evaluation follows).
     ``stats``: filled with the trainer's timings (``train_fused``'s ``stats``) and ``eval_s``.
-    Returns the final records in plan order.
+    ``checkpoint_dir``: checkpoint every curve point there, and resume from it
+    (:func:`~verify.crosscheck.fused.train_fused`). Returns the final records in plan order.
     """
     from depthcraft.verify.crosscheck.fused import train_fused
 
     runs, datas, sets, data_cache, curve_cache = fused_inputs(cfg, groups)
     every = cfg.eval_every or max(1, cfg.train.steps // DEFAULT_CURVE_POINTS)
     t0 = time.perf_counter()
+    rec = read_meta(checkpoint_dir) if checkpoint_dir else None
+    resumed = rec["step"] if rec else 0
     for i, r in enumerate(runs):
-        progress.start_run(i, len(runs), r, 0)
+        progress.start_run(i, len(runs), r, resumed)
 
     def on_point(step, curves, histories):
         seconds = time.perf_counter() - t0
-        write([_partial_record(cfg, r, c, h, step, seconds, len(runs)) for r, c, h in zip(runs, curves, histories)],
-              step)
+        write([dict(_partial_record(cfg, r, c, h, step, seconds, len(runs)), resumed_from=resumed)
+               for r, c, h in zip(runs, curves, histories)], step)
 
     def on_chunk(step, losses):
         for r, loss in zip(runs, losses):
@@ -814,7 +824,8 @@ def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[Cons
 
     res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=cfg.chunk,
                       sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=every,
-                      exit_error=cfg.exit_error, deadline=deadline, on_point=on_point, on_chunk=on_chunk)
+                      exit_error=cfg.exit_error, deadline=deadline, checkpoint_dir=checkpoint_dir,
+                      on_point=on_point, on_chunk=on_chunk)
     t_eval = time.perf_counter()
     done = fused_final_eval(cfg, res, runs, infos, construction_maps)
     eval_s = time.perf_counter() - t_eval
@@ -864,7 +875,9 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         fused_stats: ``trainer="fused"`` only: filled with the trainer's timings.
     With ``trainer="fused"`` every group trains in one compiled step, ``results.json`` is
     written after every curve point (``complete`` false, ``partial_step``; each run's errors
-    those of its latest curve point) and checkpoints, Ray and ``workers`` are not used.
+    those of its latest curve point), one checkpoint of every run is saved at every curve point
+    in ``out_dir/checkpoints/fused`` (:func:`fused_checkpoint_dir`; a killed sweep restarted with
+    the same settings continues from it), and Ray and ``workers`` are not used.
     Returns:
         The results dict (as written to ``results.json``); ``runs`` in plan order either way.
     Raises:
@@ -926,7 +939,10 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
                 out["complete"], out["partial_step"] = False, partial_step
             report.write_results(out_dir, out)
 
-        _fused_sweep(cfg, groups, infos, construction_maps, progress, write, deadline, fused_stats)
+        ckpt = fused_checkpoint_dir(out_dir)
+        if fresh and os.path.isdir(ckpt):
+            shutil.rmtree(ckpt)
+        _fused_sweep(cfg, groups, infos, construction_maps, progress, write, deadline, fused_stats, ckpt)
     elif ray:
         _ray_groups(cfg, out_dir, groups, first, len(runs), fresh, progress, finish, ray_address)
     elif workers > 1:

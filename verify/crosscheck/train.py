@@ -97,8 +97,10 @@ def runtime_schedule(cfg: TrainConfig, steps: Any, warmup: Any) -> optax.Schedul
     :func:`schedule` for ``dataclasses.replace(cfg, steps=steps, warmup=warmup)``; equal up to
     float32 rounding (XLA rewrites a division by a constant as a product, which it cannot do for
     a traced length: relative differences ~1e-7, tests/test_crosscheck_fused.py). One compiled
-    training step thus serves every run length: the fused trainer's calibration and its main
-    run share one compilation.
+    training step could thus serve every run length; the fused trainer does not use it: at lr
+    2e-3 such last-bit differences grow to 1.6e-2 in the loss within 100 steps
+    (benchmarks/fused_noise.py), so it feeds optax's own values instead
+    (:func:`verify.crosscheck.fused.learning_rates`).
 
     Args:
         cfg: ``lr`` and ``final_lr_ratio`` are read (``steps`` and ``warmup`` are not).
@@ -138,7 +140,7 @@ def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
             update is zero: no gradient step, no weight decay, left out of the clipping norm
             (:attr:`ModelConfig.frozen <verify.crosscheck.model.ModelConfig.frozen>`).
         lr_schedule: the learning rate per step (default :func:`schedule` of ``cfg``; the fused
-            trainer passes :func:`runtime_schedule`). The optimiser state's structure does not
+            trainer passes a function that returns the step's rate, fed to its compiled chunk). The optimiser state's structure does not
             depend on it.
     """
     decay_mask = lambda params: jax.tree_util.tree_map(lambda a: a.ndim >= 2, params)  # noqa: E731
@@ -257,9 +259,9 @@ def _resumable(checkpoint_dir: str, desc: Dict[str, Any]):
     record = read_meta(checkpoint_dir)
     if record is not None:
         saved = record.get("meta", {}).get("config")
-        if _training_settings(saved) != _training_settings(desc):
+        if training_settings(saved) != training_settings(desc):
             raise ParameterError(f"checkpoint in {checkpoint_dir} was made with other settings "
-                                 f"({_first_difference(_training_settings(saved), _training_settings(desc))}); "
+                                 f"({first_difference(training_settings(saved), training_settings(desc))}); "
                                  f"use another output directory or start afresh (depthcraft train --fresh)")
     return record
 
@@ -324,7 +326,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
                       n_params=count_params(params))
 
 
-def _training_settings(desc: Any) -> Any:
+def training_settings(desc: Any) -> Any:
     """The settings a checkpoint must share to be resumed (the evaluation size does not matter)."""
     out = _canon(desc)
     if isinstance(out, dict) and isinstance(out.get("train"), dict):
@@ -338,11 +340,15 @@ def _canon(x: Any) -> Any:
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
 
-def _first_difference(a: Any, b: Any, path: str = "") -> str:
+def first_difference(a: Any, b: Any, path: str = "") -> str:
+    """The first key path where two settings trees differ, as ``"train.lr: saved 0.001, now 0.002"``.
+
+    Used to name why a checkpoint is refused; ``a`` and ``b`` are JSON-like trees (the saved and
+    the requested settings); ``path`` is the prefix so far."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if _canon(a.get(k)) != _canon(b.get(k)):
-                return _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+                return first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
     return f"{path or 'config'}: saved {a!r}, now {b!r}"
 
 

@@ -1,0 +1,251 @@
+"""ReLU attention heads (SPEC §3): exact sums over the keys that score above zero.
+
+A ReLU head (:func:`constructions.runtime.attention_weights`, ``kind="relu"``) gives key j
+the weight relu(s_j) (0 where the causal mask hides j) and writes sum_j relu(s_j) v_j W_O:
+no normalisation, no competition. Its *ideal* evaluation is the same sum over the exact
+scores of the ideal vectors; this module proves that the float32 forward stays within a
+radius of one of the ideal sums, and enumerates the set of ideal sums.
+
+Soundness argument. The score table is computed as in :mod:`.heads` (every combination of
+the query side's and the key side's ideal vectors, exact up to ``eps``, the table's float64
+rounding); a real score is within ``delta`` of its table entry (input radii through W_QK
+plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`float32.score_rel`).
+
+* **On and off.** A key whose table score is above ``2 eps`` is *on*: its ideal weight
+  ``sigma`` is the table score rounded to float32 (so that near-equal scores are one
+  value), within ``eps + u |s|`` of the exact score, so its real weight is within
+  ``dw = delta + eps + u max|s|`` of ``sigma``. Every other key is *off*: its ideal weight
+  is 0 (an exact score <= ``3 eps``, which the ideal evaluation counts as 0 and the error
+  term below covers), and its real weight relu(s) is at most max(0, s_table + eps +
+  delta): exactly 0 when that is <= 0. A key the causal mask hides has weight exactly 0.
+* **Positions.** Each key position of the input holds exactly one of its alternatives
+  (the key side's combinations at that position; a combination that reads no position
+  may stand at any position). For a query row, a position contributes one of its
+  *options*: sigma v for an on alternative and every value vector v the value side can
+  hold there (BOS's values at BOS; a value side that reads a position block: that
+  position's), or 0 (an off alternative, or the position is absent from a shorter
+  input). The ideal output is the sum over positions of one option each; the state gets
+  every such sum (:func:`_minkowski`, refused beyond :data:`MAX_SUMS`), with the largest guard
+  of its terms (every term's position exists).
+* **Clean.** A head whose output is not set-valued (``sums_ok`` False) must have, for
+  every query row, on keys at one position at most (or write 0 from every value: a sum
+  of k equal values is k times the value, not the value), else the sum of several values
+  is no value of the output SOp: not certified, with the query and keys as witness. A
+  set-valued output (a ReLU ``match`` reading the union of the matched keys) may add
+  several positions; but when it feeds the read-out (``to_readout``), keys at several
+  positions may hold different values, a set of several values, which the read-out
+  (argmax, one token) cannot decode as the program's set: not certified either (the
+  check does not look at the values: a sound refusal where they could not differ).
+* **Error.** Per output row c, with ``Vmax[c]`` the largest |ideal value| and ``Rv[c]``
+  the value side's input error through W_OV (:func:`state.lin_err`): the real output is
+  within ``K dw (Vmax + Rv) + Sigma Rv + Lk (Vmax + Rv)`` of the ideal sum,
+  K the most on positions of a query row, Sigma the largest sum of their sigma, Lk the
+  largest sum over positions of the off alternatives' max(0, s + eps + delta) (a
+  combination that names no position counts at every one of the n positions). The
+  float32 sum z = sum_j w_j v_j of at most n + 1 products errs by at most
+  gamma_{n+1} W (1 + gV) M + W gV M per head dimension (M[e] the largest
+  ((|x| + r)|W_V|)[e], W = K dw + Sigma + Lk the largest total weight); W_O
+  adds gamma_{terms(W_O)} of |z||W_O| and the residual addition one u (the same bound
+  relative to ``M |W_O|`` as the softmax heads' float32 terms).
+
+What is not done: ReLU heads of a model whose output decodes several keys' sum as a
+number, and value sides that read a position block at a key that reads none (refused).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from depthcraft.verify.certify.float32 import U32, gamma, score_rel, terms, up
+from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, HeadCert, causal_mask, head_sides,
+                                             score_perturbation, table_rounding)
+from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min
+
+#: Most ideal sums a ReLU head may write (per kind of query position).
+MAX_SUMS = 200_000
+
+
+def _minkowski(acc: Tuple[np.ndarray, np.ndarray], opt: Tuple[np.ndarray, np.ndarray]
+               ) -> Tuple[np.ndarray, np.ndarray]:
+    """Every sum a + b (a from ``acc``, b from ``opt``; each (vectors [m, d], guards [m])), deduplicated
+    with the largest guard of the two terms kept per pair and the smallest over equal sums.
+
+    Raises:
+        TooLarge: more than :data:`MAX_SUMS` sums.
+    """
+    (a, ga), (b, gb) = acc, opt
+    if len(a) * len(b) > 50 * MAX_SUMS:
+        raise TooLarge(f"{len(a) * len(b)} sums of a ReLU head's values")
+    s = (a[:, None, :] + b[None, :, :]).reshape(-1, a.shape[1])
+    g = np.maximum(ga[:, None], gb[None, :]).ravel()
+    s, g = unique_min(s, g)
+    if len(s) > MAX_SUMS:
+        raise TooLarge(f"more than {MAX_SUMS} sums of a ReLU head's values")
+    return s, g
+
+
+def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
+                      causal: bool, sums_ok: bool = False, to_readout: bool = False) -> HeadCert:
+    """Certify ReLU head ``h`` of one attention sublayer (see the module docstring).
+
+    Args:
+        state: the abstract state before the sublayer.
+        blocks: the residual blocks by name.
+        spec: the sublayer's :class:`~constructions.runtime.SublayerSpec` (rows, ``qk_scale``).
+        p: the sublayer's weights (``w_q``, ``w_k``: [heads, rows, d_head]; ``w_v``, ``w_o``).
+        h: the head; n: N, the longest input; causal: the model masks later keys.
+        sums_ok: the head's output SOp is set-valued (the union of the on keys' reads), so a
+            query may add the values of several positions.
+        to_readout: the head writes a block the unembedding reads.
+    Returns:
+        :class:`~.heads.HeadCert` (``entry``: ``min_gap`` None, ``delta``, ``leak_bound`` = Lk,
+        ``on_positions`` = K, ``weight`` = the largest total weight W).
+    Raises:
+        TooLarge: the score table, one side, or the set of sums is too large.
+    """
+    t = head_sides(state, blocks, spec, p, h, n)
+    qs, ks, vs = t.qs, t.ks, t.vs
+    eps = table_rounding(t)
+    d_inputs = score_perturbation(state, blocks, t, n)
+    g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
+    chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
+    abs_max = max((float((qs.absval[a:a + chunk] @ ks.absval.T).max(initial=0.0))
+                   for a in range(0, len(qs.contrib), chunk)), default=0.0)
+    delta = up(d_inputs + g32 * abs_max)
+    kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: names no position
+    outs = vs.contrib
+    zero = not np.abs(outs).any()  # every value writes 0: any sum is 0
+    do = outs.shape[1]
+    order = np.argsort(kpos, kind="stable")
+    gpos, starts = np.unique(kpos[order], return_index=True)  # groups of keys by position (-1 first)
+    nq = len(qs.contrib)
+
+    def row_tables(a: int, b: int):
+        """Query rows a..b-1: (scores, masked, on, sigma, off weights) [r, nk] (module docstring)."""
+        s = qs.contrib[a:b] @ ks.contrib.T
+        masked = causal_mask(qs, ks, a, b) if causal else np.zeros(s.shape, bool)
+        on = (s > 2 * eps) & ~masked
+        off = ~on & ~masked
+        # an on key's ideal weight: its score rounded to float32 (few distinct values)
+        sig = np.where(on, s.astype(np.float32).astype(np.float64), 0.0)
+        off_w = np.where(off, np.maximum(s + eps + delta, 0.0), 0.0)  # an off key's largest real weight
+        return s, masked, on, off, sig, off_w
+
+    qkind, qpos = qs.kind.astype(int), qs.position.astype(int)
+    # positions a query may see: BOS, and 1..qpos (or 1..n when its position is not read)
+    n_seen = np.where((qkind == 0) & causal, 0, np.where(qpos >= 1, qpos, n))
+    free = gpos == -1
+    copies = np.where(free[None, :], n_seen[:, None], 1)  # a free key may stand at every seen position
+    single_only = not zero and (not sums_ok or to_readout)  # a query may not add several positions
+
+    def several_at(r: int) -> HeadCert:
+        on_r = row_tables(r, r + 1)[2][0]
+        js = [int(j) for j in np.flatnonzero(on_r)][:6]
+        witness = {"query": describe(qs, r, blocks, state), "keys": [describe(ks, j, blocks, state) for j in js]}
+        why = ("ReLU head: keys at several positions may score > 0 for one query, and the head writes the sum of "
+               "their values, which is no single value of its output") if not sums_ok else (
+               "ReLU head: keys at several positions may score > 0 for one query: the output is the set of their "
+               "values, and the read-out (argmax) decodes a set of several values as one of them")
+        return HeadCert(None, {"why": why, "witness": witness})
+
+    g_on, g_off, g_offw, g_hi, g_lo = [], [], [], [], []
+    s_max = 0.0
+    for a in range(0, nq, chunk):
+        b = min(a + chunk, nq)
+        s, masked, on, off, sig, off_w = row_tables(a, b)
+        red = lambda f, x: f.reduceat(x[:, order], starts, axis=1)  # noqa: E731  [r, groups]
+        g_on.append(red(np.logical_or, on))
+        if single_only:  # stop at the first query that adds several positions
+            hit = np.flatnonzero((g_on[-1] * copies[a:b]).sum(1) >= 2)
+            if len(hit):
+                return several_at(a + int(hit[0]))
+        g_off.append(red(np.logical_or, off))
+        g_offw.append(red(np.maximum, off_w))
+        g_hi.append(red(np.maximum, sig))
+        g_lo.append(red(np.minimum, np.where(on, sig, np.inf)))
+        s_max = max(s_max, float(np.abs(np.where(on, s, 0.0)).max(initial=0.0)))
+    on_g, off_g, offw_g, sig_hi, sig_lo = (np.concatenate(x) for x in (g_on, g_off, g_offw, g_hi, g_lo))
+    dw = delta + eps + U32 * s_max  # an on key's real weight is within dw of its sigma
+    exists = (gpos[None, :] == 0) | ((qpos[:, None] >= 1) & (gpos[None, :] >= 1) & (gpos[None, :] <= qpos[:, None]))
+    maybe_zero = off_g | ~exists | free[None, :]
+    n_on = (on_g * copies).sum(1)
+    k_on = int(n_on.max(initial=0))
+    sigma_max = float((np.where(on_g, sig_hi, 0.0) * copies).sum(1).max(initial=0.0))
+    leak_max = float((offw_g * copies).sum(1).max(initial=0.0))
+
+    # the values a key at a position can give: BOS's at BOS, a pinned value side's at its position
+    def values_at(pos: int) -> Tuple[np.ndarray, np.ndarray]:
+        if pos == 0:
+            sel = vs.kind == 0
+        elif (vs.position >= 0).any():
+            if pos < 0:
+                raise TooLarge("a ReLU head whose value side reads positions but whose key side does not")
+            sel = (vs.kind == 1) & (vs.position == pos)
+        else:
+            sel = vs.kind == 1
+        return outs[sel], vs.guard[sel]
+
+    # rows with the same options at every position give the same sums: each signature once (a row
+    # with several weights at one position has a signature of its own: its weights are not all listed)
+    sigs = np.concatenate([qkind[:, None], n_seen[:, None], on_g, on_g & maybe_zero,
+                           np.where(on_g, sig_hi, 0.0), np.where(on_g, sig_lo, 0.0)], 1)
+    _, first = np.unique(sigs, axis=0, return_index=True)
+    own = np.flatnonzero((on_g & (sig_lo != sig_hi)).any(1))
+    first = np.union1d(first, own)
+    vcache: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+    totals: List[List[Tuple[np.ndarray, np.ndarray]]] = [[], []]
+    for r in first:
+        r = int(r)
+        _, _, on_r, _, sig_r, _ = row_tables(r, r + 1)
+        on_r, sig_r = on_r[0], sig_r[0]
+        acc = (np.zeros((1, do)), np.array([qkind[r]]))
+        for gi in np.flatnonzero(on_g[r]):
+            pp = int(gpos[gi])
+            js = order[starts[gi]:(starts[gi + 1] if gi + 1 < len(starts) else len(order))]
+            sig_on = sorted(set(float(x) for x in sig_r[js][on_r[js]]))
+            if pp not in vcache:
+                vcache[pp] = values_at(pp)
+            vals, vg = vcache[pp]
+            ov = np.concatenate([sg_ * vals for sg_ in sig_on])
+            og = np.concatenate([vg for _ in sig_on])
+            if maybe_zero[r, gi]:
+                ov, og = np.concatenate([np.zeros((1, do)), ov]), np.concatenate([[qkind[r]], og])
+            opt = unique_min(ov, og)
+            for _ in range(int(copies[r, gi])):
+                acc = _minkowski(acc, opt)
+        totals[qkind[r]].append(acc)
+    outs_by_kind = []
+    for kind in (0, 1):
+        if not totals[kind]:
+            outs_by_kind.append((np.zeros((1, do)), np.array([kind])))
+            continue
+        outs_by_kind.append(unique_min(np.concatenate([a for a, _ in totals[kind]]),
+                                       np.concatenate([g for _, g in totals[kind]])))
+    # the error of the write (module docstring)
+    blist = list(blocks.values())
+    vmax = np.abs(outs).max(0)
+    rv = lin_err(state, blist, t.v_rows, t.wvo)
+    w_tot = k_on * dw + sigma_max + leak_max
+    if not math.isfinite(w_tot):
+        return HeadCert(None, {"why": "ReLU head: the total attention weight is not bounded",
+                               "witness": {"delta": delta, "n": n}})
+    w_v = np.asarray(p["w_v"][h], np.float64)
+    m_v = side(state, blocks, t.v_rows, w_v, n).absval.max(0)
+    vabs = m_v @ np.abs(np.asarray(p["w_o"][h], np.float64))
+    g, gv, go = gamma(n + 1, U32), gamma(terms(p["w_v"][h]), U32), gamma(terms(p["w_o"][h]), U32)
+    rel_z = w_tot * (g * (1 + gv) + gv)
+    f32 = (rel_z * (1 + go) + go * w_tot * (1 + gv) + U32 * w_tot * (1 + gv) * (1 + go)) * vabs
+    r_row = k_on * dw * (vmax + rv) + sigma_max * rv + leak_max * (vmax + rv) + f32
+    r_row = np.array([up(float(x)) for x in r_row])
+    out_rows = spec.rows("out_rows", len(state.radius))
+    l1 = {}
+    for b in blist:
+        cols = np.flatnonzero(np.isin(out_rows, b.rows))
+        if len(cols):
+            l1[b.name] = up(float(r_row[cols].sum()))
+    entry = {"min_gap": None, "delta": delta, "leak_bound": up(leak_max), "on_positions": int(k_on),
+             "weight": up(w_tot)}
+    return HeadCert(entry, None, tuple(outs_by_kind), (r_row, l1), (t, eps))
