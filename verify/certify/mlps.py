@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from depthcraft.verify.certify.float32 import U64, column_gammas, gamma, up
-from depthcraft.verify.certify.state import Block, Side, State, Unclean, describe, lin_err, side
+from depthcraft.verify.certify.state import Block, Side, State, lin_err, side
 
 
 def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int
