@@ -38,9 +38,12 @@ fails. A compact table (80 columns, rich) is printed per section; a progress lin
 finished program goes to stderr.
 
 Cost, measured for the committed results (default settings, one process, nice 5, the shared 2-core
-machine with other jobs running): 266 s wall (149 s and 198 s in earlier runs), peak RSS 0.8 GB.
-The three shuffle_dyck3 programs (55,986 inputs each, exhaustive) take three quarters of it, the
-shuffle_dyck2 ones 7-10 s, every other program under 3 s; frac_prevs_2, frac_prevs_3
+machine with other jobs running): 278 s wall (4 min 42 s under /usr/bin/time; 409 s in a run at
+a higher load; 266 s before the parallel heads and MLPs were certified block by block), peak RSS
+3.2 GB. The three shuffle_dyck3 programs (55,986 inputs each, exhaustive) take nine tenths of it:
+19-32 s of exhaustive checks and 47-69 s of certificate each (they now go through every
+sublayer; their later MLPs enumerate many ideal vectors: 2.4 GB peak RSS for one certificate
+alone, the run's peak); the shuffle_dyck2 ones 3-4 s, every other program under 2 s; frac_prevs_2, frac_prevs_3
 and pair_balance_1 (12,207,030 inputs each) get the sampled, edge and hypothesis checks only. No
 program comes near the default 300 s cap. The printed table is kept beside the JSON
 (``results/certify/tracr_corpus.txt``).

@@ -10,6 +10,13 @@ only the non-zero weights of a column count (:func:`terms`). exp is taken within
 The bounds themselves are computed in float64 and rounded outward (:func:`up`), and the
 tables' own float64 products carry a gamma term with u = 2^-53 (:data:`U64`).
 
+**Sums with a few dominant terms (:func:`dominant_sum`).** The same fact with k dominant
+terms: a dot product of n terms errs by about k u D + (1 + 2 gamma_n) L (D the dominant
+terms' magnitude, L the others'), whatever the order; the certifier uses it for the scores,
+whose projections and q . k have as many dominant terms as the ideal inputs have non-zero
+entries, the others being input errors. A projection that only copies inputs
+(:func:`copies`) is exact.
+
 The functions here give the *relative* factors; the callers multiply them by the
 absolute values the float32 forward adds (ideal value plus radius), so every term is an
 upper bound on the real rounding error whatever the summation order.
@@ -84,6 +91,35 @@ def terms(w: np.ndarray) -> int:
     return int((w != 0).sum(0).max(initial=0)) if w.size else 0
 
 
+def column_gammas(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """[cols] gamma_k (u = 2^-24) per column of x @ w + bias: k = the column's non-zero weights, plus
+    one where its bias is non-zero.
+
+    The per-column form of :func:`terms`: a zero weight gives an exact zero product and adding
+    an exact zero (a zero product, a zero bias) is exact, so column j's dot product adds k_j
+    rounded terms (within gamma_{k_j} of the sum of their magnitudes, Higham Lemma 3.1), and a
+    non-zero bias one more rounded addition. Multiply by (|x| + r) |w| + |bias| per column.
+    """
+    w = np.asarray(w)
+    k = (w != 0).sum(0) + (np.asarray(bias) != 0)
+    return np.array([gamma(int(v), U32) for v in k])
+
+
+def copies(w: np.ndarray) -> bool:
+    """Whether ``x @ w`` is exact in float32 for every float32 ``x``: every column of ``w``
+    [rows, cols] has at most one non-zero entry and every non-zero entry is +1 or -1 (each
+    output is a copy of one input, or of its negation: no product or sum rounds)."""
+    w = np.asarray(w)
+    nz = w[w != 0]
+    return bool(terms(w) <= 1 and np.all(np.abs(nz) == 1.0))
+
+
+def proj_gamma(w: np.ndarray) -> float:
+    """Relative float32 error of one coordinate of ``x @ w`` against sum_i |x_i| |w[i, e]|:
+    0 where :func:`copies` holds, else gamma_{terms(w)}."""
+    return 0.0 if copies(w) else gamma(terms(w), U32)
+
+
 def up(x: float) -> float:
     """Round a float64 bound outward (one ulp up, and a relative 1e-12 for the bound's own arithmetic)."""
     if not np.isfinite(x):
@@ -99,6 +135,39 @@ def score_rel(w_q: np.ndarray, w_k: np.ndarray, d_head: int) -> float:
     max over pairs of sum_e |q_e| |k_e| (with |x| + r in place of x).
     """
     return gamma(terms(w_q), U32) + gamma(terms(w_k), U32) + gamma(d_head, U32) + 2 * U32
+
+
+def dominant_sum(k: int, n: int) -> Tuple[float, float]:
+    """(rho, sigma): a float32 dot product of ``n`` terms, at most ``k`` of them *dominant*, errs by
+    at most rho D + sigma L, whatever the order and whether products are fused.
+
+    D bounds the dominant terms' magnitudes sum |a_e b_e|, L the other terms' (the *small*
+    ones: in the certifier, the terms an input error alone makes non-zero). Argument (fact 1
+    of the module docstring, with k dominant terms instead of one): every product is rounded
+    once (u D + u L; a fused fl(P + a b) errs by at most u |a b| more than an addition of the
+    rounded product, so it is covered by the same budget). In the summation tree,
+    (i) additions inside a subtree of small terms only err by at most gamma_n of their terms'
+    magnitudes in all (Higham, Lemma 3.1: gamma_n L, product roundings included); (ii) an
+    addition of such a subtree's computed sum s to a partial sum holding a dominant term errs
+    by at most |s| <= (1 + gamma_n) L_s (a rounded addition errs by at most its smaller
+    operand: the other operand is a float at that distance), and every small subtree is added
+    so once; (iii) at most k - 1 additions have dominant terms on both sides, each within
+    u of its result, whose magnitude is at most D + L + E (E the total error). So
+    E <= u D + gamma_n L + (1 + gamma_n) L + (k - 1) u (D + L + E), i.e.
+    rho = k u / (1 - (k - 1) u), sigma = (1 + 2 gamma_n + (k - 1) u) / (1 - (k - 1) u).
+    With k = 0 the sum errs by at most gamma_n L <= sigma L. Returns (inf, inf) when the
+    bound is useless (the caller keeps gamma_n (D + L)).
+
+    Args:
+        k: most dominant terms (>= 0).
+        n: number of terms.
+    """
+    k = max(0, min(int(k), int(n)))
+    g = gamma(n, U32)
+    den = 1.0 - max(k - 1, 0) * U32
+    if not math.isfinite(g) or den <= 0.5:
+        return math.inf, math.inf
+    return up(k * U32 / den), up((1 + 2 * g + max(k - 1, 0) * U32) / den)
 
 
 #: The softmax's shift x_j = fl(s_j - m) is (s_j - m)(1 + d), |d| <= u (exact when s_j and m are

@@ -21,13 +21,18 @@ to the floor may be the top on some input (the *candidate* levels).
   program check, which the caller (:mod:`.report`) then requires.
 * **Leak.** The real scores differ from the ideal ones by at most delta: the input radii
   through W_QK (:func:`_score_perturbation`: row radii, or the blocks' l1 bounds) plus the
-  float32 rounding of q . k. A key below the actual top level lies at least gap - 2 delta
-  below it, so its softmax weight is at most exp(-(gap - 2 delta)); summed over the key
-  positions (:func:`_leak_sum`) this bounds the attention mass off the top level (the
-  *leak*). A leak bound >= 1 proves nothing: the head is not certified.
+  float32 rounding of the projections and of q . k (:func:`_score_rounding`: relative to
+  the few dominant products, :func:`float32.dominant_sum`). A key below the actual top level
+  lies at least gap - 2 delta below it, so its softmax weight is at most
+  exp(-(gap - 2 delta)); summed over the key positions (:func:`_leak_sum`) this bounds the
+  attention mass off the top level (the *leak*). Where a row's top is one key t and the
+  table is small, the query's common errors are counted against k_j - k_t instead
+  (:func:`_pair_leak`), and the smaller bound holds. A leak bound >= 1 proves nothing: the
+  head is not certified.
 * **Output.** The head writes at most leak x range(OV outputs) + |W_OV|^T r away from the
   ideal (the leak moves mass between ideal outputs; the input error passes through W_OV),
-  plus the float32 term of the softmax average. For a clean categorical head the input's
+  plus the float32 term of the softmax average (in l1 per written block: relative to the
+  largest single value's l1 norm, not the sum of per-row maxima). For a clean categorical head the input's
   top level is one key and the others' exponentials sum to at most the leak bound, so the
   normalisation is a common scale within about 5u + leak and the weighted sum is dominated
   by the top key: the term is about (7u + 2 leak) of the values' magnitude, whatever n
@@ -48,10 +53,17 @@ to the floor may be the top on some input (the *candidate* levels).
   hold scores in the level or above (position 1 is in every input, so the top level holds
   it). A mean of m regular keys gets guard m: m distinct positions exist (and, causal, are
   visible). The real weights inside the top level
-  are uniform up to the factor exp(x), x = the level's score span + 2 eps + 2 delta, so the
-  write is within (exp(x) - 1) x range + leak x range of that mean (the leak moves the rest
-  of the mass), plus the input error through W_OV and the float32 term. That the level is
-  what the program selects (BOS plus the selected keys) is the program check's part.
+  are uniform up to the factor R = exp(x), x = the level's score span + 2 eps + 2 delta (any
+  two of them have a ratio in [1/R, R]), so the write is within tanh(x / 4) x range + leak x
+  range of that mean (the leak moves the rest of the mass), plus the input error through
+  W_OV and the float32 term. The tanh (:func:`weighted_mean_deviation`): per output
+  coordinate, scale the values into [0, 1]; the weighted mean minus the plain mean is
+  linear-fractional in the values, so its largest value is at values in {0, 1}: a fraction p
+  of the keys at 1, weighted R, the rest at 0, weighted 1, gives
+  p R / (p R + 1 - p) - p = p (1 - p)(R - 1) / (1 + p (R - 1)), whose maximum over real
+  p in [0, 1] (at p = 1 / (sqrt R + 1)) is (sqrt R - 1) / (sqrt R + 1) = tanh(x / 4);
+  the lower side is symmetric. That the level is what the program selects (BOS plus the
+  selected keys) is the program check's part.
 
 * **Domain preconditions** (:class:`DomainView`, :mod:`.domain`). Given facts every input of a
   task's domain satisfies, the floor counts every position up to the least domain length >= the
@@ -80,8 +92,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from depthcraft.verify.certify.domain import Precondition
-from depthcraft.verify.certify.float32 import (SHRINK, U64, gamma, pointer_output_rel, score_rel,
-                                               softmax_output_rel, up)
+from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, copies, dominant_sum, gamma, pointer_output_rel,
+                                               proj_gamma, score_rel, softmax_output_rel, terms, up)
 from depthcraft.verify.certify import state as _state
 from depthcraft.verify.certify.state import (Block, Side, SideTables, State, TooLarge, describe, lin_err,
                                              reduce_side, side, side_tables, unique_min, unique_rows)
@@ -192,12 +204,12 @@ def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _
                    None if ks is not None else kf)
 
 
-def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
+def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int, parts: bool = False):
     """Bound on |s - s_ideal| from the input radii alone (no float32 term): d1 + d2 + d3.
 
     d1: the query's error against every ideal key, d2: the key's against every ideal query
     (each the smaller of the row-radius and the l1 bound, :func:`state.lin_err`), d3: the
-    product of the two errors.
+    product of the two errors. ``parts``: return (d1, d2, d3) instead of their sum.
     """
     rq, rk = state.radius[t.q_rows], state.radius[t.k_rows]
     blist = list(blocks.values())
@@ -215,7 +227,103 @@ def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: i
     l1k = float(sum(min(state.l1[b.name], state.radius[b.rows].sum()) for b in blist
                     if np.isin(b.rows, t.k_rows).any()))
     d3 = min(float(rq @ np.abs(t.a) @ rk), l1q * float(np.abs(t.a).max(initial=0)) * l1k)
-    return d1 + d2 + d3
+    return (d1, d2, d3) if parts else d1 + d2 + d3
+
+
+def _support(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray) -> Tuple[int, int]:
+    """(most non-zero ideal entries in the rows ``w`` reads, most non-zero projected coordinates).
+
+    For every block read (rows where ``w`` [len(rows), e] is non-zero): the most non-zero
+    entries of any of its ideal vectors (both kinds of position; every position of a position
+    block) on those rows. The first number is their sum: a column of ``w`` meets at most that
+    many rows where the ideal input is non-zero. The second bounds how many coordinates of
+    the ideal projection |x| |w| can be non-zero: per block, its count times the most
+    non-zero entries in one of its rows of ``w``.
+    """
+    w = np.asarray(w)
+    live = np.abs(w).sum(1) > 0
+    k_rows = k_cols = 0
+    for b in blocks.values():
+        sel = np.flatnonzero(live & np.isin(rows, b.rows))
+        if not len(sel):
+            continue
+        j = np.searchsorted(b.rows, rows[sel])
+        vecs = [state.pos[b.name]] if b.kind == "position" else [state.sets[0][b.name], state.sets[1][b.name]]
+        nnz = max(int((v[:, j] != 0).sum(1).max(initial=0)) for v in vecs)
+        k_rows += nnz
+        k_cols += nnz * int((w[sel] != 0).sum(1).max())
+    return k_rows, k_cols
+
+
+def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: float, abs_max: float,
+                    parts: bool = False):
+    """Bound on the float32 rounding of every score, q = x W_Q, k = x W_K, s = (q . k) qk_scale.
+
+    ``abs_max`` is A = max over pairs of sum_e Q_e K_e, Q = (|ideal| + r)|W_Q| qk_scale and K
+    likewise (the tables' ``absval``). The order-independent bound is
+    (gamma_{terms(W_Q)} + gamma_{terms(W_K)} + gamma_{d_head} + 2u) A (:func:`float32.score_rel`).
+    Most terms of these sums are products of an input *error* (a row where the ideal vector
+    is zero) and a weight, or of a coordinate that no ideal input reaches: they are small,
+    and a sum of a few dominant terms and small ones errs by rho D + sigma L
+    (:func:`float32.dominant_sum`). With kq dominant rows per column of W_Q
+    (:func:`_support`), L_e = sum_i |dx_i| |W_Q[i, e]| (dx the input error) and the
+    computed key within c_k K:
+
+    * the query projection errs by eq_e <= rho_q Q_e + sigma_q L_e, so its effect on the
+      score is sum_e eq_e |k_e| <= c_k (rho_q A + sigma_q LEq), LEq = max over keys of the
+      input error through |W_Q| K (:func:`state.lin_err`: row radii or l1 bounds);
+      |q_e| <= c_q Q_e, c_q = 1 + min(gamma_{terms(W_Q)}, rho_q + sigma_q) (L_e <= Q_e);
+    * the key projection likewise: rho_k A + sigma_k LEk;
+    * the dot product of d_head terms: a coordinate that the ideal query or the ideal key
+      cannot reach (|ideal| |W| is zero there) holds only an input error and its rounding,
+      (1 + sigma) L_e, so at most kd = min(non-zero coordinates of either side) terms are
+      dominant (D <= c_q c_k A) and the others sum to at most
+      (1 + sigma_q) c_k LEq + (1 + sigma_k) c_q LEk;
+    * the scaling by qk_scale: 2u of the computed product.
+
+    Each part keeps the smaller of this and its order-independent gamma bound; the result is
+    never more than the order-independent bound. A projection that only copies inputs
+    (:func:`float32.copies`: one entry +-1 per column) is exact: its terms are 0.
+
+    ``parts``: also return {"t1", "t2", "t3", "t4", "g_q", "le_k"} (g_q: every coordinate of
+    the query projection errs by at most g_q Q_e; le_k: the key's input error through |W_K| Q)
+    for :func:`_pair_leak`.
+    """
+    wq, wk = np.abs(t.wq) * scale, np.abs(t.wk)
+    dh = t.wq.shape[1]
+    tq, tk = terms(t.wq), terms(t.wk)
+    a = abs_max
+    old = score_rel(t.wq, t.wk, dh) * a
+    kq_rows, kq_cols = _support(state, blocks, t.q_rows, t.wq)
+    kk_rows, kk_cols = _support(state, blocks, t.k_rows, t.wk)
+    g_q, g_k = proj_gamma(t.wq), proj_gamma(t.wk)
+    rho_q, sig_q = (0.0, 0.0) if copies(t.wq) else dominant_sum(min(kq_rows, tq), tq)
+    rho_k, sig_k = (0.0, 0.0) if copies(t.wk) else dominant_sum(min(kk_rows, tk), tk)
+    c_q = 1 + min(g_q, rho_q + sig_q)
+    c_k = 1 + min(g_k, rho_k + sig_k)
+    blist = list(blocks.values())
+
+    def through(rows, w, other):  # max over the other side's combinations of the input error through |w| other
+        if not state.radius[rows].any():
+            return 0.0
+        best, step = 0.0, max(1, ROW_CHUNK_ENTRIES // max(len(rows), 1))
+        for i in range(0, len(other), step):
+            best = max(best, float(lin_err(state, blist, rows, w @ other[i:i + step].T).max(initial=0.0)))
+        return best
+
+    le_q = through(t.q_rows, wq, t.ks.absval)
+    le_k = through(t.k_rows, wk, t.qs.absval)
+    t1 = min(g_q * c_k * a, c_k * (rho_q * a + sig_q * le_q))
+    t2 = min(g_k * a, rho_k * a + sig_k * le_k)
+    rho_d, sig_d = dominant_sum(min(kq_cols, kk_cols, dh), dh)
+    small = (1 + sig_q) * c_k * le_q + (1 + sig_k) * c_q * le_k
+    t3 = min(gamma(dh, U32) * c_q * c_k * a, rho_d * c_q * c_k * a + sig_d * small)
+    t4 = 2 * U32 * (c_q * c_k * a + t3)
+    new = t1 + t2 + t3 + t4
+    total = up(min(old, new)) if math.isfinite(new) else up(old)
+    if not parts:
+        return total
+    return total, {"t1": t1, "t2": t2, "t3": t3, "t4": t4, "g_q": g_q, "le_k": le_k}
 
 
 def _table_rounding(t: _Tables) -> float:
@@ -406,6 +514,109 @@ def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block]
     return {"why": why, "witness": witness}
 
 
+def _position_sum(w: np.ndarray, pin_order, pinned_sorted, groups_at, n: int) -> np.ndarray:
+    """[r] sum over key positions of the largest weight among that position's alternatives
+    (``w`` [r, nk]); a key that names no position may stand at every one of the n positions."""
+    total = np.zeros(len(w))
+    if pinned_sorted.any():
+        ws = w[:, pin_order[pinned_sorted]]
+        total += np.maximum.reduceat(ws, groups_at, axis=1).sum(1)
+    if (~pinned_sorted).any():
+        total += n * w[:, pin_order[~pinned_sorted]].max(1)
+    return total
+
+
+#: Per-pair score errors (:func:`_pair_leak`) are computed for a head whose uniform leak bound is
+#: above this (the uniform bound certifies the others with room to spare), ...
+PAIR_LEAK_ABOVE = 1e-6
+#: ... and whose tables are at most this large (query rows x keys x query rows read).
+PAIR_LEAK_MAX = 200_000_000
+
+
+def _pair_leak(t: _Tables, state: State, blocks: Dict[str, Block], eps: float, causal: bool, n: int, scale: float,
+               ins: Tuple[float, float, float], rnd: Dict[str, float], delta: float, pin_order, pinned_sorted,
+               groups_at) -> float:
+    """Leak bound with the score error of every (query, key) pair *relative to the top key*.
+
+    The uniform bound takes every weight below the top key t as exp(s_j - s_t + 2 delta). But
+    the query's errors are common to all keys: its input error dx and the rounding eq of its
+    projection move s_j - s_t by (dx W_Q + eq) . (k_j - k_t) only (plus their products with
+    the keys' errors), which is small where k_j is close to k_t (an angle pointer's
+    neighbouring positions, whose scores differ by the gap alone). So for a query row whose
+    only candidate level is one key combination t (the top on every input), the real
+    difference s^_j - s^_t is within
+
+        E(j) = D1(j) + R1(j) + 2 (d2 + d3 + t2 + t3 + t4 + g_q (le_k + t2))
+
+    of the ideal one: D1(j) = the query's input error through W_Q (k_j - k_t)
+    (:func:`state.lin_err`), R1(j) = g_q sum_e Q_e |k_j,e - k_t,e| (the projection's
+    rounding), and, for each of the two keys, its input error against the query (d2), the
+    product of the errors (d3), the key projection's rounding (t2) and the rounding of the
+    dot product and the scaling (t3, t4: :func:`_score_rounding`), the query
+    projection's rounding against the key's error (g_q (le_k + t2)) and the table's float64
+    rounding (eps). With q^ = q + eq (q = x^ W_Q exact, x^ = x + dx) and k^_j = k_j + ek_j
+    (k_j = y^_j W_K exact, y^_j = y_j + dy_j), every part of s^_j - s^_t - (s_j - s_t) is one
+    of these: dx W_Q . (k_j - k_t) ideal keys (D1), q_ideal . dy W_K (d2, per key),
+    dx W_Q . dy W_K (d3), q . ek (t2), eq . (ideal k_j - k_t) (R1), eq . (dy W_K + ek)
+    (g_q (le_k + t2)), the dot product's and the scaling's rounding (t3 + t4). The weight of key j is
+    then at most exp((1 - u)(s_j - s_t) + E(j)) (the shift's rounding, as in :func:`_leak_sum`),
+    summed over key positions as there. Every other row keeps the uniform bound
+    (exp(2 delta) times its sum, inf where its gap is not above 2 delta). Returns the largest
+    row's bound.
+    """
+    qs, ks = t.qs, t.ks
+    d1, d2, d3 = ins
+    # + 2 eps: the two table entries' own float64 rounding
+    common = 2 * (d2 + d3 + rnd["t2"] + rnd["t3"] + rnd["t4"] + rnd["g_q"] * (rnd["le_k"] + rnd["t2"]) + eps)
+    blist = list(blocks.values())
+    m_all = ks.contrib @ (t.wq * scale).T  # [nk, q_rows]: W_Q k_j, the query input error's weights against key j
+    q_err = bool(state.radius[t.q_rows].any())
+    chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib) * max(len(t.q_rows), ks.contrib.shape[1]), 1))
+    best = 0.0
+    for start in range(0, len(qs.contrib), chunk):
+        stop = min(start + chunk, len(qs.contrib))
+        lv = _levels(t, start, stop, eps, causal)
+        top_members = ((lv.cid == 0) & lv.valid).sum(1)
+        pair = (lv.reach == 0) & (top_members == 1)
+        rows = np.flatnonzero(pair)
+        other = np.flatnonzero(~pair)
+        if len(other):
+            uni = _leak_rows(lv, eps, ks, pin_order, pinned_sorted, groups_at, n)[other]
+            bad = (lv.row_gap[other] <= 2 * delta) & (uni > 0)
+            if bad.any():
+                return math.inf
+            best = max(best, float((uni * math.exp(2 * delta)).max(initial=0.0)))
+        if not len(rows):
+            continue
+        top = lv.order[rows, 0]  # [c] the top key combination of each row
+        s = lv.s[rows]
+        s_top = s[np.arange(len(rows)), top]
+        diff = ks.contrib[None, :, :] - ks.contrib[top][:, None, :]  # [c, nk, e]
+        err = rnd["g_q"] * np.einsum("cke,ce->ck", np.abs(diff), qs.absval[start + rows]) + common
+        if q_err:
+            md = (m_all[None, :, :] - m_all[top][:, None, :]).reshape(-1, len(t.q_rows))
+            err = err + lin_err(state, blist, t.q_rows, md.T).reshape(len(rows), -1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = np.exp(SHRINK * (s - s_top[:, None]) + err)
+        w = np.where(np.isfinite(s), w, 0.0)
+        w[np.arange(len(rows)), top] = 0.0
+        best = max(best, float(_position_sum(w, pin_order, pinned_sorted, groups_at, n).max(initial=0.0)))
+    return best
+
+
+def _leak_rows(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> np.ndarray:
+    """[r] the per-row sums of :func:`_leak_sum`."""
+    s, live = lv.s, lv.cand & lv.valid
+    lowest = np.where(live, lv.ss, np.inf).min(1)  # [r] t
+    single = lv.reach == 0
+    near = s >= (lowest - 2 * eps)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-SHRINK * lv.row_gap)[:, None]),
+                     np.exp(SHRINK * (s - lowest[:, None])))
+    w = np.where(np.isfinite(s), w, 0.0)
+    return _position_sum(w, pin_order, pinned_sorted, groups_at, n)
+
+
 def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> float:
     """max over query rows of sum over key positions of exp(score - top), without the perturbation.
 
@@ -416,22 +627,8 @@ def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, group
     holds one of its alternatives, so a position adds its largest weight; a key that names no
     position may stand at every one of the n positions.
     """
-    s, live = lv.s, lv.cand & lv.valid
-    lowest = np.where(live, lv.ss, np.inf).min(1)  # [r] t
-    single = lv.reach == 0
-    near = s >= (lowest - 2 * eps)[:, None]
-    with np.errstate(over="ignore", invalid="ignore"):
-        # (1 - u): the softmax's shift fl(s - max) rounds each exponent within u of itself
-        w = np.where(near, np.where(single[:, None], 0.0, np.exp(-SHRINK * lv.row_gap)[:, None]),
-                     np.exp(SHRINK * (s - lowest[:, None])))
-    w = np.where(np.isfinite(s), w, 0.0)
-    total = np.zeros(len(s))
-    if pinned_sorted.any():
-        ws = w[:, pin_order[pinned_sorted]]
-        total += np.maximum.reduceat(ws, groups_at, axis=1).sum(1)
-    if (~pinned_sorted).any():
-        total += n * w[:, pin_order[~pinned_sorted]].max(1)
-    return float(total.max(initial=0.0))
+    # (1 - u): the softmax's shift fl(s - max) rounds each exponent within u of itself
+    return float(_leak_rows(lv, eps, ks, pin_order, pinned_sorted, groups_at, n).max(initial=0.0))
 
 
 def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: bool,
@@ -527,22 +724,34 @@ def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, 
     spread = outs.max(0) - outs.min(0)  # [Do] range of the ideal outputs per row
     # [Do] bound on what float32 rounding is relative to: max per head dimension, then through |W_O|
     w_v = np.asarray(p["w_v"][h], np.float64)
-    m_v = side(state, blocks, t.v_rows, w_v, n).absval.max(0)  # [d_head]
-    vabs = m_v @ np.abs(np.asarray(p["w_o"][h], np.float64))  # [Do]
+    a_v = side(state, blocks, t.v_rows, w_v, n).absval  # [combinations, d_head]
+    m_v = a_v.max(0)  # [d_head]
+    abs_wo = np.abs(np.asarray(p["w_o"][h], np.float64))
+    vabs = m_v @ abs_wo  # [Do]
+    out_rows = spec.rows("out_rows", len(state.radius))
+    written = [(b, np.flatnonzero(np.isin(out_rows, b.rows))) for b in blist]
+    written = [(b, cols) for b, cols in written if len(cols)]
+    # per written block: max over value combinations j of M_j |W_O[:, cols]| 1 (the l1 float32 term below)
+    per_key_l1 = (a_v @ np.stack([abs_wo[:, cols].sum(1) for _, cols in written], 1)).max(0, initial=0.0) \
+        if written else np.zeros(0)
+    del a_v
     f32_rel = softmax_output_rel(n, p["w_v"][h], p["w_o"][h])
     if one_key:
         f32_rel = min(f32_rel, pointer_output_rel(n, leak, p["w_v"][h], p["w_o"][h]))
     f32 = f32_rel * vabs
     r_out = leak * spread + lin_err(state, blist, t.v_rows, t.wvo) + f32
     # l1 per written block: the leak moves mass between ideal outputs, the input errors pass through W_OV
-    out_rows = spec.rows("out_rows", len(state.radius))
     l1_out = {}
-    for b in blist:
-        cols = np.flatnonzero(np.isin(out_rows, b.rows))
-        if len(cols):
-            l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
-                                + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
-                                + f32_rel * float(vabs[cols].sum()))
+    for (b, cols), key_l1 in zip(written, per_key_l1):
+        # float32 term in l1: every bound on a coordinate's rounding is relative to
+        # sum_j a_j M_j (M_j: key j's (|x| + r)|W_V|, sum_j a_j <= 1), so summed over the
+        # block's columns through |W_O| it is at most f32_rel x max_j M_j |W_O[:, cols]| 1
+        # (not the sum over columns of a per-column maximum: a one-hot value is large in
+        # one column only)
+        f32_l1 = min(float(vabs[cols].sum()), float(key_l1))
+        l1_out[b.name] = up(leak * 2 * float(np.abs(outs[:, cols]).sum(1).max())
+                            + float(lin_err(state, blist, t.v_rows, np.abs(t.wvo[:, cols]).sum(1)).max())
+                            + f32_rel * f32_l1)
     return np.array([up(x) for x in r_out]), l1_out
 
 
@@ -624,6 +833,14 @@ def _means(pats: set, v_bos: np.ndarray, v_reg: np.ndarray, n: int, kind: int = 
     return res, guard
 
 
+def weighted_mean_deviation(x: float) -> float:
+    """Largest |weighted mean - mean| of values in [0, 1] when any two weights have a ratio within
+    exp(x), x >= 0: tanh(x / 4) (module docstring, "Numerical heads"), rounded outward."""
+    if not math.isfinite(x):
+        return 1.0
+    return min(1.0, up(math.tanh(x / 4.0)))
+
+
 def numerical_written(blocks: Dict[str, Block], out_rows: np.ndarray, wvo: np.ndarray) -> bool:
     """Whether the head writes only numerical (not one-hot) written blocks (a mean head)."""
     live = out_rows[np.abs(wvo).sum(0) > 0]
@@ -660,10 +877,10 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     numeric = not constant and numerical_written(blocks, spec.rows("out_rows", len(state.radius)), t.wvo)
     pats: Tuple[set, set] = (set(), set())  # numerical heads: level patterns of BOS and regular queries
     span = 0.0
-    d_inputs = _score_perturbation(state, blocks, t, n)
-    # float32 rounding of the score: score_rel x max over pairs of sum_e |q_e| |k_e| with |x| + r in
-    # place of x (computed with the table, below)
-    g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
+    ins = _score_perturbation(state, blocks, t, n, parts=True)
+    d_inputs = sum(ins)
+    # float32 rounding of the score: relative to max over pairs of sum_e |q_e| |k_e| with |x| + r in
+    # place of x (computed with the table, below; :func:`_score_rounding`)
     eps = up(_table_rounding(t) + _grouping_rounding(t))
     min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
     used_analysis = None  # the first level only the value analysis makes clean
@@ -694,9 +911,22 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                     if clean_by is None:
                         return HeadCert(None, bad)
                     used_analysis = bad
-    delta = up(d_inputs + g32 * abs_max)
+    if t.ks is not None:
+        rounding, rnd = _score_rounding(state, blocks, t, float(spec.qk_scale), abs_max, parts=True)
+    else:  # factored keys (no full key side to split the sums by): the order-independent bound
+        rounding, rnd = up(score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1]) * abs_max), None
+    delta = up(d_inputs + rounding)
     leak = 0.0 if leak_sum == 0 else up(leak_sum * math.exp(2 * delta)) if min_gap > 2 * delta else math.inf
     entry = {"min_gap": min_gap, "delta": delta, "leak_bound": leak}
+    qs, ks = t.qs, t.ks
+    if (not numeric and not constant and leak > PAIR_LEAK_ABOVE and rnd is not None
+            and len(qs.contrib) * len(ks.contrib) * max(len(t.q_rows), ks.contrib.shape[1]) <= PAIR_LEAK_MAX):
+        pair = up(_pair_leak(t, state, blocks, eps, causal, n, float(spec.qk_scale), ins, rnd, delta,
+                             pin_order, pinned_sorted, groups_at))
+        entry["leak_uniform"] = leak
+        if pair < leak:  # both are bounds on the same leak: the smaller holds
+            leak = entry["leak_bound"] = pair
+            entry["leak_by"] = "per-pair score errors"
     if used_analysis is not None:
         entry["level_clean_by"] = clean_by
         entry["level_clean_witness"] = used_analysis["witness"]
@@ -714,7 +944,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                                     "witness": {"n": n}})
         x = span + 2 * eps + 2 * delta  # weights inside the top level: uniform up to exp(x)
         spread = outs.max(0) - outs.min(0)
-        extra = math.expm1(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
+        extra = weighted_mean_deviation(x) * spread + gamma(n + 2, U64) * np.abs(outs).max(0)
         r_row = np.array([up(v) for v in r_out[0] + extra])
         l1 = {k: up(v + float(extra.sum())) for k, v in r_out[1].items()}
         entry["level_span"] = span

@@ -22,6 +22,12 @@ range over those intervals is computed exactly, at the ends and the kinks
 the cancellation inside tracr's ReLU pairs). Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
+
+The float32 terms count each hidden unit's and each output's own non-zero weights (and a
+non-zero bias), :func:`float32.column_gammas`: a zero weight gives an exact zero product and
+adding it is exact. The l1 bound of a written block is the largest, over the combinations, of
+the sum of that combination's column bounds (at a real input whose ideal is combination i,
+the block's error is at most that sum), never more than the sum of the row radii.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U32, U64, gamma, terms, up
-from depthcraft.verify.certify.state import Block, Side, State, Unclean, describe, lin_err, side
+from depthcraft.verify.certify.float32 import U64, column_gammas, gamma, up
+from depthcraft.verify.certify.state import Block, Side, State, lin_err, side
 
 
 def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], n: int
@@ -59,7 +65,8 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     r_in = state.radius[in_rows]
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
-    pre_err = gamma(terms(w1) + 1, U32) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    # float32 rounding of x W_1 + b_1, per hidden unit (float32.column_gammas: its own terms)
+    pre_err = column_gammas(w1, b1) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
@@ -69,7 +76,7 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         out_err = line_error(x, groups, w1, b1, w2, b2, pre_err)
     else:
         dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-        out_err = dev @ np.abs(w2) + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2))
+        out_err = dev @ np.abs(w2) + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2))
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -86,10 +93,19 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         rough = off >= 0.25  # not near a one-hot: the exact output is its own ideal (the program check decodes it)
         snapped[rough] = blk[rough]
         ideal[:, cols] = snapped
-    r_out = out_err.max(0) + np.abs(y - ideal).max(0) + gamma(len(in_rows) + w2.shape[0] + 4, U64) * np.abs(y).max(0)
+    own = gamma(len(in_rows) + w2.shape[0] + 4, U64) * np.abs(y).max(0)  # float64 rounding of y itself
+    per = out_err + np.abs(y - ideal)  # [m, Dout] error bound of each combination's output
+    r_out = per.max(0) + own
     r_out = np.array([up(v) for v in r_out])
-    l1_out = {b.name: float(r_out[np.isin(out_rows, b.rows)].sum()) for b in blocks.values()
-              if np.isin(out_rows, b.rows).any()}
+    # l1 per block: at a real input whose ideal is combination i the block's error is at most
+    # sum over its columns of per[i] + own, so the largest such sum bounds it (no larger than the
+    # sum of the row radii, the maxima over i taken column by column)
+    l1_out = {}
+    for b in blocks.values():
+        sel = np.isin(out_rows, b.rows)
+        if sel.any():
+            by_comb = float(per[:, sel].sum(1).max(initial=0.0) + own[sel].sum()) if len(per) else 0.0
+            l1_out[b.name] = min(float(r_out[sel].sum()), up(by_comb))
     return ideal, sd, (r_out, l1_out)
 
 
@@ -130,7 +146,8 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
     adds, per hidden unit, the rounding e_k of its pre-activation (|e_k| <= ``pre_err`` [m,
     hidden]): relu moves by at most |e_k|, and not at all for a unit whose pre-activation stays
     <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2,
-    gamma(terms(W_2) + 1, u32) (hi |W_2| + |b_2|), hi the largest real hidden value.
+    gamma_k (hi |W_2| + |b_2|) per output column (k: its non-zero weights, plus one for a
+    non-zero bias, :func:`float32.column_gammas`), hi the largest real hidden value.
 
     Args:
         x: [m, Din] ideal inputs; groups: [(j, r)]; w1 [Din, hidden], b1 [hidden], w2 [hidden,
@@ -165,5 +182,5 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
     mag = ((np.abs(x) + rad) @ np.abs(w1) + np.abs(b1)) @ np.abs(w2) + np.abs(b2)
     hi = np.maximum(pre + reach + pre_err, 0)
     f32 = (np.where(hi > 0, pre_err, 0.0) @ np.abs(w2)
-           + gamma(terms(w2) + 1, U32) * (hi @ np.abs(w2) + np.abs(b2)))
+           + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2)))
     return worst + lip[None, :] + 2 * g64 * mag + f32

@@ -6,8 +6,10 @@ ideal vectors (the embedding is exact: radius 0). Each sublayer is certified fro
 state (:mod:`.heads`, :mod:`.relu` for a ReLU model's heads, :mod:`.mlps`); its ideal writes
 and radii extend the state
 (:func:`state.write`), so the invariant holds after it. Heads of one sublayer add their
-writes: every combination of their ideal outputs is an ideal vector of the sum, and their
-radii add. At the read-out every ideal output vector must decode (argmax, or "no value"
+writes: on each block, every combination of the ideal outputs of the heads that write it is
+an ideal vector of the sum (:func:`heads_sum`; the state keeps no relation between blocks),
+and their radii add. An MLP too large to enumerate is certified in independent parts
+(:func:`split_mlp`). At the read-out every ideal output vector must decode (argmax, or "no value"
 below 0.5) with a margin above twice the read-out error, so the float32 forward decodes to
 what the exact hardmax evaluation decodes. The first sublayer that cannot be certified
 stops the analysis (later inputs are not defined); it is named with a witness.
@@ -15,6 +17,7 @@ stops the analysis (later inputs are not defined); it is named with a witness.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -186,6 +189,50 @@ def _program_entry(layer: str, head: Optional[int], check: Callable[[], None],
     return None
 
 
+def heads_sum(writes, blocks: Dict[str, Block], out_rows: np.ndarray):
+    """The ideal vectors of the heads' summed write, one residual block at a time.
+
+    Args:
+        writes: per head, ((BOS ideal outputs [m, Do], guards [m]), (regular ...)) over ``out_rows``.
+        blocks: the residual blocks by name.
+        out_rows: [Do] the rows the sublayer writes.
+    Returns:
+        [(cols, ((BOS vectors [k, len(cols)], guards [k]), (regular ...)))]: one entry per block the
+        sublayer writes, ``cols`` its columns within ``out_rows``.
+    Raises:
+        TooLarge: one block's combinations exceed :data:`MAX_TUPLES`.
+
+    Soundness: the state keeps one set of ideal vectors per block (no relation between blocks),
+    so only each block's own rows of the sum matter. On a block's rows the sum is the sum of the
+    heads whose ideal outputs are non-zero there (the others add exact zeros: their ideal output
+    is 0 on these rows, and their real deviation from it is in their radii, summed by the
+    caller), so every combination of those heads' outputs, restricted to the block, is a
+    superset of what the block receives; a combination's guard is the largest of its parts'
+    (each part's position exists). Heads that write different blocks (tracr's parallel means,
+    shuffle_dyck's six ``opens``/``closes`` heads) no longer multiply their sets.
+    """
+    out = []
+    for b in blocks.values():
+        cols = np.flatnonzero(np.isin(out_rows, b.rows))
+        if not len(cols):
+            continue
+        totals = []
+        for kind in (0, 1):
+            parts = [(w[kind][0][:, cols], w[kind][1]) for w in writes]
+            live = [pt for pt in parts if np.any(pt[0] != 0)] or parts[:1]
+            total, tg = live[0]
+            total, tg = unique_min(total, tg)
+            for wv, wg in live[1:]:
+                wv, wg = unique_min(wv, wg)
+                if len(total) * len(wv) > MAX_TUPLES:
+                    raise TooLarge("combinations of the heads' outputs")
+                total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
+                                       np.maximum(tg[:, None], wg[None, :]).ravel())
+            totals.append((total, tg))
+        out.append((cols, totals))
+    return out
+
+
 def _relu_outputs(model: Optional[CompiledModel], state: State, blocks: Dict[str, Block], dec: Optional[Decoder],
                   spec, p, h: int):
     """(sums_ok, to_readout) of ReLU head ``h``: whether every block it writes is a set-valued SOp of the
@@ -266,9 +313,10 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                   "delta": _num(e["delta"]), "leak_bound": _num(e["leak_bound"]),
                                   "radius_in": r_in, "radius_out": None,
                                   **({"level_clean_by": e["level_clean_by"]} if "level_clean_by" in e else {})})
-    # heads add their writes: every combination of the heads' ideal outputs, per position kind
-    totals = [_heads_sum([w[kind] for w in writes]) for kind in (0, 1)]
-    write(state, blocks, out_rows, totals, (radius, l1_sum))
+    # heads add their writes, block by block (:func:`heads_sum`)
+    for cols, totals in heads_sum(writes, blocks, out_rows):
+        write(state, blocks, out_rows[cols], totals,
+              (radius[cols], {k: v for k, v in l1_sum.items() if np.isin(out_rows[cols], blocks[k].rows).any()}))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
     return None
@@ -335,6 +383,54 @@ def _hashable(v: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def split_mlp(spec, p, d: int, blocks: Dict[str, Block]):
+    """The independent parts of one MLP sublayer: [(sub-spec, sub-weights)].
+
+    Hidden units are joined when they write one residual block (union-find over the non-zero
+    entries of W_2 in each block's columns), so every output block is written by the units of
+    one part (the program check decodes a block from all its rows). Soundness: a part's output rows are h_G W_2[G, rows] + b_2[rows] with
+    h_G = ReLU(x W_1[:, G] + b_1[G]); every other unit has a zero weight on these rows, and in the
+    float32 forward a zero weight gives an exact zero product and adding it is exact, so the part
+    computes exactly (in float32 too) what the whole MLP writes on its rows, from the input rows
+    its units read with a non-zero weight. A unit that writes no row is left out (its output is
+    multiplied by zeros); rows no unit writes (a bias only) join the first part. Each part is
+    then certified and checked on its own, against the same state (the parts are written only
+    after all are certified), by :func:`_mlp`.
+    """
+    in_rows, out_rows = spec.rows("in_rows", d), spec.rows("out_rows", d)
+    w1, b1 = np.asarray(p["w_1"]), np.asarray(p["b_1"])
+    w2, b2 = np.asarray(p["w_2"]), np.asarray(p["b_2"])
+    parent = list(range(w1.shape[1]))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for b in blocks.values():
+        units = np.flatnonzero((w2[:, np.isin(out_rows, b.rows)] != 0).any(1))
+        for u in units[1:]:
+            parent[find(int(u))] = find(int(units[0]))
+    writers = np.flatnonzero((w2 != 0).any(1))
+    roots = sorted({find(int(u)) for u in writers})
+    if len(roots) < 2:
+        return [(spec, p)]  # nothing to split
+    parts = []
+    for i, root in enumerate(roots):
+        units = np.array([u for u in writers if find(int(u)) == root])
+        cols = np.flatnonzero(np.isin(out_rows, np.concatenate(
+            [b.rows for b in blocks.values() if (w2[np.ix_(units, np.isin(out_rows, b.rows))] != 0).any()])))
+        if i == 0:
+            cols = np.union1d(cols, np.flatnonzero(~(w2 != 0).any(0)))
+        ins = np.flatnonzero((w1[:, units] != 0).any(1))
+        sub = dataclasses.replace(spec, in_rows=tuple(int(r) for r in in_rows[ins]),
+                                  out_rows=tuple(int(r) for r in out_rows[cols]))
+        parts.append((sub, {"w_1": w1[np.ix_(ins, units)], "b_1": b1[units],
+                            "w_2": w2[np.ix_(units, cols)], "b_2": b2[cols]}))
+    return parts
 
 
 def _set_role(state: State, blocks: Dict[str, Block], spec, p, dec: Optional[Decoder],
@@ -427,54 +523,34 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
     return None
 
 
-def _heads_sum(outs) -> Any:
-    """(vectors [m, Do], guards [m]) standing for every sum of one ideal output per head, for :func:`write`.
-
-    ``outs``: per head, (vectors [m_h, Do], guards [m_h]). :func:`state.write` uses the sums one
-    block at a time (each block's set of vectors, each with its smallest guard). Where the heads
-    write disjoint rows (no row written by two heads), a block's part of a sum is one head's
-    output, so the per-block sets and guards of the full product are those of the padded list:
-    for each head h, its every output plus, for every other head, its output of smallest guard
-    (the product's guard of a block vector v of head h is max(g_h(v), min over the others' guards)).
-    Otherwise the full product, refused beyond :data:`MAX_TUPLES`.
-
-    Raises:
-        TooLarge: heads writing a common row whose product is too large.
-    """
-    live = [np.abs(v).sum(0) > 0 for v, _ in outs]
-    overlap = np.sum(live, axis=0).max(initial=0) > 1
-    if not overlap and len(outs) > 1:
-        best = [v[int(np.argmin(g))] if len(v) else np.zeros(v.shape[1]) for v, g in outs]
-        gbest = [int(g.min()) if len(g) else 0 for _, g in outs]
-        vecs, guards = [], []
-        for h, (v, g) in enumerate(outs):
-            base = sum(best[o] for o in range(len(outs)) if o != h)
-            vecs.append(v + base[None, :])
-            guards.append(np.maximum(g, max([gbest[o] for o in range(len(outs)) if o != h], default=0)))
-        return unique_min(np.concatenate(vecs), np.concatenate(guards))
-    total, tg = outs[0]
-    for wv, wg in outs[1:]:
-        if len(total) * len(wv) > MAX_TUPLES:
-            raise TooLarge("combinations of the heads' outputs")
-        total, tg = unique_min((total[:, None, :] + wv[None, :, :]).reshape(-1, total.shape[1]),
-                               np.maximum(tg[:, None], wg[None, :]).ravel())
-    return total, tg
-
-
 def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
          dec: Optional[Decoder]) -> None:
     """Certify one MLP sublayer, check its tables against the program, and write its ideal outputs
-    into the state (one ``per_layer`` entry)."""
+    into the state (one ``per_layer`` entry).
+
+    An MLP whose input combinations are too many to enumerate at once (tracr's parallel Maps
+    of one layer, each reading its own blocks) is certified part by part (:func:`split_mlp`).
+
+    Raises:
+        TooLarge: one part alone is too large.
+    """
     d = len(state.radius)
     out_rows = spec.rows("out_rows", d)
     r_in = float(state.radius[spec.rows("in_rows", d)].max(initial=0))
-    ideal, sd, r_out = certify_mlp(state, blocks, spec, p, n)
+    try:
+        parts = [(spec, p, certify_mlp(state, blocks, spec, p, n))]
+    except TooLarge:
+        parts = [(sub, q, certify_mlp(state, blocks, sub, q, n)) for sub, q in split_mlp(spec, p, d, blocks)]
     if dec is not None:
-        bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, spec, p, n),
-                             cert.get("model") if not cert["program_failures"] else None)
-        if bad is not None:
-            cert["program_failures"].append(bad)
-    write(state, blocks, out_rows, [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)], r_out)
+        for sub, q, _ in parts:
+            bad = _program_entry(name, None, lambda: check_mlp(state, blocks, dec, sub, q, n),
+                                 cert.get("model") if not cert["program_failures"] else None)
+            if bad is not None:
+                cert["program_failures"].append(bad)
+                break
+    for sub, _, (ideal, sd, r_out) in parts:
+        write(state, blocks, sub.rows("out_rows", d), [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)],
+              r_out)
     cert["per_layer"].append({"layer": name, "head": None, "min_gap": None, "delta": None,
                               "leak_bound": None, "radius_in": r_in,
                               "radius_out": float(state.radius[out_rows].max(initial=0))})
