@@ -58,15 +58,17 @@ output at every position of every input up to N.
   computes (a mean of values on a grid 2^-s has exact sums, so both divide the same sum by
   the same count; an MLP output equal to ``f`` of the same inputs is the same float).
 * **Discretising MLPs** (tracr's Map of a numerical SOp, categorical or numerical output,
-  :func:`_exact_numerical_input`): ``f`` may jump anywhere, so the MLP is compared with ``f``
-  at the input's ideal values only where its deviation is exactly 0; the float32 part
-  (:func:`mlps.line_error`) bounds each interval around them exactly.
+  :func:`_program_inputs`): ``f`` may jump anywhere, so the MLP's output at the ideal input v'
+  is compared with ``f(v)``, v the PROGRAM's value there, never ``f(v')``: v = v' where the
+  deviation is exactly 0, else the one program value (``Decoder.num_vals``, a superset
+  recorded as the checked sublayers compute them, :func:`_mean_values`) within the deviation of
+  v'; the float32 part (:func:`mlps.line_error`) bounds each interval around v' exactly.
 * **BOS never attended**: where every query of a categorical Aggregate has a selected key
   that surely exists (its position, or the query's guard) and scores above BOS, BOS is the
   top of no query and its value is not compared with the default.
 
-A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
-program's, set-valued and select-all heads, memorised read-outs, a model with no
+A block with no semantics here (a Map of a numerical SOp whose program value is not
+determined by its ideal value, set-valued and select-all heads, memorised read-outs, a model with no
 program linked) raises :class:`NoSemantics`: the certificate then does not claim the
 program.
 """
