@@ -1144,7 +1144,10 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
                          got: np.ndarray, c: Combos) -> None:
     """A Map of categorical SOps to a number, or a LinearSequenceMap of numbers: every regular input's
     output within :data:`NUM_TOL` of the function; the deviation from the program's value (with the
-    inputs' own, through the linear map's factors) is recorded for ``nm``."""
+    inputs' own, through the linear map's factors) is recorded for ``nm``, and (not for a
+    LinearSequenceMap, whose inputs here are ideal values) the function's values, which are the
+    program's: its inputs are decoded categorical values or a numerical input's program values
+    (:func:`_program_inputs`)."""
     worst = 0.0
     vals: Optional[Dict[float, List[Any]]] = None if isinstance(expr, rasp.LinearSequenceMap) else {}
     for i in np.flatnonzero(c.kind == 1):
@@ -1152,7 +1155,8 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
         if any(x is AMBIGUOUS or x is None for x in xs):
             raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
         try:
-            want = float(expr.f(*xs))
+            raw = expr.f(*xs)
+            want = float(raw)
         except Exception as e:  # noqa: BLE001 - the function has no value here: the program raises
             raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
                           {"input": dict(zip(ins, map(rasp_value, xs)))})
@@ -1161,7 +1165,7 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
             raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the function gives {want:.6g}",
                           {"input": dict(zip(ins, map(rasp_value, xs))), "expected": want, "got": float(got[i])})
         worst = max(worst, d)
-        if vals is not None and not _add_value(vals, expr.f(*xs)):
+        if vals is not None and not _add_value(vals, raw):
             vals = None
     if vals is not None:  # f of the program's values (categorical, or numerical by _program_inputs)
         dec.num_vals[nm] = vals
@@ -1256,7 +1260,8 @@ def _program_inputs(dec: Decoder, expr: Any, src: str, nm: str, ideal: np.ndarra
     the witness input.
 
     Returns:
-        the ideal values themselves (d == 0) or the program values (BOS rows: the ideal value).
+        the program values (the ideal values themselves where d == 0 and no value set is recorded;
+        BOS rows: the ideal value).
     Raises:
         NoSemantics: the input is not checked, its program values are not known (a value off a
         dyadic grid, such as a mean of x / 3), or an ideal value is within d of no or of several
@@ -1264,22 +1269,30 @@ def _program_inputs(dec: Decoder, expr: Any, src: str, nm: str, ideal: np.ndarra
     """
     d = dec.num_dev.get(src)
     _numerical_input(dec, src, nm)
-    if d == 0.0:
-        return ideal
     vals = dec.num_vals.get(src)
+    if d == 0.0 and vals is None:
+        return ideal
     if vals is None:
         raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose ideal values are within "
                           f"{d:.3g} of the program's, not equal: f there is not determined")
     keys = np.array(sorted(vals))
     out = ideal.astype(object)
-    # |fl(p - v')| <= (1 + u) |p - v'|, fl(d (1 + 4u)) >= (1 + u) d; the summation-order slack covers a mean's
-    # two sums (ideal and program) ordered differently
-    slack = d * (1.0 + 4 * U64) + 4 * gamma(n + 1, U64) * np.abs(keys)
+    # |fl(p - v')| <= (1 + u) |p - v'|, fl(d (1 + 4u)) >= (1 + u) d; the rounding slack covers a mean's two
+    # float64 sums (ideal and program) of up to n values, each at most the largest program value (a key:
+    # one selected key's mean is its value) plus d
+    slack = d * (1.0 + 4 * U64) + 4 * gamma(n + 1, U64) * (float(np.abs(keys).max(initial=0.0)) + d)
     memo: Dict[float, Any] = {}
     for i in np.flatnonzero(c.kind == 1):
         x = float(ideal[i])
         if x not in memo:
-            hit = np.flatnonzero(np.abs(keys - x) <= slack + 4 * gamma(n + 1, U64) * abs(x))
+            if d == 0.0:  # v = v' (the number); the objects the program may hold for it, where recorded
+                hit = np.flatnonzero(keys == x)
+                if len(hit) == 0:
+                    memo[x] = ideal[i]
+                    out[i] = memo[x]
+                    continue
+            else:
+                hit = np.flatnonzero(np.abs(keys - x) <= slack + 4 * U64 * abs(x))
             if len(hit) != 1:
                 raise NoSemantics(f"the MLP writes {nm!r} from {src!r}, whose ideal value {x:.9g} is within "
                                   f"{d:.3g} of {len(hit)} program values: which one it stands for is not determined")
@@ -1288,9 +1301,9 @@ def _program_inputs(dec: Decoder, expr: Any, src: str, nm: str, ideal: np.ndarra
             for r in reps:
                 try:
                     fs.append(expr.f(r))
-                except Exception:  # noqa: BLE001 - compared (and named) by the caller
-                    fs.append(AMBIGUOUS)
-            if any(not _same_value(a, fs[0]) for a in fs[1:]):
+                except Exception:  # noqa: BLE001 - where all raise, the caller names it
+                    fs.append(_MISSING)
+            if any(not (a is fs[0] or _same_value(a, fs[0])) for a in fs[1:]):
                 raise NoSemantics(f"{expr.label}: the program's value {reps!r} of {src!r} is several objects "
                                   f"with different f: not determined")
             memo[x] = reps[0]
