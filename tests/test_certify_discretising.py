@@ -15,6 +15,7 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.compiler import compile_with_tracr
 from depthcraft.verify.certify import certify
+from depthcraft.verify.certify import program
 from depthcraft.verify.certify.program import _mean_values
 
 N = 3
@@ -77,12 +78,24 @@ def _exactly_the_program(model):
     return True
 
 
-def test_a_mean_slightly_off_the_program_value_is_certified_at_the_program_value(model):
+def test_a_mean_slightly_off_the_program_value_is_certified_at_the_program_value(model, monkeypatch):
     off = shrunk(model)
     # the ideal mean of 1s is 0.99991, where f(v') = (v' == 1) is False: only f(1) = True is right
     assert _exactly_the_program(off)
+    seen, real = [], program._program_inputs
+
+    def spy(dec, expr, src, nm, ideal, c, n):
+        out = real(dec, expr, src, nm, ideal, c, n)
+        seen.extend((dec.num_dev[src], float(a), b) for a, b, k in zip(ideal, out, c.kind) if k == 1)
+        return out
+
+    monkeypatch.setattr(program, "_program_inputs", spy)
     cert = certify(off)
     assert cert["certified"] is True and cert["uncertified"] == []
+    # the input's deviation is not 0, and the ideal 0.99991 stood for the program's 1
+    assert all(9e-5 - 1e-7 < d < 1e-4 for d, _, _ in seen)
+    assert {b for d, a, b in seen if abs(a - SHRINK) < 1e-6} == {1}
+    assert {b for _, _, b in seen} == {0, 1 / 3, 1 / 2, 2 / 3, 1}
 
 
 def test_a_threshold_between_the_ideal_and_the_program_value_is_not_certified(model):
