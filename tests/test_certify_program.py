@@ -138,9 +138,10 @@ def test_the_projects_constructions_are_still_certified_against_their_programs(n
 
 
 def test_blocks_with_no_semantics_here_are_named_not_claimed():
-    # a discretising MLP (a numerical Map of a numerical SOp) is checked only where its input holds the
-    # program's values exactly: a mean of x / 3 is within ~2e-8 of the program's (1 / 3 is a float32
-    # weight), and f may jump anywhere in between, so it is named, never claimed
+    # a discretising MLP (a numerical Map of a numerical SOp) is checked at the program's value of its
+    # input: a mean of x / 3 is within ~2e-8 of the program's (1 / 3 is a float32 weight), f may jump
+    # anywhere in between, and the program's means of thirds are sums that round (off a dyadic grid),
+    # so which float the program holds is not known: named, never claimed
     third = rasp.numerical(rasp.Map(lambda x: x / 3, rasp.tokens))
     mean = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE), third,
                                          default=0))

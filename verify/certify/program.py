@@ -58,15 +58,17 @@ output at every position of every input up to N.
   computes (a mean of values on a grid 2^-s has exact sums, so both divide the same sum by
   the same count; an MLP output equal to ``f`` of the same inputs is the same float).
 * **Discretising MLPs** (tracr's Map of a numerical SOp, categorical or numerical output,
-  :func:`_exact_numerical_input`): ``f`` may jump anywhere, so the MLP is compared with ``f``
-  at the input's ideal values only where its deviation is exactly 0; the float32 part
-  (:func:`mlps.line_error`) bounds each interval around them exactly.
+  :func:`_program_inputs`): ``f`` may jump anywhere, so the MLP's output at the ideal input v'
+  is compared with ``f(v)``, v the PROGRAM's value there, never ``f(v')``: v = v' where the
+  deviation is exactly 0, else the one program value (``Decoder.num_vals``, a superset
+  recorded as the checked sublayers compute them, :func:`_mean_values`) within the deviation of
+  v'; the float32 part (:func:`mlps.line_error`) bounds each interval around v' exactly.
 * **BOS never attended**: where every query of a categorical Aggregate has a selected key
   that surely exists (its position, or the query's guard) and scores above BOS, BOS is the
   top of no query and its value is not compared with the default.
 
-A block with no semantics here (a Map of a numerical SOp whose values are not exactly the
-program's, set-valued and select-all heads, memorised read-outs, a model with no
+A block with no semantics here (a Map of a numerical SOp whose program value is not
+determined by its ideal value, set-valued and select-all heads, memorised read-outs, a model with no
 program linked) raises :class:`NoSemantics`: the certificate then does not claim the
 program.
 """
@@ -127,6 +129,11 @@ class Decoder:
     ok: Dict[str, bool] = dataclasses.field(default_factory=dict)
     #: numerical SOp label -> bound on |ideal value - program value| (checked sublayers add to it)
     num_dev: Dict[str, float] = dataclasses.field(default_factory=dict)
+    #: numerical SOp label -> the program's values it can hold at a regular position (a superset;
+    #: :func:`_add_value`): each value as a float -> the distinct Python objects the program's
+    #: evaluator holds for it (``True`` and ``1.0`` are one number, two objects); recorded only
+    #: where the checked sublayer computes them from the program's own values
+    num_vals: Dict[str, Dict[float, List[Any]]] = dataclasses.field(default_factory=dict)
     #: blocks decoded by argmax (the unembedding's rule): the value of the largest entry when it is
     #: >= 1/2 and strictly above every other, None when every entry is below 1/2 (a meet's [1, 2k])
     argmax: set = dataclasses.field(default_factory=set)
@@ -1104,6 +1111,10 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
                 order = 0.0
             break
     dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0) + order
+    if src in dec.num_vals:  # the program's means of the program's values (_mean_values)
+        means = _mean_values(dec.num_vals[src], expr.default, n)
+        if means is not None:
+            dec.num_vals[nm] = means
 
 
 def _same_value(got: Any, want: Any) -> bool:
@@ -1133,14 +1144,19 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
                          got: np.ndarray, c: Combos) -> None:
     """A Map of categorical SOps to a number, or a LinearSequenceMap of numbers: every regular input's
     output within :data:`NUM_TOL` of the function; the deviation from the program's value (with the
-    inputs' own, through the linear map's factors) is recorded for ``nm``."""
+    inputs' own, through the linear map's factors) is recorded for ``nm``, and (not for a
+    LinearSequenceMap, whose inputs here are ideal values) the function's values, which are the
+    program's: its inputs are decoded categorical values or a numerical input's program values
+    (:func:`_program_inputs`)."""
     worst = 0.0
+    vals: Optional[Dict[float, List[Any]]] = None if isinstance(expr, rasp.LinearSequenceMap) else {}
     for i in np.flatnonzero(c.kind == 1):
         xs = [inputs[lab][i] for lab in ins]
         if any(x is AMBIGUOUS or x is None for x in xs):
             raise Unclean("the MLP's input is no single value", {"input": _where(c, i)})
         try:
-            want = float(expr.f(*xs))
+            raw = expr.f(*xs)
+            want = float(raw)
         except Exception as e:  # noqa: BLE001 - the function has no value here: the program raises
             raise Unclean(f"{expr.label}: the function raises on {xs}: {type(e).__name__}: {e}",
                           {"input": dict(zip(ins, map(rasp_value, xs)))})
@@ -1149,40 +1165,159 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
             raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the function gives {want:.6g}",
                           {"input": dict(zip(ins, map(rasp_value, xs))), "expected": want, "got": float(got[i])})
         worst = max(worst, d)
+        if vals is not None and not _add_value(vals, raw):
+            vals = None
+    if vals is not None:  # f of the program's values (categorical, or numerical by _program_inputs)
+        dec.num_vals[nm] = vals
     if isinstance(expr, rasp.LinearSequenceMap):
         worst += abs(expr.fst_fac) * dec.num_dev.get(ins[0], 0.0) + abs(expr.snd_fac) * dec.num_dev.get(ins[1], 0.0)
     dec.num_dev[nm] = worst
 
 
-def _exact_numerical_input(dec: Decoder, src: str, nm: str) -> None:
-    """A discretising MLP's numerical input must hold the program's values exactly.
+def _add_value(table: Dict[float, List[Any]], v: Any) -> bool:
+    """Record the program value ``v`` (a number the evaluator holds) in ``table`` (float -> objects).
+
+    Returns False where ``v`` is no finite int, bool or float (the table then names no value set).
+    """
+    if not isinstance(v, (bool, int, float)) or not np.isfinite(float(v)):
+        return False
+    reps = table.setdefault(float(v), [])
+    if not any(type(r) is type(v) and r == v for r in reps):
+        reps.append(v)
+    return True
+
+
+#: The most distinct sums :func:`_mean_values` enumerates (else the mean's values are not named).
+MAX_MEAN_SUMS = 200_000
+
+
+def _mean_values(src_vals: Dict[float, List[Any]], default: Any, n: int) -> Optional[Dict[float, List[Any]]]:
+    """Every value tracr's evaluator gives a numerical mean of ``src_vals``'s values (keys 1..n), or None.
+
+    The evaluator (``rasp._mean``) returns ``default`` for no selected key, the key's own value
+    (object) for one, else ``sum(xs) / len(xs)`` over int, bool and float values. Where every
+    value is on a grid 2^-s and n |value| 2^s < 2^53, every partial sum in any order is an
+    exact float (an integer multiple of 2^-s below 2^53 of them), so the sum of k values is
+    exactly S 2^-s for some S in the k-fold sums of the grid integers, and ``sum / k`` is the
+    correctly rounded quotient, which ``float(S) * 2^-s / k`` computes too (both exact operands,
+    one IEEE division). The result is a superset of the values at any regular position (every
+    multiset of k <= n values of ``src_vals``). None when a value is off the grid, the sums are
+    too many (:data:`MAX_MEAN_SUMS`), or the default is no number.
+    """
+    out: Dict[float, List[Any]] = {}
+    if not _add_value(out, default):
+        return None
+    xs = sorted(src_vals)
+    s = next((s_ for s_ in range(31) if all(float(x * 2.0 ** s_).is_integer() for x in xs)), None)
+    if s is None or max(map(abs, xs), default=0.0) * 2.0 ** s * n >= 2.0 ** 53:
+        return None
+    grid = sorted({int(x * 2.0 ** s) for x in xs})
+    for x in xs:  # one key: the mean is its value itself
+        for r in src_vals[x]:
+            _add_value(out, r)
+    sums = set(grid)
+    for k in range(2, n + 1):
+        sums = {a + b for a in sums for b in grid}
+        if len(sums) > MAX_MEAN_SUMS:
+            return None
+        for t in sums:
+            _add_value(out, float(t) * 2.0 ** -s / k)
+    return out
+
+
+def _numerical_input(dec: Decoder, src: str, nm: str) -> None:
+    """A discretising MLP's numerical input must be checked (a deviation bound recorded for ``src``).
+
+    Raises:
+        NoSemantics: the input's values are not checked.
+    """
+    if dec.num_dev.get(src) is None:
+        raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose values are not checked")
+
+
+def _program_inputs(dec: Decoder, expr: Any, src: str, nm: str, ideal: np.ndarray, c: Combos, n: int
+                    ) -> np.ndarray:
+    """[m] object: the PROGRAM's value of the numerical input ``src`` at each regular combination.
 
     tracr's discretising MLP computes ``f`` of one numerical SOp, and ``f`` may jump anywhere
     (``x < 0``, ``x == 0``, ``round(1 / x) - 1``): ``f`` of a value near the program's says
-    nothing about ``f`` of the program's value. So the check compares the MLP with ``f`` at
-    the input's ideal values only where they ARE the program's values (the float64 numbers
-    tracr's evaluator computes): where the deviation recorded for ``src``
-    (:attr:`Decoder.num_dev`) is exactly 0, every sublayer that produced it computed the same
-    float64 value as the program's expression on the same inputs (see
-    :func:`_check_numerical_values`, :func:`_check_numerical_map`).
+    nothing about ``f`` of the program's value. So the MLP's output at the ideal input v' is
+    compared with ``f(v)``, ``v`` the program's value there, never with ``f(v')``:
 
+    * where the deviation recorded for ``src`` (:attr:`Decoder.num_dev`) is exactly 0, every
+      sublayer that produced it computed the same float64 value as the program's expression on
+      the same inputs (:func:`_check_numerical_values`, :func:`_check_numerical_map`): v = v';
+    * otherwise the deviation d bounds |v' - v| at every regular position, and v is one of the
+      program's values ``dec.num_vals[src]`` (a superset, recorded where ``src`` was checked).
+      When exactly ONE of them lies within d of v' (tested with d widened by float64 rounding
+      and the mean's summation order, so the true v is never left out), it is v. Several
+      objects for one number (``0`` the default, ``0.0`` a mean) must give the same ``f``.
+
+    Soundness: the float32 part (:func:`mlps.certify_mlp`) proves the real output over
+    [v' - r, v' + r] decodes like the ideal output at v'; this check proves that ideal output
+    decodes to ``f(v)``, the program's value; so a threshold the weights put between v and v'
+    (deciding ``f`` differently from the program) is a failure here, with the program value v as
+    the witness input.
+
+    Returns:
+        the program values (the ideal values themselves where d == 0 and no value set is recorded;
+        BOS rows: the ideal value).
     Raises:
-        NoSemantics: the input's values are not checked, or only within a deviation > 0.
+        NoSemantics: the input is not checked, its program values are not known (a value off a
+        dyadic grid, such as a mean of x / 3), or an ideal value is within d of no or of several
+        program values, or several objects of one value give different ``f``.
     """
     d = dec.num_dev.get(src)
-    if d is None:
-        raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose values are not checked")
-    if d != 0.0:
+    _numerical_input(dec, src, nm)
+    vals = dec.num_vals.get(src)
+    if d == 0.0 and vals is None:
+        return ideal
+    if vals is None:
         raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose ideal values are within "
                           f"{d:.3g} of the program's, not equal: f there is not determined")
+    keys = np.array(sorted(vals))
+    out = ideal.astype(object)
+    # |fl(p - v')| <= (1 + u) |p - v'|, fl(d (1 + 4u)) >= (1 + u) d; the rounding slack covers a mean's two
+    # float64 sums (ideal and program) of up to n values, each at most the largest program value (a key:
+    # one selected key's mean is its value) plus d
+    slack = d * (1.0 + 4 * U64) + 4 * gamma(n + 1, U64) * (float(np.abs(keys).max(initial=0.0)) + d)
+    memo: Dict[float, Any] = {}
+    for i in np.flatnonzero(c.kind == 1):
+        x = float(ideal[i])
+        if x not in memo:
+            if d == 0.0:  # v = v' (the number); the objects the program may hold for it, where recorded
+                hit = np.flatnonzero(keys == x)
+                if len(hit) == 0:
+                    memo[x] = ideal[i]
+                    out[i] = memo[x]
+                    continue
+            else:
+                hit = np.flatnonzero(np.abs(keys - x) <= slack + 4 * U64 * abs(x))
+            if len(hit) != 1:
+                raise NoSemantics(f"the MLP writes {nm!r} from {src!r}, whose ideal value {x:.9g} is within "
+                                  f"{d:.3g} of {len(hit)} program values: which one it stands for is not determined")
+            reps = vals[float(keys[hit[0]])]
+            fs = []
+            for r in reps:
+                try:
+                    fs.append(expr.f(r))
+                except Exception:  # noqa: BLE001 - where all raise, the caller names it
+                    fs.append(_MISSING)
+            if any(not (a is fs[0] or _same_value(a, fs[0])) for a in fs[1:]):
+                raise NoSemantics(f"{expr.label}: the program's value {reps!r} of {src!r} is several objects "
+                                  f"with different f: not determined")
+            memo[x] = reps[0]
+        out[i] = memo[x]
+    return out
 
 
 def _check_numerical_width(dec: Decoder, expr: Any, nm: str, aux: str, widths: np.ndarray, got: np.ndarray,
                            c: Combos) -> None:
     """A numerical SelectorWidth's MLP: every regular input 1 / (w + 1) (the head's mean, proved by
     :func:`_check_selector_width_head`) gives w within :data:`NUM_TOL`; the deviation is recorded for ``nm``
-    (the width w is an integer: the program's value exactly)."""
+    (the width w is an integer: the program's value exactly), and the widths as its values."""
     worst = 0.0
+    vals: Dict[float, List[Any]] = {}
     for i in np.flatnonzero(c.kind == 1):
         w = widths[i]
         if not isinstance(w, int):
@@ -1193,7 +1328,9 @@ def _check_numerical_width(dec: Decoder, expr: Any, nm: str, aux: str, widths: n
             raise Unclean(f"{expr.label}: the MLP writes {float(got[i]):.6g} where the width is {w}",
                           {"input": {aux: 1.0 / (w + 1), "width": w}, "expected": w, "got": float(got[i])})
         worst = max(worst, d)
+        _add_value(vals, w)
     dec.num_dev[nm] = worst
+    dec.num_vals[nm] = vals  # the widths: the program's values exactly
 
 
 def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], n: int) -> None:
@@ -1210,6 +1347,7 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     w2, b2 = np.asarray(p["w_2"], np.float64), np.asarray(p["b_2"], np.float64)
     written = [nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any()]
     maps = []
+    discretising: Dict[str, str] = {}  # map -> its numerical input (f of the program's value)
     for nm in written:
         expr = dec.link.nodes.get(nm)
         base = nm[: -len(SW_SUFFIX)]
@@ -1236,7 +1374,8 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
             if isinstance(expr, rasp.SequenceMap):
                 raise NoSemantics(f"the MLP writes {nm!r} from a numerical input by a SequenceMap: not checked "
                                   f"here")
-            _exact_numerical_input(dec, ins[0], nm)
+            _numerical_input(dec, ins[0], nm)
+            discretising[nm] = ins[0]
         if rasp.is_numerical(expr):
             if not numerical_block(blocks, nm):
                 raise NoSemantics(f"the numerical SOp {nm!r} is not a one-row block")
@@ -1248,7 +1387,12 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     inputs = {lab: _widths(state, c, lab) if lab.endswith(SW_SUFFIX) else
               _scalars(state, c, lab) if numerical_block(blocks, lab) else sop_column(state, blocks, dec, c, lab)
               for lab in {s for _, _, ins in maps for s in ins}}
+    ideal_inputs = inputs
     for nm, expr, ins in maps:
+        inputs = ideal_inputs
+        if nm in discretising:  # f of the PROGRAM's value of the numerical input (_program_inputs)
+            inputs = dict(ideal_inputs)
+            inputs[ins[0]] = _program_inputs(dec, expr, ins[0], nm, ideal_inputs[ins[0]], c, n)
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]
