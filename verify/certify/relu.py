@@ -82,7 +82,7 @@ number, and value sides that read a position block at a key that reads none (ref
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
