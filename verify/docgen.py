@@ -148,15 +148,23 @@ def params_text(p: Mapping[str, Any], skip: Iterable[str] = ("distribution",)) -
 
 
 def certificate_text(cert: Optional[Mapping[str, Any]]) -> str:
-    """A certificate in a table cell: ``certified``, ``exhaustive``, ``no: attn 1 head 0 (why)`` or ``—``."""
+    """A certificate in a table cell: ``certified``, ``certified on the domain`` (the tables used the
+    task's domain as a precondition: the scope covers the domain's inputs only), ``exhaustive``,
+    ``no: attn 1 head 0 (why)`` or ``—``."""
     if not cert:
         return "—"
     if cert["certified"]:
-        return "exhaustive" if cert.get("method") == "exhaustive" else "certified"
+        return "exhaustive" if cert.get("method") == "exhaustive" else \
+            "certified on the domain" if on_domain(cert) else "certified"
     u = cert["uncertified"][0] if cert["uncertified"] else {}
     where = " ".join(x for x in (u.get("layer") or "", f"head {u['head']}" if u.get("head") is not None else "") if x)
     why = (u.get("why") or "").split(":")[0]
     return f"no: {where} ({why})" if where else f"no ({why})"
+
+
+def on_domain(cert: Mapping[str, Any]) -> bool:
+    """Whether a certificate's tables used the task's domain as a precondition (its scope is the domain)."""
+    return bool((cert.get("domain") or {}).get("used_as_precondition"))
 
 
 def render_status(root: pathlib.Path) -> str:
@@ -167,10 +175,16 @@ def render_status(root: pathlib.Path) -> str:
                      bound_text(r, "heads"), bound_text(r, "d_model"), inputs_text(r),
                      certificate_text(r.get("certificate")), "**pass**" if r["passed"] else "**FAIL**"])
     passed = sum(1 for r in reports(root, VERIFY_ALL) if r["passed"])
-    certified = sum(1 for r in reports(root, VERIFY_ALL) if (r.get("certificate") or {}).get("certified"))
+    certs = [r.get("certificate") or {} for r in reports(root, VERIFY_ALL)]
+    by_tables = sum(1 for c in certs if c.get("certified") and c.get("method") != "exhaustive" and not on_domain(c))
+    by_domain = sum(1 for c in certs if c.get("certified") and c.get("method") != "exhaustive" and on_domain(c))
+    by_exhaustive = sum(1 for c in certs if c.get("certified") and c.get("method") == "exhaustive")
     total = len(rows)
-    head = (f"`depthcraft verify --all --certify`: {passed}/{total} reports pass, {certified}/{total} certified "
-            f"for every input up to their n ({link(VERIFY_ALL)}; [certification](@/docs/certification.md)). "
+    head = (f"`depthcraft verify --all --certify`: {passed}/{total} reports pass; {by_tables}/{total} certified "
+            f"for every input up to their n, {by_exhaustive} proved by the exhaustive check of the task's whole "
+            f"input set, {by_domain} certified on the task's declared domain only (the scope names it), "
+            f"{total - by_tables - by_exhaustive - by_domain} not certified "
+            f"({link(VERIFY_ALL)}; [certification](@/docs/certification.md)). "
             "L and H are measured from the weights and shown as "
             "measured / bound (≥b: a lower bound, which a correct construction must meet or exceed).\n\n")
     return head + table(["construction", "parameters", "L", "H", "d_model", "inputs checked", "certificate",
