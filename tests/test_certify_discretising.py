@@ -16,7 +16,7 @@ from tracr.rasp import rasp
 from depthcraft.constructions.compiler import compile_with_tracr
 from depthcraft.verify.certify import certify
 from depthcraft.verify.certify import program
-from depthcraft.verify.certify.program import _mean_values
+from depthcraft.verify.certify.program import mean_values
 
 N = 3
 SHRINK = 1 - 9e-5  # the upstream numerical Map writes 0.99991 for 1 (within NUM_TOL = 1e-4)
@@ -82,14 +82,14 @@ def test_a_mean_slightly_off_the_program_value_is_certified_at_the_program_value
     off = shrunk(model)
     # the ideal mean of 1s is 0.99991, where f(v') = (v' == 1) is False: only f(1) = True is right
     assert _exactly_the_program(off)
-    seen, real = [], program._program_inputs
+    seen, real = [], program.program_inputs
 
     def spy(dec, expr, src, nm, ideal, c, n):
         out = real(dec, expr, src, nm, ideal, c, n)
         seen.extend((dec.num_dev[src], float(a), b) for a, b, k in zip(ideal, out, c.kind) if k == 1)
         return out
 
-    monkeypatch.setattr(program, "_program_inputs", spy)
+    monkeypatch.setattr(program, "program_inputs", spy)
     cert = certify(off)
     assert cert["certified"] is True and cert["uncertified"] == []
     # the input's deviation is not 0, and the ideal 0.99991 stood for the program's 1
@@ -120,22 +120,22 @@ def test_a_threshold_between_the_ideal_and_the_program_value_is_not_certified(mo
 
 def test_the_program_values_of_a_mean_are_the_evaluators():
     # tracr's _mean: default for no key, the value itself for one, sum / len otherwise
-    vals = _mean_values({0.0: [0, False], 1.0: [1]}, 0, 3)
+    vals = mean_values({0.0: [0, False], 1.0: [1]}, 0, 3)
     assert sorted(vals) == [0.0, 1 / 3, 0.5, 2 / 3, 1.0]
     assert vals[1 / 3] == [1 / 3] and vals[2 / 3] == [sum([1, 1, 0]) / 3]
     assert sorted(map(repr, vals[0.0])) == ["0", "0.0", "False"] and sorted(map(repr, vals[1.0])) == ["1", "1.0"]
-    assert _mean_values({0.0: [0.0], 1 / 3: [1 / 3]}, 0, 3) is None  # off a dyadic grid: sums round
-    assert _mean_values({0.0: [0], 1.0: [1]}, None, 3) is None  # no numerical default
+    assert mean_values({0.0: [0.0], 1 / 3: [1 / 3]}, 0, 3) is None  # off a dyadic grid: sums round
+    assert mean_values({0.0: [0], 1.0: [1]}, None, 3) is None  # no numerical default
 
 
 def _resolve(dev, ideal):
-    from depthcraft.verify.certify.program import Combos, Decoder, _program_inputs
+    from depthcraft.verify.certify.program import Combos, Decoder, program_inputs
     dec = Decoder(link=None, labels={}, num_dev={"s": dev}, num_vals={"s": {0.0: [0], 0.5: [0.5], 1.0: [1, 1.0]}})
     m = len(ideal)
     c = Combos(x=np.zeros((m, 1)), kind=np.ones(m, int), position=-np.ones(m, int), guard=np.ones(m, bool),
                index={})
     f = rasp.Map(lambda v: v > 0.7, rasp.numerical(rasp.Map(float, rasp.tokens)))
-    return _program_inputs(dec, f, "s", "out", np.array(ideal, np.float64), c, 4)
+    return program_inputs(dec, f, "s", "out", np.array(ideal, np.float64), c, 4)
 
 
 def test_an_ideal_value_near_two_program_values_is_not_claimed():

@@ -1,5 +1,7 @@
 """Issue 33: every line fits 60 columns (wrapped, or cut with a marker), and witnesses print token names."""
 
+import re
+
 import pytest
 from rich.cells import cell_len
 from rich.text import Text
@@ -78,14 +80,15 @@ def test_witness_tokens_print_as_names():
 
 
 def test_verify_certify_fits_and_names_witness_tokens(capsys, monkeypatch):
-    # icqa ReLU: the match head's witness holds a query token and a concrete input (questions q0.., answers a0..)
-    code, out, _ = run_at(capsys, monkeypatch, "verify", "icqa_copy_match", "-p", "attention=relu",
+    # ictm ReLU: the match head's witness holds a query label token (L0..) and a concrete input
+    # (pattern tokens a.., labels L0..), not the tokens' integer codes
+    code, out, _ = run_at(capsys, monkeypatch, "verify", "ictm_parse_copy_match", "-p", "attention=relu",
                           "--certify", "--samples", "20", "--hypothesis", "5")
     assert code == 0
     assert_fits(out)
     flat = " ".join(out.split())
-    assert "witness:" in flat and "tokens: a" in flat and "tokens: [q" in flat
-    assert "tokens: 3" not in flat and "tokens: [2" not in flat
+    assert "witness:" in flat and "tokens: L" in flat and "tokens: [L" in flat
+    assert not re.search(r"tokens: \[?\d", flat)
 
 
 def test_the_width_follows_columns_set_after_import(monkeypatch):

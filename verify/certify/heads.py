@@ -444,7 +444,7 @@ def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool,
     return _Levels(s, order, ss, diffs, brk, cid, reach, cand, valid, row_gap)
 
 
-def _token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
+def token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     """[nk] for each key combination: a code of (class of its position, its token) when it stands at a
     regular position and its vector determines its token (the key side reads a token block that no
     sublayer writes, and its group under W_K is one vector of one token), else -1; None when the
@@ -487,7 +487,7 @@ def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block]
     lo_at = np.take_along_axis(lo.reshape(len(ss), -1), cid, 1)
     hi_at = np.take_along_axis(hi.reshape(len(ss), -1), cid, 1)
     bad = live & ((lo_at < 0) | (lo_at != hi_at))
-    codes = _token_codes(ks, dom) if bad.any() else None
+    codes = token_codes(ks, dom) if bad.any() else None
     if codes is not None:  # one class, one token: at most one of the level's keys is in a domain input
         kc = codes[lv.order]
         clo = np.full(len(ss) * ss.shape[1], np.iinfo(np.int64).max)

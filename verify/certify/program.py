@@ -58,10 +58,10 @@ output at every position of every input up to N.
   computes (a mean of values on a grid 2^-s has exact sums, so both divide the same sum by
   the same count; an MLP output equal to ``f`` of the same inputs is the same float).
 * **Discretising MLPs** (tracr's Map of a numerical SOp, categorical or numerical output,
-  :func:`_program_inputs`): ``f`` may jump anywhere, so the MLP's output at the ideal input v'
+  :func:`program_inputs`): ``f`` may jump anywhere, so the MLP's output at the ideal input v'
   is compared with ``f(v)``, v the PROGRAM's value there, never ``f(v')``: v = v' where the
   deviation is exactly 0, else the one program value (``Decoder.num_vals``, a superset
-  recorded as the checked sublayers compute them, :func:`_mean_values`) within the deviation of
+  recorded as the checked sublayers compute them, :func:`mean_values`) within the deviation of
   v'; the float32 part (:func:`mlps.line_error`) bounds each interval around v' exactly.
 * **BOS never attended**: where every query of a categorical Aggregate has a selected key
   that surely exists (its position, or the query's guard) and scores above BOS, BOS is the
@@ -1111,8 +1111,8 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
                 order = 0.0
             break
     dec.num_dev[nm] = float(diff.max(initial=0.0)) + dec.num_dev.get(src, 0.0) + order
-    if src in dec.num_vals:  # the program's means of the program's values (_mean_values)
-        means = _mean_values(dec.num_vals[src], expr.default, n)
+    if src in dec.num_vals:  # the program's means of the program's values (mean_values)
+        means = mean_values(dec.num_vals[src], expr.default, n)
         if means is not None:
             dec.num_vals[nm] = means
 
@@ -1147,7 +1147,7 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
     inputs' own, through the linear map's factors) is recorded for ``nm``, and (not for a
     LinearSequenceMap, whose inputs here are ideal values) the function's values, which are the
     program's: its inputs are decoded categorical values or a numerical input's program values
-    (:func:`_program_inputs`)."""
+    (:func:`program_inputs`)."""
     worst = 0.0
     vals: Optional[Dict[float, List[Any]]] = None if isinstance(expr, rasp.LinearSequenceMap) else {}
     for i in np.flatnonzero(c.kind == 1):
@@ -1167,7 +1167,7 @@ def _check_numerical_map(dec: Decoder, expr: Any, nm: str, ins: Sequence[str], i
         worst = max(worst, d)
         if vals is not None and not _add_value(vals, raw):
             vals = None
-    if vals is not None:  # f of the program's values (categorical, or numerical by _program_inputs)
+    if vals is not None:  # f of the program's values (categorical, or numerical by program_inputs)
         dec.num_vals[nm] = vals
     if isinstance(expr, rasp.LinearSequenceMap):
         worst += abs(expr.fst_fac) * dec.num_dev.get(ins[0], 0.0) + abs(expr.snd_fac) * dec.num_dev.get(ins[1], 0.0)
@@ -1187,11 +1187,11 @@ def _add_value(table: Dict[float, List[Any]], v: Any) -> bool:
     return True
 
 
-#: The most distinct sums :func:`_mean_values` enumerates (else the mean's values are not named).
+#: The most distinct sums :func:`mean_values` enumerates (else the mean's values are not named).
 MAX_MEAN_SUMS = 200_000
 
 
-def _mean_values(src_vals: Dict[float, List[Any]], default: Any, n: int) -> Optional[Dict[float, List[Any]]]:
+def mean_values(src_vals: Dict[float, List[Any]], default: Any, n: int) -> Optional[Dict[float, List[Any]]]:
     """Every value tracr's evaluator gives a numerical mean of ``src_vals``'s values (keys 1..n), or None.
 
     The evaluator (``rasp._mean``) returns ``default`` for no selected key, the key's own value
@@ -1235,7 +1235,7 @@ def _numerical_input(dec: Decoder, src: str, nm: str) -> None:
         raise NoSemantics(f"the MLP writes {nm!r} from the numerical SOp {src!r}, whose values are not checked")
 
 
-def _program_inputs(dec: Decoder, expr: Any, src: str, nm: str, ideal: np.ndarray, c: Combos, n: int
+def program_inputs(dec: Decoder, expr: Any, src: str, nm: str, ideal: np.ndarray, c: Combos, n: int
                     ) -> np.ndarray:
     """[m] object: the PROGRAM's value of the numerical input ``src`` at each regular combination.
 
@@ -1390,9 +1390,9 @@ def check_mlp(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dic
     ideal_inputs = inputs
     for nm, expr, ins in maps:
         inputs = ideal_inputs
-        if nm in discretising:  # f of the PROGRAM's value of the numerical input (_program_inputs)
+        if nm in discretising:  # f of the PROGRAM's value of the numerical input (program_inputs)
             inputs = dict(ideal_inputs)
-            inputs[ins[0]] = _program_inputs(dec, expr, ins[0], nm, ideal_inputs[ins[0]], c, n)
+            inputs[ins[0]] = program_inputs(dec, expr, ins[0], nm, ideal_inputs[ins[0]], c, n)
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         vecs = np.zeros((len(c.x), len(blocks[nm].rows)))
         vecs[:, np.searchsorted(blocks[nm].rows, out_rows[cols])] = y[:, cols]

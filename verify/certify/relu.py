@@ -40,7 +40,7 @@ plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`flo
   Given the ``classes`` fact (on every domain input, distinct positions of one class hold
   distinct tokens), a query row whose on keys all stand at regular positions of one class
   and all hold one and the same token (the key side reads a token block that no sublayer
-  writes, and the key's group of vectors is that one token: :func:`heads._token_codes`) has
+  writes, and the key's group of vectors is that one token: :func:`heads.token_codes`) has
   at most one on key in any domain input. Such a row is clean: its ideal outputs are the
   union over its on positions of that position's options (sigma v, and 0 where the position
   may be off or absent), not their sums, and it counts one on key (K, Sigma below take the
@@ -87,7 +87,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from depthcraft.verify.certify.float32 import U32, gamma, score_rel, terms, up
-from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, DomainView, HeadCert, _token_codes, causal_mask,
+from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, DomainView, HeadCert, token_codes, causal_mask,
                                              head_sides, score_perturbation, table_rounding)
 from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min
 
@@ -161,7 +161,7 @@ def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     """[nk] per key combination a code of (class, token) such that, on a domain input, at most one
     present key holds each code >= 0; -1 for no code; None when there is no such fact.
 
-    A key that reads a token block directly: :func:`heads._token_codes`. Otherwise a key at a
+    A key that reads a token block directly: :func:`heads.token_codes`. Otherwise a key at a
     regular position j (pinned) reading a copy block (``dom.copies``: on every input the block at
     j holds the token of position target(j), target injective): its group under W_K must be one
     vector, decoding to token t; the code is (class of target(j), t), for target(j) >= 1 of a class
@@ -169,7 +169,7 @@ def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     present keys with one code stand at distinct positions j1, j2, so at distinct sources of one
     class that hold one token: the fact excludes it.
     """
-    direct = _token_codes(ks, dom)
+    direct = token_codes(ks, dom)
     if direct is not None or dom is None or dom.pre.classes is None:
         return direct
     classes = np.asarray(dom.pre.classes, np.int64)
