@@ -17,7 +17,7 @@ on a concrete input, so tests check the implication on in-domain inputs):
   one position of a class holds a given token, and a candidate level whose keys all stand
   at regular positions of one class and all hold one and the same token (the key side reads
   the token block, and the key's token is determined by its vector) holds at most one
-  present key: it is clean (:func:`heads._unclean_level`).
+  present key: it is clean (:func:`heads.unclean_level`).
 
   A class id of -1 states no fact for that position. With ``prefix`` the fact covers the
   positions 1..n-1 of an input of length n only (the last position may repeat a token, as

@@ -14,7 +14,7 @@ to the floor may be the top on some input (the *candidate* levels).
   (combinations at one position are alternatives: only one of them is the input's), or
   when every value the head can read writes the same vector. Otherwise the hardmax average
   of several keys may differ from every one-hot value: the certificate fails with the query
-  and the keys of that level as witness (:func:`_unclean_level`).
+  and the keys of that level as witness (:func:`unclean_level`).
   A level of several positions is also clean when the value analysis (:mod:`.values`)
   proves from the RASP program that every selected position holds one value and the OV
   circuit writes one output per value; that holds for the weights only with the head's
@@ -24,7 +24,7 @@ to the floor may be the top on some input (the *candidate* levels).
   float32 rounding of the projections and of q . k (:func:`_score_rounding`: relative to
   the few dominant products, :func:`float32.dominant_sum`). A key below the actual top level
   lies at least gap - 2 delta below it, so its softmax weight is at most
-  exp(-(gap - 2 delta)); summed over the key positions (:func:`_leak_sum`) this bounds the
+  exp(-(gap - 2 delta)); summed over the key positions (:func:`level_leak_sum`) this bounds the
   attention mass off the top level (the *leak*). Where a row's top is one key t and the
   table is small, the query's common errors are counted against k_j - k_t instead
   (:func:`_pair_leak`), and the smaller bound holds. A leak bound >= 1 proves nothing: the
@@ -172,7 +172,7 @@ class HeadCert:
 
 
 @dataclasses.dataclass
-class _Tables:
+class HeadTables:
     """The sides of one head: query (scaled W_Q), key (W_K), value (W_V W_O), and its W_QK."""
 
     qs: Side
@@ -189,7 +189,7 @@ class _Tables:
     kf: Optional[SideTables] = None  # the key side's factors when ``ks`` is too large (ks is then None)
 
 
-def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
+def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> HeadTables:
     d = len(state.radius)
     q_rows, k_rows, v_rows = spec.rows("q_rows", d), spec.rows("k_rows", d), spec.rows("v_rows", d)
     wq, wk = np.asarray(p["w_q"][h], np.float64), np.asarray(p["w_k"][h], np.float64)
@@ -200,11 +200,11 @@ def _sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _
     nk = max(kf.count(0), 1) + kf.count(1)
     ks = side(state, blocks, k_rows, wk, n) if nk <= _state.MAX_TUPLES and len(qs.contrib) * nk <= MAX_TABLE else None
     vs = side(state, blocks, v_rows, wvo, n)
-    return _Tables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows, wq * scale,
+    return HeadTables(qs, ks, vs, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows, wq * scale,
                    None if ks is not None else kf)
 
 
-def _score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int, parts: bool = False):
+def _score_perturbation(state: State, blocks: Dict[str, Block], t: HeadTables, n: int, parts: bool = False):
     """Bound on |s - s_ideal| from the input radii alone (no float32 term): d1 + d2 + d3.
 
     d1: the query's error against every ideal key, d2: the key's against every ideal query
@@ -255,7 +255,7 @@ def _support(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.nda
     return k_rows, k_cols
 
 
-def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: float, abs_max: float,
+def _score_rounding(state: State, blocks: Dict[str, Block], t: HeadTables, scale: float, abs_max: float,
                     parts: bool = False):
     """Bound on the float32 rounding of every score, q = x W_Q, k = x W_K, s = (q . k) qk_scale.
 
@@ -326,7 +326,7 @@ def _score_rounding(state: State, blocks: Dict[str, Block], t: _Tables, scale: f
     return total, {"t1": t1, "t2": t2, "t3": t3, "t4": t4, "g_q": g_q, "le_k": le_k}
 
 
-def _table_rounding(t: _Tables) -> float:
+def _table_rounding(t: HeadTables) -> float:
     """eps: the float64 rounding of the tables themselves (float32 weights times exact vectors, then q.k)."""
     dk = t.wq.shape[1]
     kmax = float(np.abs(t.ks.contrib).max()) if t.ks is not None else float(t.kf.contrib_bound().max())
@@ -334,7 +334,7 @@ def _table_rounding(t: _Tables) -> float:
               * float(np.abs(t.qs.contrib).sum(1).max() * kmax) + 1e-300)
 
 
-def _grouping_rounding(t: _Tables) -> float:
+def _grouping_rounding(t: HeadTables) -> float:
     """The extra score uncertainty of keys grouped by :func:`state.reduce_side`: members whose computed
     per-block products q . c agree differ in real value by at most twice that product's float64
     rounding, gamma_{e+2} sum |q| |c|, summed over the blocks (0 without factored keys)."""
@@ -345,7 +345,7 @@ def _grouping_rounding(t: _Tables) -> float:
     return up(2 * gamma(t.wq.shape[1] + 2, U64) * qmax * cmax)
 
 
-def _key_batches(t: _Tables, budget: int):
+def _key_batches(t: HeadTables, budget: int):
     """(query rows, t restricted to them with its keys reduced for them) covering every query row.
 
     Without factored keys: one batch, every row, the full key side. With them: the query rows
@@ -420,8 +420,8 @@ class _Levels:
     row_gap: np.ndarray  # [r] smallest gap below a candidate level
 
 
-def _levels(t: _Tables, start: int, stop: int, eps: float, causal: bool,
-            dom: Optional["DomainView"] = None) -> _Levels:
+def score_levels(t: HeadTables, start: int, stop: int, eps: float, causal: bool,
+                 dom: Optional["DomainView"] = None) -> _Levels:
     qs, ks = t.qs, t.ks
     s = qs.contrib[start:stop] @ ks.contrib.T  # [r, nk]
     if causal:
@@ -465,7 +465,7 @@ def token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     return None
 
 
-def _unclean_level(lv: _Levels, t: _Tables, start: int, blocks: Dict[str, Block], state: State,
+def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Block], state: State,
                    n_values: int, dom: Optional[DomainView] = None) -> Optional[Dict[str, Any]]:
     """{why, witness} for the first candidate level whose keys do not all name one position, else None.
 
@@ -533,7 +533,7 @@ PAIR_LEAK_ABOVE = 1e-6
 PAIR_LEAK_MAX = 200_000_000
 
 
-def _pair_leak(t: _Tables, state: State, blocks: Dict[str, Block], eps: float, causal: bool, n: int, scale: float,
+def _pair_leak(t: HeadTables, state: State, blocks: Dict[str, Block], eps: float, causal: bool, n: int, scale: float,
                ins: Tuple[float, float, float], rnd: Dict[str, float], delta: float, pin_order, pinned_sorted,
                groups_at) -> float:
     """Leak bound with the score error of every (query, key) pair *relative to the top key*.
@@ -559,7 +559,7 @@ def _pair_leak(t: _Tables, state: State, blocks: Dict[str, Block], eps: float, c
     of these: dx W_Q . (k_j - k_t) ideal keys (D1), q_ideal . dy W_K (d2, per key),
     dx W_Q . dy W_K (d3), q . ek (t2), eq . (ideal k_j - k_t) (R1), eq . (dy W_K + ek)
     (g_q (le_k + t2)), the dot product's and the scaling's rounding (t3 + t4). The weight of key j is
-    then at most exp((1 - u)(s_j - s_t) + E(j)) (the shift's rounding, as in :func:`_leak_sum`),
+    then at most exp((1 - u)(s_j - s_t) + E(j)) (the shift's rounding, as in :func:`level_leak_sum`),
     summed over key positions as there. Every other row keeps the uniform bound
     (exp(2 delta) times its sum, inf where its gap is not above 2 delta). Returns the largest
     row's bound.
@@ -575,7 +575,7 @@ def _pair_leak(t: _Tables, state: State, blocks: Dict[str, Block], eps: float, c
     best = 0.0
     for start in range(0, len(qs.contrib), chunk):
         stop = min(start + chunk, len(qs.contrib))
-        lv = _levels(t, start, stop, eps, causal)
+        lv = score_levels(t, start, stop, eps, causal)
         top_members = ((lv.cid == 0) & lv.valid).sum(1)
         pair = (lv.reach == 0) & (top_members == 1)
         rows = np.flatnonzero(pair)
@@ -605,7 +605,7 @@ def _pair_leak(t: _Tables, state: State, blocks: Dict[str, Block], eps: float, c
 
 
 def _leak_rows(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> np.ndarray:
-    """[r] the per-row sums of :func:`_leak_sum`."""
+    """[r] the per-row sums of :func:`level_leak_sum`."""
     s, live = lv.s, lv.cand & lv.valid
     lowest = np.where(live, lv.ss, np.inf).min(1)  # [r] t
     single = lv.reach == 0
@@ -617,7 +617,7 @@ def _leak_rows(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, grou
     return _position_sum(w, pin_order, pinned_sorted, groups_at, n)
 
 
-def _leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> float:
+def level_leak_sum(lv: _Levels, eps: float, ks: Side, pin_order, pinned_sorted, groups_at, n: int) -> float:
     """max over query rows of sum over key positions of exp(score - top), without the perturbation.
 
     For each query row the actual top is one of the candidate levels; t is the lowest of them. A key
@@ -708,7 +708,7 @@ def _floor_upto(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal
     return np.where(reach >= 1, np.maximum(bos, reg), bos)
 
 
-def _output_radius(state: State, blocks: Dict[str, Block], t: _Tables, spec, p, h: int, n: int,
+def _output_radius(state: State, blocks: Dict[str, Block], t: HeadTables, spec, p, h: int, n: int,
                    leak: float, one_key: bool = False) -> Tuple[np.ndarray, Dict[str, float]]:
     """([Do] row radius, {block: l1 bound}) of the head's write: leak, input error, float32.
 
@@ -894,10 +894,10 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
         for start in range(0, len(qs.contrib), chunk):
             stop = min(start + chunk, len(qs.contrib))
             abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
-            lv = _levels(tb, start, stop, eps, causal, dom)
+            lv = score_levels(tb, start, stop, eps, causal, dom)
             if len(lv.row_gap) and lv.row_gap.min() < min_gap:
                 min_gap = float(lv.row_gap.min())
-            leak_sum = max(leak_sum, _leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
+            leak_sum = max(leak_sum, level_leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
             bos_rows = qs.kind[start:stop] == 0  # can a BOS query's top level hold a regular key?
             bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
             if numeric:
@@ -906,7 +906,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                     pats[kind].update(p_k)
                     span = max(span, sp)
             elif not constant:
-                bad = _unclean_level(lv, tb, start, blocks, state, len(uniq), dom)
+                bad = unclean_level(lv, tb, start, blocks, state, len(uniq), dom)
                 if bad is not None:
                     if clean_by is None:
                         return HeadCert(None, bad)
@@ -961,7 +961,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
 # ------------------------------------------------------------------ shared with other head kinds (.relu)
 
 
-def head_sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> _Tables:
+def head_sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) -> HeadTables:
     """Head ``h``'s query side (W_Q times ``qk_scale``), key side, value side (W_V W_O) and W_QK.
 
     Raises:
@@ -970,11 +970,11 @@ def head_sides(state: State, blocks: Dict[str, Block], spec, p, h: int, n: int) 
     return _sides(state, blocks, spec, p, h, n)
 
 
-def score_perturbation(state: State, blocks: Dict[str, Block], t: _Tables, n: int) -> float:
+def score_perturbation(state: State, blocks: Dict[str, Block], t: HeadTables, n: int) -> float:
     """Bound on |s - s_ideal| from the input radii alone (see :func:`_score_perturbation`)."""
     return _score_perturbation(state, blocks, t, n)
 
 
-def table_rounding(t: _Tables) -> float:
+def table_rounding(t: HeadTables) -> float:
     """eps: the float64 rounding of a head's score table (see :func:`_table_rounding`)."""
     return _table_rounding(t)

@@ -36,7 +36,7 @@ plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`flo
   positions may hold different values, a set of several values, which the read-out
   (argmax, one token) cannot decode as the program's set: not certified either (the
   check does not look at the values: a sound refusal where they could not differ).
-* **Domain precondition** (``dom``, :mod:`.domain`, as :func:`heads._unclean_level` uses it).
+* **Domain precondition** (``dom``, :mod:`.domain`, as :func:`heads.unclean_level` uses it).
   Given the ``classes`` fact (on every domain input, distinct positions of one class hold
   distinct tokens), a query row whose on keys all stand at regular positions of one class
   and all hold one and the same token (the key side reads a token block that no sublayer

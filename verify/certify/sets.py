@@ -301,7 +301,7 @@ def certify_union_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str
         raise Unclean("union head: a key's score depends on several set coordinates",
                       {"key": int(j), "rows": [int(r) for r in qs_rows[nz[:, j]]]})
     dep = np.where(nz.any(0), nz.argmax(0), -1) if len(qs_rows) else np.full(nz.shape[1], -1)
-    # the table's float64 rounding (as heads._table_rounding, the set rows at their largest value)
+    # the table's float64 rounding (as heads.table_rounding, the set rows at their largest value)
     hi_q = _set_hi(state, blocks, qs_rows) if len(qs_rows) else np.zeros(0)
     qsum = float(np.abs(qs.contrib).sum(1).max()) + float(hi_q @ np.abs(wq_s).sum(1)) if len(qs_rows) else \
         float(np.abs(qs.contrib).sum(1).max())
@@ -587,14 +587,14 @@ def certify_set_copy(state: State, blocks: Dict[str, Block], spec, p: Dict[str, 
     ks = side(state, blocks, k_rows, wk, n)
     if len(qs.contrib) * len(ks.contrib) > hd.MAX_TABLE:
         raise TooLarge(f"score table of {len(qs.contrib)} queries x {len(ks.contrib)} keys")
-    t = hd._Tables(qs, ks, None, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows,
+    t = hd.HeadTables(qs, ks, None, wq, wk, wvo, (wq * scale) @ wk.T, q_rows, k_rows, v_rows,
                    wq * scale)
     f_rows, _, s_rows, w_s = _split(state, v_rows, wvo)
     if len(f_rows) and np.abs(wvo[np.isin(v_rows, f_rows)]).max(initial=0) != 0:
         raise Unclean("set copy: the value reads a categorical block beside the set", {"head": h})
-    d_inputs = hd._score_perturbation(state, blocks, t, n)
+    d_inputs = hd.score_perturbation(state, blocks, t, n)
     g32 = score_rel(p["w_q"][h], p["w_k"][h], wq.shape[1])
-    eps = hd._table_rounding(t)
+    eps = hd.table_rounding(t)
     chunk = max(1, hd.ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
     kpos_all = np.where(ks.kind == 0, 0, ks.position)
     pin_order = np.argsort(np.where(ks.pinned, kpos_all, -1), kind="stable")
@@ -604,13 +604,13 @@ def certify_set_copy(state: State, blocks: Dict[str, Block], spec, p: Dict[str, 
     for start in range(0, len(qs.contrib), chunk):
         stop = min(start + chunk, len(qs.contrib))
         abs_max = max(abs_max, float((qs.absval[start:stop] @ ks.absval.T).max(initial=0.0)))
-        lv = hd._levels(t, start, stop, eps, causal)
+        lv = hd.score_levels(t, start, stop, eps, causal)
         if len(lv.row_gap) and lv.row_gap.min() < min_gap:
             min_gap = float(lv.row_gap.min())
-        leak_sum = max(leak_sum, hd._leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
+        leak_sum = max(leak_sum, hd.level_leak_sum(lv, eps, ks, pin_order, pinned_sorted, groups_at, n))
         bos_rows = qs.kind[start:stop] == 0
         bos_reads_regular |= bool((lv.cand & lv.valid & (ks.kind[lv.order] != 0))[bos_rows].any())
-        bad = hd._unclean_level(lv, t, start, blocks, state, 2)
+        bad = hd.unclean_level(lv, t, start, blocks, state, 2)
         if bad is not None:
             raise Unclean(bad["why"], bad["witness"])
     delta = up(d_inputs + g32 * abs_max)
