@@ -26,6 +26,7 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from depthcraft.constructions.errors import DepthcraftError
+from depthcraft.verify.report import certificate_kind
 
 
 class DocgenError(DepthcraftError):
@@ -151,20 +152,15 @@ def certificate_text(cert: Optional[Mapping[str, Any]]) -> str:
     """A certificate in a table cell: ``certified``, ``certified on the domain`` (the tables used the
     task's domain as a precondition: the scope covers the domain's inputs only), ``exhaustive``,
     ``no: attn 1 head 0 (why)`` or ``—``."""
-    if not cert:
+    kind = certificate_kind(cert)
+    if kind is None:
         return "—"
-    if cert["certified"]:
-        return "exhaustive" if cert.get("method") == "exhaustive" else \
-            "certified on the domain" if on_domain(cert) else "certified"
+    if kind != "no":
+        return {"exhaustive": "exhaustive", "domain": "certified on the domain", "tables": "certified"}[kind]
     u = cert["uncertified"][0] if cert["uncertified"] else {}
     where = " ".join(x for x in (u.get("layer") or "", f"head {u['head']}" if u.get("head") is not None else "") if x)
     why = (u.get("why") or "").split(":")[0]
     return f"no: {where} ({why})" if where else f"no ({why})"
-
-
-def on_domain(cert: Mapping[str, Any]) -> bool:
-    """Whether a certificate's tables used the task's domain as a precondition (its scope is the domain)."""
-    return bool((cert.get("domain") or {}).get("used_as_precondition"))
 
 
 def render_status(root: pathlib.Path) -> str:
@@ -175,10 +171,8 @@ def render_status(root: pathlib.Path) -> str:
                      bound_text(r, "heads"), bound_text(r, "d_model"), inputs_text(r),
                      certificate_text(r.get("certificate")), "**pass**" if r["passed"] else "**FAIL**"])
     passed = sum(1 for r in reports(root, VERIFY_ALL) if r["passed"])
-    certs = [r.get("certificate") or {} for r in reports(root, VERIFY_ALL)]
-    by_tables = sum(1 for c in certs if c.get("certified") and c.get("method") != "exhaustive" and not on_domain(c))
-    by_domain = sum(1 for c in certs if c.get("certified") and c.get("method") != "exhaustive" and on_domain(c))
-    by_exhaustive = sum(1 for c in certs if c.get("certified") and c.get("method") == "exhaustive")
+    kinds = [certificate_kind(r.get("certificate")) for r in reports(root, VERIFY_ALL)]
+    by_tables, by_domain, by_exhaustive = (kinds.count(k) for k in ("tables", "domain", "exhaustive"))
     total = len(rows)
     head = (f"`depthcraft verify --all --certify`: {passed}/{total} reports pass; {by_tables}/{total} certified "
             f"for every input up to their n, {by_exhaustive} proved by the exhaustive check of the task's whole "

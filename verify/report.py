@@ -5,7 +5,21 @@ The terminal output of the same reports (one line each) is :mod:`depthcraft.veri
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+
+def certificate_kind(cert: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """How a report's ``certificate`` holds: ``"tables"`` (proved from the tables for every input up
+    to n), ``"domain"`` (proved from the tables with the task's domain as a precondition: the scope
+    is the domain's inputs), ``"exhaustive"`` (every input of the task's input set run), ``"no"``
+    (not certified), or None (no certificate was asked for)."""
+    if not cert:
+        return None
+    if not cert["certified"]:
+        return "no"
+    if cert.get("method") == "exhaustive":
+        return "exhaustive"
+    return "domain" if (cert.get("domain") or {}).get("used_as_precondition") else "tables"
 
 
 def markdown_table(reports: List[Dict[str, Any]], varying: Sequence[str]) -> str:

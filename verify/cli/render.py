@@ -29,6 +29,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 from rich.text import Text
 
+from depthcraft.verify.report import certificate_kind
 from depthcraft.verify.views.text import aligned_rows, wrap
 
 
@@ -61,13 +62,12 @@ def certificate_cell(cert: Optional[Dict[str, Any]]) -> Text:
     """``yes`` (proved from the tables for every input), ``dom`` (proved from the tables, using the
     task's domain as a precondition: the scope names the domain), ``exh`` (the whole input set
     checked), ``no`` or ``-`` (not run)."""
-    if cert is None:
+    kind = certificate_kind(cert)
+    if kind is None:
         return Text("-")
-    if not cert["certified"]:
+    if kind == "no":
         return Text("no", style="yellow")
-    if cert.get("method") == "exhaustive":
-        return Text("exh", style="green")
-    return Text("dom" if (cert.get("domain") or {}).get("used_as_precondition") else "yes", style="green")
+    return Text({"exhaustive": "exh", "domain": "dom", "tables": "yes"}[kind], style="green")
 
 
 def certificate_lines(cert: Dict[str, Any], columns: int, names: Optional[Dict[int, str]] = None) -> List[str]:
