@@ -12,6 +12,10 @@ One change is expected since 0.1.0: the compile-time dedupe (identical SOps stor
 down by exactly the saving that ``results/dedupe/dedupe.json`` reports (``depthcraft dedupe
 --all``), and the fields that follow from the width (``n_params``, ``d_head``) may only go down;
 every other field, the depth and heads included, is unchanged.
+
+A second one since issue 30: constructions that ``verify --all`` now proves by the exhaustive check
+(``exhaustive_in_all``, e.g. ``khop_rasp``, whose 3^8 inputs 0.1.0 never enumerated) gain
+``checks.exhaustive``. It must be exact, with no failure; every other field stays as it was.
 """
 
 from __future__ import annotations
@@ -117,6 +121,27 @@ def test_differences_sees_a_change():
     assert differences(old, {"a": {"attn_layers": 3, "margin": 0.5, "new": 1}, "rows": [1, 2]}) == []
 
 
+def added_exhaustive(name: str, old: dict, new: dict):
+    """(problems, new with an added exhaustive check put back to 0.1.0's None) for a construction that
+    ``verify --all`` now proves by the exhaustive check (module docstring, second change)."""
+    from depthcraft.constructions.catalogue import get
+    was, now = (old.get("checks") or {}).get("exhaustive"), (new.get("checks") or {}).get("exhaustive")
+    if was is not None or now is None or not get(name).exhaustive_in_all:
+        return [], new
+    problems = [] if now.get("exact") and not now.get("failed") and now.get("inputs") else \
+        [f".checks.exhaustive: added but not exact: {now}"]
+    return problems, {**new, "checks": {**new["checks"], "exhaustive": None}}
+
+
+def test_an_added_exhaustive_check_must_be_exact():
+    old = {"checks": {"random": {"inputs": 5}, "exhaustive": None}}
+    good = {"checks": {"random": {"inputs": 5}, "exhaustive": {"inputs": 6561, "exact": True, "failed": 0}}}
+    bad = {"checks": {"random": {"inputs": 5}, "exhaustive": {"inputs": 6561, "exact": False, "failed": 3}}}
+    assert added_exhaustive("khop_rasp", old, good) == ([], old)
+    assert added_exhaustive("khop_rasp", old, bad)[0] != []
+    assert added_exhaustive("khop_doubling", old, good) == ([], good)  # not marked: the change is reported
+
+
 @pytest.mark.slow
 def test_verify_all_reports_are_unchanged():
     from depthcraft.verify.verifier import verify_all
@@ -136,5 +161,6 @@ def test_verify_all_reports_are_unchanged():
             problems.append(f"{key}: no d_model saving reported in {DEDUPE.name}")
             continue
         width_problems, row = width_changes(r, new[key], saved[key])
-        problems += [f"{key}{d}" for d in width_problems + differences(r, row)]
+        exhaustive_problems, row = added_exhaustive(r["construction"], r, row)
+        problems += [f"{key}{d}" for d in width_problems + exhaustive_problems + differences(r, row)]
     assert problems == []
