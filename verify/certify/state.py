@@ -236,6 +236,26 @@ class Side:
     member: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
+def _position_part(state: "State", blocks: Dict[str, "Block"], read, pos_names, w: np.ndarray, kind: int,
+                   n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The position blocks' part of a projection ``x @ w`` [rows, e], per position of one kind
+    (0: BOS, 1: positions 1..n): (ideal part [p, e], its magnitude bound (|x| + r)|w| [p, e],
+    the positions [p]); one zero row at position -1 when no position block is read."""
+    e = w.shape[1]
+    if not pos_names:
+        return np.zeros((1, e)), np.zeros((1, e)), np.array([-1])
+    positions = np.array([0]) if kind == 0 else np.arange(1, n + 1)
+    pc, pa = np.zeros((len(positions), e)), np.zeros((len(positions), e))
+    for nm in pos_names:
+        idx = read[nm]
+        wi = w[[i for i, _ in idx]]
+        v = state.pos[nm][positions][:, [j for _, j in idx]]
+        r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
+        pc += v @ wi
+        pa += (np.abs(v) + r) @ np.abs(wi)
+    return pc, pa, positions
+
+
 def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> Side:
     """Enumerate the combinations read through ``w`` ([len(rows), e]) at BOS and regular positions.
 
@@ -258,26 +278,12 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
     for i, r in enumerate(rows):
         name, j = row_block[int(r)]
         read.setdefault(name, []).append((i, j))
-    e = w.shape[1]
     pos_names = [nm for nm in read if blocks[nm].kind == "position"]
     names = [nm for nm in read if blocks[nm].kind != "position"]
     out, reps = [], {}
     member: Dict[str, np.ndarray] = {}
     for kind in (0, 1):
-        positions = np.array([0]) if kind == 0 else np.arange(1, n + 1)
-        if pos_names:
-            pc = np.zeros((len(positions), e))
-            pa = np.zeros((len(positions), e))
-            for nm in pos_names:
-                idx = read[nm]
-                wi = w[[i for i, _ in idx]]
-                v = state.pos[nm][positions][:, [j for _, j in idx]]
-                r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
-                pc += v @ wi
-                pa += (np.abs(v) + r) @ np.abs(wi)
-            pos_col = positions
-        else:
-            pc, pa, pos_col = np.zeros((1, e)), np.zeros((1, e)), np.array([-1])
+        pc, pa, pos_col = _position_part(state, blocks, read, pos_names, w, kind, n)
         tables = []
         for nm in names:
             idx = read[nm]
@@ -428,24 +434,11 @@ def side_tables(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.
     for i, r in enumerate(rows):
         name, j = row_block[int(r)]
         read.setdefault(name, []).append((i, j))
-    e = w.shape[1]
     pos_names = [nm for nm in read if blocks[nm].kind == "position"]
     names = [nm for nm in read if blocks[nm].kind != "position"]
     kinds = []
     for kind in (0, 1):
-        positions = np.array([0]) if kind == 0 else np.arange(1, n + 1)
-        if pos_names:
-            pc, pa = np.zeros((len(positions), e)), np.zeros((len(positions), e))
-            for nm in pos_names:
-                idx = read[nm]
-                wi = w[[i for i, _ in idx]]
-                v = state.pos[nm][positions][:, [j for _, j in idx]]
-                r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
-                pc += v @ wi
-                pa += (np.abs(v) + r) @ np.abs(wi)
-            pos_col = positions
-        else:
-            pc, pa, pos_col = np.zeros((1, e)), np.zeros((1, e)), np.array([-1])
+        pc, pa, pos_col = _position_part(state, blocks, read, pos_names, w, kind, n)
         tabs = []
         for nm in names:
             idx = read[nm]
