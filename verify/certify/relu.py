@@ -89,10 +89,20 @@ import numpy as np
 from depthcraft.verify.certify.float32 import U32, gamma, score_rel, terms, up
 from depthcraft.verify.certify.heads import (ROW_CHUNK_ENTRIES, DomainView, HeadCert, token_codes, causal_mask,
                                              head_sides, score_perturbation, table_rounding)
-from depthcraft.verify.certify.state import Block, State, TooLarge, describe, lin_err, side, unique_min
+from depthcraft.verify.certify.state import Block, Side, State, TooLarge, describe, lin_err, side, unique_min
 
 #: Most ideal sums a ReLU head may write (per kind of query position).
 MAX_SUMS = 200_000
+
+
+def _copied_tokens(ks: Side, nm: str, tok_of: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """For every key combination of ``ks`` [m]: the token its proved copy block ``nm`` names (-1 where
+    its group there is not one vector; BOS combinations read representative 0) and its position,
+    both int64 [m]; ``tok_of`` maps each representative of the copy to its token
+    (``DomainView.copies``)."""
+    rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)
+    size = np.bincount(ks.member[nm], minlength=len(tok_of))
+    return np.where(size[rep] == 1, tok_of[rep], -1), ks.position.astype(np.int64)
 
 
 def _minkowski(acc: Tuple[np.ndarray, np.ndarray], opt: Tuple[np.ndarray, np.ndarray]
@@ -138,10 +148,7 @@ def _absent_keys(ks, dom: Optional[DomainView]) -> np.ndarray:
     for nm, (src, tok_of) in dom.copies.items():
         if nm not in ks.names or nm not in ks.member:
             continue
-        rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)
-        size = np.bincount(ks.member[nm], minlength=len(tok_of))
-        tok = np.where(size[rep] == 1, tok_of[rep], -1)
-        pos = ks.position.astype(np.int64)
+        tok, pos = _copied_tokens(ks, nm, tok_of)
         inside = (ks.kind == 1) & (pos >= 1) & (pos < len(src)) & (tok >= 0)
         at = np.where(inside, src[np.clip(pos, 0, len(src) - 1)], -1)
         out |= inside & (at < 1)
@@ -176,10 +183,7 @@ def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     for nm, (src, tok_of) in dom.copies.items():
         if nm not in ks.names or nm not in ks.member:
             continue
-        rep = np.where(ks.kind == 1, ks.parts[:, ks.names.index(nm)], 0)
-        size = np.bincount(ks.member[nm], minlength=len(tok_of))
-        tok = np.where(size[rep] == 1, tok_of[rep], -1)
-        pos = ks.position.astype(np.int64)
+        tok, pos = _copied_tokens(ks, nm, tok_of)
         at = np.where((pos >= 1) & (pos < len(src)), src[np.clip(pos, 0, len(src) - 1)], -1)
         cls = np.where((at >= 1) & (at < len(classes)), classes[np.clip(at, 0, len(classes) - 1)], -1)
         ok = (ks.kind == 1) & (at >= 1) & (tok >= 0) & (cls >= 0)
