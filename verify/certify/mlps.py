@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U64, column_gammas, gamma, up
+from depthcraft.verify.certify.float32 import U64, dot_rounding, gamma, up
 from depthcraft.verify.certify.state import Block, Side, State, lin_err, side
 
 
@@ -65,8 +65,8 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     r_in = state.radius[in_rows]
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
-    # float32 rounding of x W_1 + b_1, per hidden unit (float32.column_gammas: its own terms)
-    pre_err = column_gammas(w1, b1) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    # float32 rounding of x W_1 + b_1, per hidden unit and combination (float32.dot_rounding)
+    pre_err = dot_rounding(x - r_in, x + r_in, exact_inputs(x, r_in), w1, b1)
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
@@ -76,7 +76,7 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         out_err = line_error(x, groups, w1, b1, w2, b2, pre_err)
     else:
         dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-        out_err = dev @ np.abs(w2) + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2))
+        out_err = dev @ np.abs(w2) + dot_rounding(lo, hi, exact_inputs(lo, hi - lo), w2, b2)
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -107,6 +107,16 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
             by_comb = float(per[:, sel].sum(1).max(initial=0.0) + own[sel].sum()) if len(per) else 0.0
             l1_out[b.name] = min(float(r_out[sel].sum()), up(by_comb))
     return ideal, sd, (r_out, l1_out)
+
+
+def exact_inputs(x: np.ndarray, r) -> np.ndarray:
+    """[m, n] bool: the input is exactly its ideal value ``x`` [m, n] (radius ``r`` 0, broadcast
+    against x) and that value is 0, 1 or -1, so its product with any float32 weight is exact
+    (:func:`float32.dot_rounding`). A hidden unit qualifies when its interval is the point 0
+    or 1 (tracr's ``start`` unit, ReLU(one) = 1 exactly)."""
+    x = np.asarray(x, np.float64)
+    r = np.broadcast_to(np.asarray(r, np.float64), x.shape)
+    return (r == 0) & ((x == 0) | (np.abs(x) == 1))
 
 
 def noisy_rows(state: State, blocks: Dict[str, Block], in_rows: np.ndarray, w1: np.ndarray
@@ -181,6 +191,7 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
         rad[j] = r
     mag = ((np.abs(x) + rad) @ np.abs(w1) + np.abs(b1)) @ np.abs(w2) + np.abs(b2)
     hi = np.maximum(pre + reach + pre_err, 0)
+    lo = np.maximum(pre - reach - pre_err, 0)
     f32 = (np.where(hi > 0, pre_err, 0.0) @ np.abs(w2)
-           + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2)))
+           + dot_rounding(lo, hi, exact_inputs(lo, hi - lo), w2, b2))
     return worst + lip[None, :] + 2 * g64 * mag + f32
