@@ -1437,7 +1437,8 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
     compares with ``atol``. A categorical output returns None.
 
     Raises:
-        Unclean: a read-out value differs (witness: expected, got).
+        Unclean: a read-out value differs, or an ideal vector of the output SOp names no
+            single value (witness: expected, got).
         NoSemantics: the output is numerical, or the unembedding reads another block.
     """
     sink = dec.link.sink
@@ -1455,7 +1456,11 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
     if len(other):
         raise NoSemantics("the read-out reads rows outside the output SOp")
     for vec in state.sets[1][sink]:
-        want = dec.decode(sink, vec)
+        try:
+            want = dec.decode(sink, vec)
+        except _Ambiguous:  # a wrong sublayer left no single value in the output SOp: refuse, do not crash
+            raise Unclean(f"an ideal vector of {sink} names no single value",
+                          {"expected": "one value", "got": [round(float(x), 6) for x in vec]}) from None
         logits = vec @ u[blocks[sink].rows]
         got = None if logits.max() < 0.5 else model.output_values[int(logits.argmax())]
         if isinstance(want, frozenset):  # a set-valued output reads out as the set of its one token
