@@ -17,6 +17,11 @@ whose projections and q . k have as many dominant terms as the ideal inputs have
 entries, the others being input errors. A projection that only copies inputs
 (:func:`copies`) is exact.
 
+**MLP dot products (:func:`dot_rounding`).** Per input combination, per output: only the
+terms non-zero there count, a product with a weight +-1 or an exact input 0 / +-1 is exact,
+and each remaining rounding is within half an ulp of the binade of its largest possible
+magnitude (:func:`rounding`), whatever the order; never more than gamma_k.
+
 The functions here give the *relative* factors; the callers multiply them by the
 absolute values the float32 forward adds (ideal value plus radius), so every term is an
 upper bound on the real rounding error whatever the summation order.

@@ -23,9 +23,15 @@ the cancellation inside tracr's ReLU pairs). Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
 
-The float32 terms count each hidden unit's and each output's own non-zero weights (and a
-non-zero bias), :func:`float32.column_gammas`: a zero weight gives an exact zero product and
-adding it is exact. The l1 bound of a written block is the largest, over the combinations, of
+The float32 terms are bounded per combination, per hidden unit and per output, whatever the
+summation order (:func:`float32.dot_rounding`): only the terms non-zero at that combination
+count (a zero weight, an input or a hidden unit that is exactly 0: adding an exact zero is
+exact), a product with a weight +-1 or with an exact input 0 or +-1 (:func:`exact_inputs`) does
+not round, and every other rounding is within half an ulp of its largest possible magnitude
+(the whole sum for the last addition, the sum of the positive or of the negative parts for the
+others); never more than gamma_k times the terms' magnitudes. The hidden values the second
+layer reads lie in [relu(pre - e), relu(pre + e)] (e: input error and first-layer rounding),
+so those intervals are its terms. The l1 bound of a written block is the largest, over the combinations, of
 the sum of that combination's column bounds (at a real input whose ideal is combination i,
 the block's error is at most that sum), never more than the sum of the row radii.
 """
@@ -155,9 +161,9 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
     |b_1|)|W_2| + |b_2| (relu is 1-Lipschitz), counted twice (y(t) and y(0)). The float32 forward
     adds, per hidden unit, the rounding e_k of its pre-activation (|e_k| <= ``pre_err`` [m,
     hidden]): relu moves by at most |e_k|, and not at all for a unit whose pre-activation stays
-    <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2,
-    gamma_k (hi |W_2| + |b_2|) per output column (k: its non-zero weights, plus one for a
-    non-zero bias, :func:`float32.column_gammas`), hi the largest real hidden value.
+    <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2 per output
+    column, :func:`float32.dot_rounding` over the real hidden values' intervals
+    [lo, hi] = [relu(pre - |W_1[j, k]| r - |e_k|), relu(pre + |W_1[j, k]| r + |e_k|)].
 
     Args:
         x: [m, Din] ideal inputs; groups: [(j, r)]; w1 [Din, hidden], b1 [hidden], w2 [hidden,
