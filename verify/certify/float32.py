@@ -244,7 +244,7 @@ def rounding(v: np.ndarray) -> np.ndarray:
 
 
 #: Most (input, combination, output) products :func:`dot_rounding` bounds one by one.
-PER_PRODUCT_LIMIT = 20_000_000
+PER_PRODUCT_LIMIT = 4_000_000
 
 
 def dot_rounding(xl: np.ndarray, xh: np.ndarray, exact: np.ndarray, w: np.ndarray,
@@ -285,30 +285,32 @@ def dot_rounding(xl: np.ndarray, xh: np.ndarray, exact: np.ndarray, w: np.ndarra
     xl, xh = np.asarray(xl, np.float64), np.asarray(xh, np.float64)
     w = np.asarray(w, np.float64)
     bias = np.asarray(bias, np.float64)
-    wp, wn = np.maximum(w, 0), np.maximum(-w, 0)
+    aw = np.abs(w)
     mag = np.maximum(np.abs(xl), np.abs(xh))  # [m, n]
     nz_in = ~((xl == 0) & (xh == 0))
-    k = nz_in.astype(np.float64) @ (w != 0) + (bias != 0)  # [m, out] non-zero terms
-    absum = mag @ np.abs(w) + np.abs(bias)
-    top = xh @ wp - xl @ wn + bias  # max of the sum over the box
-    bot = xl @ wp - xh @ wn + bias  # min
-    v_all = np.maximum(np.abs(top), np.abs(bot))
-    pos = np.maximum(xh, 0) @ wp + np.maximum(-xl, 0) @ wn + np.maximum(bias, 0)
-    neg = np.maximum(-xl, 0) @ wp + np.maximum(xh, 0) @ wn + np.maximum(-bias, 0)
+    k = nz_in.astype(np.float64) @ (w != 0).astype(np.float64) + (bias != 0)  # [m, out] non-zero terms
+    absum = mag @ aw + np.abs(bias)
+    # the sum over the box: centre c +- radius (float64 rounding here is far inside the gamma_k slack)
+    mid, rad = ((xl + xh) / 2) @ w + bias, ((xh - xl) / 2) @ aw
+    v_all = np.abs(mid) + rad  # max(|max of the sum|, |min of the sum|)
+    # sums of the positive parts P = max(x w, 0) and of the negative parts, from P + N and P - N
+    hp, hn = np.maximum(xh, 0), np.maximum(-xl, 0)
+    both, diff = (hp + hn) @ aw + np.abs(bias), (hp - hn) @ w + bias
+    pos, neg = (both + diff) / 2, (both - diff) / 2
     kmax = int(k.max(initial=0))
     g = gamma(kmax, U32) if kmax else 0.0
     slack = g * absum + k * 2.0 ** -149  # the subtrees' own errors (a product below the normal range: 2^-150)
     inexact = np.abs(w) != 1.0  # [n, out]
     # products that round: weight not +-1 and input not exactly 0 / +-1
     amag = np.where(exact, 0.0, mag)
-    wi = np.abs(w) * inexact
+    wi = aw * inexact
     rows = np.flatnonzero(wi.any(1) & amag.any(0))
     if len(rows) * amag.shape[0] * w.shape[1] <= PER_PRODUCT_LIMIT:  # each product within its half ulp
         err = np.zeros((amag.shape[0], w.shape[1]))
         for j in rows:
             err += rounding(amag[:, j:j + 1] * wi[j][None, :])
     else:  # within u of each product
-        err = U32 * (amag @ wi) + ((amag > 0).astype(np.float64) @ (wi > 0)) * 2.0 ** -150
+        err = U32 * (amag @ wi) + ((amag > 0).astype(np.float64) @ (wi > 0).astype(np.float64)) * 2.0 ** -150
     part = np.maximum(pos, neg) + slack  # any partial sum's magnitude
     wide = 2 * (k + 1) * U64 * np.maximum(part, v_all + slack)  # a wider accumulator's own additions
     adds = k >= 2
