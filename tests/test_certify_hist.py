@@ -108,15 +108,20 @@ def test_dot_rounding_bounds_every_summation_order_on_random_intervals():
         b = float(np.float32(rng.choice([0.0, -14.476, 0.5])))
         centre = (rng.uniform(-3, 3, n) * 10.0 ** rng.uniform(-2, 2, n)).astype(np.float32).astype(np.float64)
         r = np.where(rng.random(n) < 0.3, 0.0, 10.0 ** rng.uniform(-7, -2, n))
-        bound = dot_rounding((centre - r)[None], (centre + r)[None], np.zeros((1, n), bool),
+        exact = (rng.random(n) < 0.3) & (r == 0)  # inputs exactly 0, 1 or -1 (like tracr's `one`)
+        centre[exact] = rng.choice([0.0, 1.0, -1.0], int(exact.sum()))
+        bound = dot_rounding((centre - r)[None], (centre + r)[None], exact[None],
                              w[:, None], np.array([b]))[0, 0]
+        k = int(((w != 0) & ~((centre == 0) & (r == 0))).sum() + (b != 0))
+        magnitude = float((np.abs(centre) + r) @ np.abs(w) + abs(b))
+        assert bound <= gamma(k, U32) * magnitude + k * 2.0 ** -149  # never above Higham's gamma_k
         for _ in range(5):
             x = (centre + rng.uniform(-1, 1, n) * r).astype(np.float32)
             outside = np.abs(x.astype(np.float64) - centre) > r  # the float32 input lies in the interval
             x[outside] = centre[outside]
-            exact = _exact(x, w, b)
+            want = _exact(x, w, b)
             for s in _orders(x, w, b, rng):
-                assert abs(float(s) - exact) <= bound, (trial, float(s) - exact, bound)
+                assert abs(float(s) - want) <= bound, (trial, float(s) - want, bound)
 
 
 def test_dot_rounding_of_the_hist_pairs_is_half_ulps_of_the_partial_sums():
