@@ -243,6 +243,10 @@ def rounding(v: np.ndarray) -> np.ndarray:
     return np.where(v > 0, out, 0.0)
 
 
+#: Most (combination, output) pairs :func:`dot_rounding` bounds one by one; beyond, the
+#: order-independent gamma_k of each column (the cost of the tight bound is some twenty
+#: passes over an [m, out] array).
+TIGHT_LIMIT = 4_000_000
 #: Most (input, combination, output) products :func:`dot_rounding` bounds one by one.
 PER_PRODUCT_LIMIT = 4_000_000
 
@@ -255,7 +259,8 @@ def dot_rounding(xl: np.ndarray, xh: np.ndarray, exact: np.ndarray, w: np.ndarra
     Args:
         xl, xh: [m, n] float64 bounds of each input per combination (m combinations).
         exact: [m, n] bool: the input is exactly a float32 in {0, 1, -1} (no radius), so its
-            product with any float32 weight is exact.
+            product with any float32 weight is exact; or a function returning that array
+            (called only where the bound is computed one by one, :data:`TIGHT_LIMIT`).
         w: [n, out] float64 holding float32 weights; bias: [out] float32 values.
     Returns:
         [m, out] float64 (not rounded outward: the caller rounds).
@@ -280,12 +285,18 @@ def dot_rounding(xl: np.ndarray, xh: np.ndarray, exact: np.ndarray, w: np.ndarra
     add gamma_k sum |t_i| + k 2^-149 (a product below the normal range errs by 2^-150, not
     u |t_i|). For k = 1 only the product rounds (exactly zero when it is exact).
     The order-independent gamma_k sum |t_i| (Higham Lemma 3.1, plus k 2^-149 for products
-    below the normal range) is also a bound; the smaller of the two is returned.
+    below the normal range) is also a bound; the smaller of the two is returned, and it alone
+    (k: the column's non-zero weights and bias, :func:`column_gammas`) beyond
+    :data:`TIGHT_LIMIT` pairs (combination, output).
     """
     xl, xh = np.asarray(xl, np.float64), np.asarray(xh, np.float64)
     w = np.asarray(w, np.float64)
     bias = np.asarray(bias, np.float64)
     aw = np.abs(w)
+    if xl.shape[0] * w.shape[1] > TIGHT_LIMIT:  # too many to bound one by one: Higham's gamma_k per column
+        mag = np.maximum(np.abs(xl), np.abs(xh))
+        return column_gammas(w, bias) * (mag @ aw + np.abs(bias)) + ((w != 0).sum(0) + 1) * 2.0 ** -149
+    exact = np.asarray(exact() if callable(exact) else exact, bool)
     mag = np.maximum(np.abs(xl), np.abs(xh))  # [m, n]
     nz_in = ~((xl == 0) & (xh == 0))
     k = nz_in.astype(np.float64) @ (w != 0).astype(np.float64) + (bias != 0)  # [m, out] non-zero terms

@@ -72,7 +72,7 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
     # float32 rounding of x W_1 + b_1, per hidden unit and combination (float32.dot_rounding)
-    pre_err = dot_rounding(x - r_in, x + r_in, exact_inputs(x, r_in), w1, b1)
+    pre_err = dot_rounding(x - r_in, x + r_in, lambda: exact_inputs(x, r_in), w1, b1)
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
@@ -82,7 +82,7 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         out_err = line_error(x, groups, w1, b1, w2, b2, pre_err)
     else:
         dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-        out_err = dev @ np.abs(w2) + dot_rounding(lo, hi, exact_inputs(lo, hi - lo), w2, b2)
+        out_err = dev @ np.abs(w2) + dot_rounding(lo, hi, lambda: exact_inputs(lo, hi - lo), w2, b2)
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -199,5 +199,5 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
     hi = np.maximum(pre + reach + pre_err, 0)
     lo = np.maximum(pre - reach - pre_err, 0)
     f32 = (np.where(hi > 0, pre_err, 0.0) @ np.abs(w2)
-           + dot_rounding(lo, hi, exact_inputs(lo, hi - lo), w2, b2))
+           + dot_rounding(lo, hi, lambda: exact_inputs(lo, hi - lo), w2, b2))
     return worst + lip[None, :] + 2 * g64 * mag + f32
