@@ -493,6 +493,144 @@ def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: 
     return present, known & (kp > qp), present
 
 
+#: The program check refuses a table (the full query x key table, or the grouped path's value and
+#: position tables) of more entries than this: "program table too large", naming the size.
+MAX_PROGRAM_TABLE = 50_000_000
+#: Above this many (query combination x key combination) entries, a head whose query side reads no
+#: position block is checked on its grouped tables (:class:`_QueryGroups`); 0 forces every such head there.
+GROUP_ENTRIES = 2_000_000
+
+
+@dataclasses.dataclass
+class _QueryGroups:
+    """The regular queries of a head whose query side reads no position block, factored.
+
+    A query combination is a value combination v (the ideal vectors of the query's blocks, as
+    :func:`combos` without positions) at a position p in 1..n, with guard max(p, guard(v)). Its
+    projection x W_Q, its decoded values, hence its score row and its reference values, depend on
+    v ALONE: every member (v, p) has EXACTLY the same projected vector (the position blocks are not
+    read), so one score row per v is every member's row. The position enters only through the
+    position class pc = (p, guard): the causal mask, the guard's existence and, for some references,
+    the window. Every check below is a statement over the (v, pc) pairs that occur; ``classes``
+    lists them as products (value combinations with one guard and one set of reachable positions
+    share their position classes), so each check is done on a [values x keys] table and a
+    [position classes x keys] table, never on the [(v, pc) x keys] one.
+
+    c: the value combinations; vi: the regular ones (indices into c); qv: the query SOps' decoded
+    values at vi; pc_pos, pc_guard: [P] each position class; classes: (rows of vi, position classes).
+    """
+
+    c: Combos
+    vi: np.ndarray
+    qv: Dict[str, np.ndarray]
+    pc_pos: np.ndarray
+    pc_guard: np.ndarray
+    classes: List[Tuple[np.ndarray, np.ndarray]]
+
+
+def _query_groups(state: State, blocks: Dict[str, Block], dec: Decoder, qn: Sequence[str], q_rows: np.ndarray,
+                  wq: np.ndarray, n: int, keep: Sequence[str], reach: bool, n_keys: int) -> Optional[_QueryGroups]:
+    """The :class:`_QueryGroups` of a query side, or None where the query reads a position block (its
+    projection then depends on the position: no grouping here).
+
+    ``reach``: drop (v, p) where a value is one the SOp never holds at p (:func:`_reachable`).
+    Raises:
+        Unclean: a query SOp's vector is no single value.
+        TooLarge: the value table (value combinations x ``n_keys``) or the position table (position
+            classes x ``n_keys``) exceeds :data:`MAX_PROGRAM_TABLE`.
+    """
+    if any(blocks[nm].kind == "position" for nm in qn):
+        return None
+    c = combos(state, blocks, qn, q_rows, n, positions=False, w=wq, keep=keep)
+    vi = np.flatnonzero(c.kind == 1)
+    for what, size in (("value", len(vi)), ("position", n)):
+        if size * n_keys > MAX_PROGRAM_TABLE:
+            raise TooLarge(f"program table (grouped) of {size} query {what} classes x {n_keys} keys")
+    qv = {nm: sop_column(state, blocks, dec, c, nm)[vi] for nm in keep}
+    for nm, col in qv.items():
+        bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+        if bad:
+            raise Unclean(f"the query's {nm} is no single value", {"query": _where(c, int(vi[bad[0]]))})
+    ok = np.ones((len(vi), n), bool)  # [v, p - 1]
+    if reach and qv:
+        for p_ in range(1, n + 1):
+            ok[:, p_ - 1] = _reachable(dec.link, qv, np.full(len(vi), p_), n)
+    g = c.guard[vi]
+    pcs: Dict[Tuple[int, int], int] = {}
+    sig: Dict[Tuple[int, bytes], List[int]] = {}
+    for i in range(len(vi)):
+        sig.setdefault((int(g[i]), ok[i].tobytes()), []).append(i)
+    classes = []
+    for (gv, okb), rows in sig.items():
+        ps = np.flatnonzero(np.frombuffer(okb, bool)) + 1
+        idx = [pcs.setdefault((int(p_), max(int(p_), gv)), len(pcs)) for p_ in ps]
+        if idx:
+            classes.append((np.array(rows), np.array(idx)))
+    pc = np.array(sorted(pcs, key=pcs.get), int).reshape(-1, 2)
+    if len(pc) * n_keys > MAX_PROGRAM_TABLE:
+        raise TooLarge(f"program table (grouped) of {len(pc)} query position classes x {n_keys} keys")
+    return _QueryGroups(c, vi, qv, pc[:, 0], pc[:, 1], classes)
+
+
+def _join(qg: _QueryGroups, fv: np.ndarray, fp: np.ndarray) -> Optional[Tuple[int, int, int]]:
+    """The first (v, pc, key) of an occurring query (v, pc) with ``fv[v, key]`` and ``fp[pc, key]``, else None.
+
+    fv: [len(vi), K] bool (a condition on the value combination and the key); fp: [P, K] bool (on the
+    position class and the key). Exact: within a class every v occurs with every pc, so some occurring
+    pair meets both at a key exactly when some v of the class meets fv there and some pc meets fp.
+    """
+    for vs, pcs in qg.classes:
+        hit = fv[vs].any(0) & fp[pcs].any(0)
+        if hit.any():
+            k = int(np.flatnonzero(hit)[0])
+            return int(vs[np.flatnonzero(fv[vs, k])[0]]), int(pcs[np.flatnonzero(fp[pcs, k])[0]]), k
+    return None
+
+
+def _pc_visibility(qg: _QueryGroups, kpos: np.ndarray, causal: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[P, K] bool each: :func:`_visibility` (surely seen, surely hidden, surely exists) per position class."""
+    qp, kp, g = qg.pc_pos[:, None], kpos[None, :], qg.pc_guard[:, None]
+    known = (qp >= 0) & (kp >= 0)
+    present = (known & (kp <= qp)) | ((kp >= 0) & (kp <= g))
+    if not causal:
+        return np.ones(present.shape, bool), np.zeros(present.shape, bool), present
+    return present, known & (kp > qp), present
+
+
+def _window(where: Callable[[int, int], Any], qpos: np.ndarray, kpos: np.ndarray) -> np.ndarray:
+    """[len(qpos), len(kpos)] bool ``where(i, j)`` (False for j < 1), each distinct pair evaluated once."""
+    uq, iq = np.unique(qpos, return_inverse=True)
+    uk, ik = np.unique(kpos, return_inverse=True)
+    t = np.array([[bool(where(int(i), int(j))) if j >= 1 else False for j in uk] for i in uq], bool).reshape(
+        len(uq), len(uk))
+    return t[iq.ravel()][:, ik.ravel()]
+
+
+def _split_want(ref: _Ref, qv: Dict[str, np.ndarray], kv: Dict[str, np.ndarray], kpos: np.ndarray,
+                pc_pos: np.ndarray) -> Tuple[np.ndarray, np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
+    """The reference's selection as ``wv`` [values, K] and ``wp`` [P, K]: query (v, pc) selects key b
+    exactly when ``wv[v, b] and wp[pc, b]`` (:func:`_want`, whose terms each read the query's values or
+    its position, never both). For ``select``, ``search`` and ``match`` references only."""
+    ones = np.ones((len(pc_pos), len(kpos)), bool)
+    if ref.how == "select":
+        wv, raised = pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
+        return wv, ones, raised
+    nv = len(next(iter(qv.values()))) if qv else 0
+    if ref.how == "match":
+        wv = (kpos >= 1)[None, :] & np.ones((nv, 1), bool)
+        for qs_, ks_ in zip(ref.query_sops, ref.key_sops):
+            agree, _ = pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
+            wv &= agree
+        wp = ones
+        if ref.where is not None:
+            wp = (kpos[None, :] <= pc_pos[:, None]) & _window(ref.where, pc_pos, kpos)
+        return wv, wp, None
+    if ref.how == "search":  # its terms read the query's values and the key only
+        wv, raised = _want(ref, qv, np.full(nv, -1), kv, kpos, 0)
+        return wv, ones, raised
+    raise NoSemantics(f"no grouped reference for a '{ref.how}' head")
+
+
 def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
                n: int, causal: bool, eps: float, values: bool = True) -> None:
     """Check head ``h``'s selection and OV tables against the expression it implements.
@@ -676,11 +814,15 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
                    prefix=True)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
     ck = combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops)
+    qg = _query_groups(state, blocks, dec, qn, q_rows, wq, n, ref.query_sops, False, len(ck.kind))
+    if qg is not None and (len(qg.vi) * n + 1) * len(ck.kind) > GROUP_ENTRIES:
+        _check_relu_grouped(state, blocks, dec, expr, ref, qg, ck, wq, wk, n, causal, eps)
+        return _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+    cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     qb = np.flatnonzero(cq.kind == 0)
-    if len(cq.kind) * len(ck.kind) > 50_000_000:
+    if len(cq.kind) * len(ck.kind) > MAX_PROGRAM_TABLE:
         raise TooLarge(f"program table of {len(cq.kind)} queries x {len(ck.kind)} keys")
     s = (cq.x @ wq) @ (ck.x @ wk).T
     one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
@@ -734,6 +876,12 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
         a, _ = np.argwhere(bad_bos)[0]
         raise Unclean(f"{_name(expr)}: BOS scores {sb[a].max():.4g} where the reference gives it weight "
                       f"{int(want_bos[a])}", witness(a, None))
+    _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+def _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
+    """A ReLU head's OV tables: every value vector holds 0 or at least :data:`SET_ENTRY_MIN` in every
+    entry, none negative, and decodes to the read's value (:func:`_check_relu_head`)."""
     for nm in written:  # sums of value vectors, each weighted 1 +- tol, decode to the union
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         w = wvo[:, cols]
@@ -746,6 +894,78 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
                           f"nor >= {SET_ENTRY_MIN}, so a weighted sum of reads need not decode to their union",
                           {"value": _where(cv, i)})
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, sets_ok=True)
+
+
+def _check_relu_grouped(state, blocks, dec, expr, ref: _Ref, qg: _QueryGroups, ck: Combos, wq, wk, n, causal,
+                        eps) -> None:
+    """:func:`_check_relu_head`'s selection checks on the grouped tables (:class:`_QueryGroups`).
+
+    The same statements over the same (query, key) pairs: a query (v, pc) has v's score row (the
+    members of v share their projected vector exactly, so their scores are one computed number, with
+    the same rounding ``eps``) and selects key b when ``wv[v, b] and wp[pc, b]`` (the match's
+    agreement on values, its window and j <= i on positions; a position map's target on positions);
+    each failure condition is a disjunction of (value condition and position condition) terms, each
+    decided exactly by :func:`_join`. Raises Unclean with a witness query (position, values) and key.
+    """
+    kj, kb = np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0)
+    kx = ck.x @ wk
+    one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
+    qb = np.flatnonzero(qg.c.kind == 0)  # the BOS query (causal: it sees only BOS)
+    if len(qb):
+        sbb = (qg.c.x[qb] @ wq) @ kx[kb].T
+        if not one(sbb).all():
+            a, b = np.argwhere(~one(sbb))[0]
+            raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
+                          f"(score {sbb[a, b]:.4g})", {"query": {"position": "BOS"}, "key": _where(ck, int(kb[b]))})
+    sv = (qg.c.x[qg.vi] @ wq) @ kx.T  # [values, K]: every member's score row
+    sk, sb = sv[:, kj], sv[:, kb]
+    del sv
+    qv = qg.qv
+    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    for nm, col in kv.items():
+        bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+        if bad:
+            raise Unclean(f"the key's {nm} is no single value", {"key": _where(ck, int(kj[bad[0]]))})
+    kpos, pc_pos = ck.position[kj], qg.pc_pos
+    if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
+        tgt = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in pc_pos], int)
+        wv = np.ones(sk.shape, bool)
+        wp = ((tgt >= 1) & (tgt <= pc_pos))[:, None] & (kpos[None, :] == tgt[:, None])
+        want_bos = tgt == 0
+    else:  # every match j <= i (the reference's range is the visible prefix)
+        wv, wp, _ = _split_want(ref, qv, kv, kpos, pc_pos)
+        wp = wp & (kpos[None, :] <= pc_pos[:, None])
+        want_bos = np.zeros(len(pc_pos), bool)
+    always, never, _ = _pc_visibility(qg, kpos, causal)
+    seen = ~never
+
+    def witness(v, pc, b):
+        key = {"position": "BOS"} if b is None else \
+            {**_where(ck, int(kj[b])), **{k: rasp_value(x[b]) for k, x in kv.items()}}
+        return {"query": {"position": int(pc_pos[pc]), **{k: rasp_value(x[v]) for k, x in qv.items()}},
+                "key": key, "selects": bool(want_bos[pc]) if b is None else bool(wv[v, b] and wp[pc, b])}
+
+    hit = _join(qg, wv, wp & ~always)
+    if hit:
+        raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide",
+                      witness(*hit))
+    hit = _join(qg, wv & ~one(sk), wp)
+    if hit:
+        v, _, b = hit
+        raise Unclean(f"{_name(expr)}: an attended key does not score 1 ({sk[v, b]:.4g})", witness(*hit))
+    above = ~(sk <= 2 * eps)
+    hit = _join(qg, ~wv & above, seen) or _join(qg, above, ~wp & seen)
+    if hit:
+        v, _, b = hit
+        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores above 0 ({sk[v, b]:.4g})",
+                      witness(*hit))
+    # BOS: weight 1 where the reference attends to it, else score at most 2 eps (one column: "any BOS key")
+    hit = _join(qg, (~one(sb)).any(1)[:, None], want_bos[:, None]) or \
+        _join(qg, (~(sb <= 2 * eps)).any(1)[:, None], ~want_bos[:, None])
+    if hit:
+        v, pc, _ = hit
+        raise Unclean(f"{_name(expr)}: BOS scores {sb[v].max():.4g} where the reference gives it weight "
+                      f"{int(want_bos[pc])}", witness(v, pc, None))
 
 
 # ------------------------------------------------------------------------- SelectorWidth
