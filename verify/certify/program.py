@@ -243,8 +243,14 @@ class Combos:
 
 
 def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: np.ndarray, n: int,
-           positions: bool = False, w: Optional[np.ndarray] = None, keep: Sequence[str] = ()) -> Combos:
+           positions: bool = False, w: Optional[np.ndarray] = None, keep: Sequence[str] = (),
+           project: bool = False) -> Combos:
     """Enumerate the vectors of the blocks ``names``, placed on ``rows``.
+
+    ``project`` (with ``w``): ``x`` holds the projection x w [m, e] instead of x [m, len(rows)],
+    summed block by block (each block's vectors projected once): the same products in another
+    order of summation, so within the same gamma bound on its float64 rounding as x @ w (every
+    order of summing len(rows) products is), without the [m, len(rows)] array.
 
     Positions 1..n are enumerated (0 at BOS) when a position block is among ``names`` or
     ``positions`` is set; the position blocks hold their embedding row there. Given the
@@ -282,7 +288,7 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
             raise TooLarge(f"{int(np.prod(sizes, dtype=np.int64))} combinations of {list(names)}")
         grid = [g.ravel() for g in np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")]
         m = len(grid[0])
-        x = np.zeros((m, len(rows)))
+        x = np.zeros((m, w.shape[1] if project else len(rows)))
         pos = ps[grid[0]]
         guard = np.maximum(pos, kind)
         index = {}
@@ -290,14 +296,20 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
             b = blocks[nm]
             cols = [where[int(r)] for r in b.rows if int(r) in where]
             sel = [j for j, r in enumerate(b.rows) if int(r) in where]
-            x[:, cols] = state.pos[nm][np.maximum(pos, 0)][:, sel]
+            if project:
+                x += (state.pos[nm][:, sel] @ w[cols])[np.maximum(pos, 0)]
+            else:
+                x[:, cols] = state.pos[nm][np.maximum(pos, 0)][:, sel]
             index[nm] = pos
         for nm, g in zip(val_names, grid[1:]):
             b = blocks[nm]
             cols = [where[int(r)] for r in b.rows if int(r) in where]
             sel = [j for j, r in enumerate(b.rows) if int(r) in where]
             rep_, gmin = reps[nm]
-            x[:, cols] = state.sets[kind][nm][rep_[g]][:, sel]
+            if project:
+                x += (state.sets[kind][nm][rep_][:, sel] @ w[cols])[g]
+            else:
+                x[:, cols] = state.sets[kind][nm][rep_[g]][:, sel]
             guard = np.maximum(guard, gmin[g])
             index[nm] = rep_[g]
         out.append((x, np.full(m, kind), pos, guard, index))
@@ -529,23 +541,20 @@ class _QueryGroups:
 
 
 def _query_groups(state: State, blocks: Dict[str, Block], dec: Decoder, qn: Sequence[str], q_rows: np.ndarray,
-                  wq: np.ndarray, n: int, keep: Sequence[str], reach: bool, n_keys: int) -> Optional[_QueryGroups]:
-    """The :class:`_QueryGroups` of a query side, or None where the query reads a position block (its
-    projection then depends on the position: no grouping here).
+                  wq: np.ndarray, n: int, keep: Sequence[str], reach: bool) -> Optional[_QueryGroups]:
+    """The :class:`_QueryGroups` of a query side (``c.x`` holds the projections x W_Q, :func:`combos`
+    ``project``), or None where the query reads a position block (its projection then depends on the
+    position: no grouping here).
 
     ``reach``: drop (v, p) where a value is one the SOp never holds at p (:func:`_reachable`).
     Raises:
         Unclean: a query SOp's vector is no single value.
-        TooLarge: the value table (value combinations x ``n_keys``) or the position table (position
-            classes x ``n_keys``) exceeds :data:`MAX_PROGRAM_TABLE`.
+        TooLarge: too many combinations (:func:`combos`).
     """
     if any(blocks[nm].kind == "position" for nm in qn):
         return None
-    c = combos(state, blocks, qn, q_rows, n, positions=False, w=wq, keep=keep)
+    c = combos(state, blocks, qn, q_rows, n, positions=False, w=wq, keep=keep, project=True)
     vi = np.flatnonzero(c.kind == 1)
-    for what, size in (("value", len(vi)), ("position", n)):
-        if size * n_keys > MAX_PROGRAM_TABLE:
-            raise TooLarge(f"program table (grouped) of {size} query {what} classes x {n_keys} keys")
     qv = {nm: sop_column(state, blocks, dec, c, nm)[vi] for nm in keep}
     for nm, col in qv.items():
         bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
@@ -567,24 +576,54 @@ def _query_groups(state: State, blocks: Dict[str, Block], dec: Decoder, qn: Sequ
         if idx:
             classes.append((np.array(rows), np.array(idx)))
     pc = np.array(sorted(pcs, key=pcs.get), int).reshape(-1, 2)
-    if len(pc) * n_keys > MAX_PROGRAM_TABLE:
-        raise TooLarge(f"program table (grouped) of {len(pc)} query position classes x {n_keys} keys")
     return _QueryGroups(c, vi, qv, pc[:, 0], pc[:, 1], classes)
 
 
-def _join(qg: _QueryGroups, fv: np.ndarray, fp: np.ndarray) -> Optional[Tuple[int, int, int]]:
-    """The first (v, pc, key) of an occurring query (v, pc) with ``fv[v, key]`` and ``fp[pc, key]``, else None.
+#: The grouped program check computes its value conditions on chunks of value rows of at most this many
+#: entries (rows x keys), so its memory stays bounded whatever the number of value combinations.
+CHUNK_ENTRIES = 4_000_000
 
-    fv: [len(vi), K] bool (a condition on the value combination and the key); fp: [P, K] bool (on the
-    position class and the key). Exact: within a class every v occurs with every pc, so some occurring
-    pair meets both at a key exactly when some v of the class meets fv there and some pc meets fp.
+
+def _joins(qg: _QueryGroups, value_conds: Callable[[np.ndarray], List[np.ndarray]], fps: Sequence[np.ndarray],
+           n_keys: int) -> List[Optional[Tuple[int, int, int]]]:
+    """For each condition i: the first (v, pc, key) of an occurring query (v, pc) with
+    ``value_conds(vs)[i][row of v, key]`` and ``fps[i][pc, key]``, else None.
+
+    value_conds(vs): the value conditions ([len(vs), K'] bool each) of the value rows ``vs`` (indices
+    into ``qg.vi``); fps[i]: [P, K'] bool (on the position class and the key). Exact: within a class
+    every v occurs with every pc, so some occurring pair meets both at a key exactly when some v of the
+    class meets the value condition there and some pc meets the position condition. Value rows are
+    taken in chunks of at most :data:`CHUNK_ENTRIES` entries; per class and condition only the [K']
+    OR over the members is kept.
     """
-    for vs, pcs in qg.classes:
-        hit = fv[vs].any(0) & fp[pcs].any(0)
-        if hit.any():
-            k = int(np.flatnonzero(hit)[0])
-            return int(vs[np.flatnonzero(fv[vs, k])[0]]), int(pcs[np.flatnonzero(fp[pcs, k])[0]]), k
-    return None
+    step = max(1, CHUNK_ENTRIES // max(n_keys, 1))
+    acc: List[List[Optional[np.ndarray]]] = []
+    for vs, _ in qg.classes:
+        row: List[Optional[np.ndarray]] = [None] * len(fps)
+        for start in range(0, len(vs), step):
+            for i, f in enumerate(value_conds(vs[start:start + step])):
+                row[i] = f.any(0) if row[i] is None else row[i] | f.any(0)
+        acc.append(row)
+    out: List[Optional[Tuple[int, int, int]]] = []
+    for i, fp in enumerate(fps):
+        found = None
+        for (vs, pcs), row in zip(qg.classes, acc):
+            hit = row[i] & fp[pcs].any(0)
+            if hit.any():
+                k = int(np.flatnonzero(hit)[0])
+                for start in range(0, len(vs), step):  # the first member meeting it at k
+                    col = value_conds(vs[start:start + step])[i][:, k]
+                    if col.any():
+                        found = (int(vs[start + np.flatnonzero(col)[0]]), int(pcs[np.flatnonzero(fp[pcs, k])[0]]), k)
+                        break
+                break
+        out.append(found)
+    return out
+
+
+def _join(qg: _QueryGroups, fv: np.ndarray, fp: np.ndarray) -> Optional[Tuple[int, int, int]]:
+    """:func:`_joins` of one condition given as a whole [values, K] table ``fv``."""
+    return _joins(qg, lambda vs: [fv[vs]], [fp], fv.shape[1])[0]
 
 
 def _pc_visibility(qg: _QueryGroups, kpos: np.ndarray, causal: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -814,11 +853,13 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
                    prefix=True)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    ck = combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops)
-    qg = _query_groups(state, blocks, dec, qn, q_rows, wq, n, ref.query_sops, False, len(ck.kind))
+    qg = _query_groups(state, blocks, dec, qn, q_rows, wq, n, ref.query_sops, False)
+    ck = None if qg is None else combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops,
+                                        project=True)
     if qg is not None and (len(qg.vi) * n + 1) * len(ck.kind) > GROUP_ENTRIES:
         _check_relu_grouped(state, blocks, dec, expr, ref, qg, ck, wq, wk, n, causal, eps)
         return _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+    ck = combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops)
     cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     qb = np.flatnonzero(cq.kind == 0)
@@ -902,24 +943,26 @@ def _check_relu_grouped(state, blocks, dec, expr, ref: _Ref, qg: _QueryGroups, c
 
     The same statements over the same (query, key) pairs: a query (v, pc) has v's score row (the
     members of v share their projected vector exactly, so their scores are one computed number, with
-    the same rounding ``eps``) and selects key b when ``wv[v, b] and wp[pc, b]`` (the match's
-    agreement on values, its window and j <= i on positions; a position map's target on positions);
-    each failure condition is a disjunction of (value condition and position condition) terms, each
-    decided exactly by :func:`_join`. Raises Unclean with a witness query (position, values) and key.
+    the same rounding ``eps``: the projections are summed block by block, :func:`combos` ``project``)
+    and selects key b when ``wv[v, b] and wp[pc, b]`` (the match's agreement on values, its window
+    and j <= i on positions; a position map's target on positions); each failure condition is a
+    disjunction of (value condition and position condition) terms, each decided exactly by
+    :func:`_joins`, on value rows in chunks of at most :data:`CHUNK_ENTRIES` entries. Raises Unclean
+    with a witness query (position, values) and key.
     """
     kj, kb = np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0)
-    kx = ck.x @ wk
+    for what, size in (("position", len(qg.pc_pos)), ("value-group", len(qg.classes))):
+        if size * len(kj) > MAX_PROGRAM_TABLE:  # the [P, K] tables, and one [K] row per class and condition
+            raise TooLarge(f"program table (grouped) of {size} query {what} classes x {len(kj)} keys")
     one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
+    qx = qg.c.x  # projected: x W_Q
     qb = np.flatnonzero(qg.c.kind == 0)  # the BOS query (causal: it sees only BOS)
     if len(qb):
-        sbb = (qg.c.x[qb] @ wq) @ kx[kb].T
+        sbb = qx[qb] @ ck.x[kb].T
         if not one(sbb).all():
             a, b = np.argwhere(~one(sbb))[0]
             raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
                           f"(score {sbb[a, b]:.4g})", {"query": {"position": "BOS"}, "key": _where(ck, int(kb[b]))})
-    sv = (qg.c.x[qg.vi] @ wq) @ kx.T  # [values, K]: every member's score row
-    sk, sb = sv[:, kj], sv[:, kb]
-    del sv
     qv = qg.qv
     kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
     for nm, col in kv.items():
@@ -927,45 +970,60 @@ def _check_relu_grouped(state, blocks, dec, expr, ref: _Ref, qg: _QueryGroups, c
         if bad:
             raise Unclean(f"the key's {nm} is no single value", {"key": _where(ck, int(kj[bad[0]]))})
     kpos, pc_pos = ck.position[kj], qg.pc_pos
+    kxj, kxb = ck.x[kj], ck.x[kb]
     if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
         tgt = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in pc_pos], int)
-        wv = np.ones(sk.shape, bool)
         wp = ((tgt >= 1) & (tgt <= pc_pos))[:, None] & (kpos[None, :] == tgt[:, None])
         want_bos = tgt == 0
     else:  # every match j <= i (the reference's range is the visible prefix)
-        wv, wp, _ = _split_want(ref, qv, kv, kpos, pc_pos)
-        wp = wp & (kpos[None, :] <= pc_pos[:, None])
+        wp = (kpos[None, :] <= pc_pos[:, None])
+        if ref.where is not None:
+            wp &= _window(ref.where, pc_pos, kpos)
         want_bos = np.zeros(len(pc_pos), bool)
     always, never, _ = _pc_visibility(qg, kpos, causal)
     seen = ~never
 
+    def value_side(vs):  # [len(vs), K] each: wv, the scores, and the value conditions below
+        sk = qx[qg.vi[vs]] @ kxj.T
+        if ref.how == "position":
+            wv = np.ones(sk.shape, bool)
+        else:
+            wv, _, _ = _split_want(ref, {k: x[vs] for k, x in qv.items()}, kv, kpos, pc_pos[:0])
+        sb = qx[qg.vi[vs]] @ kxb.T
+        above = ~(sk <= 2 * eps)
+        return sk, sb, wv, [wv, wv & ~one(sk), ~wv & above, above,
+                            (~one(sb)).any(1)[:, None], (~(sb <= 2 * eps)).any(1)[:, None]]
+
+    hits = _joins(qg, lambda vs: value_side(vs)[3],
+                  [wp & ~always, wp, seen, ~wp & seen, want_bos[:, None], ~want_bos[:, None]], len(kj))
+
     def witness(v, pc, b):
         key = {"position": "BOS"} if b is None else \
             {**_where(ck, int(kj[b])), **{k: rasp_value(x[b]) for k, x in kv.items()}}
+        sel = bool(want_bos[pc]) if b is None else bool(value_side(np.array([v]))[2][0, b] and wp[pc, b])
         return {"query": {"position": int(pc_pos[pc]), **{k: rasp_value(x[v]) for k, x in qv.items()}},
-                "key": key, "selects": bool(want_bos[pc]) if b is None else bool(wv[v, b] and wp[pc, b])}
+                "key": key, "selects": sel}
 
-    hit = _join(qg, wv, wp & ~always)
-    if hit:
+    def score(v, b):
+        return value_side(np.array([v]))[0][0, b]
+
+    if hits[0]:
         raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide",
-                      witness(*hit))
-    hit = _join(qg, wv & ~one(sk), wp)
+                      witness(*hits[0]))
+    if hits[1]:
+        v, _, b = hits[1]
+        raise Unclean(f"{_name(expr)}: an attended key does not score 1 ({score(v, b):.4g})", witness(*hits[1]))
+    hit = hits[2] or hits[3]
     if hit:
         v, _, b = hit
-        raise Unclean(f"{_name(expr)}: an attended key does not score 1 ({sk[v, b]:.4g})", witness(*hit))
-    above = ~(sk <= 2 * eps)
-    hit = _join(qg, ~wv & above, seen) or _join(qg, above, ~wp & seen)
-    if hit:
-        v, _, b = hit
-        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores above 0 ({sk[v, b]:.4g})",
+        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores above 0 ({score(v, b):.4g})",
                       witness(*hit))
     # BOS: weight 1 where the reference attends to it, else score at most 2 eps (one column: "any BOS key")
-    hit = _join(qg, (~one(sb)).any(1)[:, None], want_bos[:, None]) or \
-        _join(qg, (~(sb <= 2 * eps)).any(1)[:, None], ~want_bos[:, None])
+    hit = hits[4] or hits[5]
     if hit:
         v, pc, _ = hit
-        raise Unclean(f"{_name(expr)}: BOS scores {sb[v].max():.4g} where the reference gives it weight "
-                      f"{int(want_bos[pc])}", witness(v, pc, None))
+        raise Unclean(f"{_name(expr)}: BOS scores {value_side(np.array([v]))[1][0].max():.4g} where the reference "
+                      f"gives it weight {int(want_bos[pc])}", witness(v, pc, None))
 
 
 # ------------------------------------------------------------------------- SelectorWidth
