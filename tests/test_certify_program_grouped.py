@@ -11,13 +11,19 @@ refuses with a size rather than allocating.
 """
 
 import dataclasses
+import os
+import sys
 
 import numpy as np
 import pytest
+from tracr.rasp import rasp
 
+from depthcraft.constructions.compiler import compile_program
 from depthcraft.verify import lookup
 from depthcraft.verify.certify import certify, program
 from depthcraft.verify.tasks import get_task
+
+sys.path.insert(0, os.path.dirname(__file__))  # the must-fail models of test_certify_program
 
 ICQA = get_task("icqa")
 P3 = {"m": 3, "questions": 3, "answers": 2}  # questions 0..2, answers 3..4
@@ -169,3 +175,58 @@ def test_join_is_exact_against_brute_force():
             v, pc, k = hit
             assert fv[v, k] and fp[pc, k]
             assert any(v in vs and pc in pcs for vs, pcs in classes)
+
+
+# ----------------------------------------------------------- check_head: query rows in chunks
+
+def _future_token_reader():
+    """Every position reads the token at index (its own token): a key after the query is selected
+    whenever the query's token is larger than its index (a causal compile cannot see it)."""
+    return rasp.categorical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.tokens, lambda k, q: k == q),
+                                           rasp.tokens))
+
+
+def _chunked_cases():
+    from test_certify_program import future_reader, none_query, wo_scaled, wo_swapped
+    khop = lookup.resolve("khop_doubling", dict(k=4, n=12, vocab=3)).build()
+    return {
+        "future reader": lambda: compile_program(future_reader(), vocab=[0, 1, 2], max_seq_len=6, causal=True),
+        "future token reader": lambda: compile_program(_future_token_reader(), vocab=[0, 1, 2, 3], max_seq_len=6,
+                                                       causal=True),
+        "none query": lambda: compile_program(none_query(), vocab=[0, 1, 2], max_seq_len=6),
+        "W_O x0.45": lambda: wo_scaled(khop, 0.45),
+        "columns swapped": lambda: wo_swapped(khop),
+        "khop_doubling": lambda: khop,
+        "icqa softmax": lambda: lookup.build("icqa_copy_match", **P3),
+    }
+
+
+CHUNKED = ["future reader", "future token reader", "none query", "W_O x0.45", "columns swapped", "khop_doubling",
+           "icqa softmax"]
+
+
+@pytest.mark.parametrize("case", CHUNKED)
+def test_query_rows_in_chunks_give_the_same_certificate(case, monkeypatch):
+    """check_head's checks are per query row: with every table split into one-row chunks
+    (MAX_PROGRAM_TABLE = 0, CHUNK_ENTRIES = 1) the certificates are the same, and the must-fail
+    models (a causal future-reading selector, over indices or over tokens; tracr's None query;
+    W_O x 0.45; two output columns swapped) still fail the program check."""
+    model = _chunked_cases()[case]()
+    plain = certify(model)
+    monkeypatch.setattr(program, "MAX_PROGRAM_TABLE", 0)
+    monkeypatch.setattr(program, "CHUNK_ENTRIES", 1)
+    chunked = certify(model)
+    assert _summary(chunked) == _summary(plain)
+    must_fail = case not in ("khop_doubling", "icqa softmax")
+    assert plain["certified"] is (not must_fail)
+    if must_fail:
+        assert plain["float32_matches_hardmax"] is True
+        assert plain["uncertified"][0]["check"] == "program"
+
+
+def test_the_future_token_reader_is_really_wrong():
+    """The chunked must-fail case from the definition: at position 1 (index 0) holding token 2 the
+    program reads the token at index 2, which the causal model cannot see."""
+    model = compile_program(_future_token_reader(), vocab=[0, 1, 2, 3], max_seq_len=6, causal=True)
+    x = [2, 0, 3]
+    assert model.run(np.array([x]))[0, 0] != 3  # the program's value at index 0 is x[2] = 3

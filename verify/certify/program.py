@@ -508,6 +508,9 @@ def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: 
 #: The program check refuses a table (the full query x key table, or the grouped path's value and
 #: position tables) of more entries than this: "program table too large", naming the size.
 MAX_PROGRAM_TABLE = 50_000_000
+#: :func:`check_head` checks a table of up to this many entries row by row in chunks of
+#: :data:`CHUNK_ENTRIES` (its checks are per query row); beyond, "program table too large".
+MAX_PROGRAM_ROWS_TABLE = 1_000_000_000
 #: Above this many (query combination x key combination) entries, a head whose query side reads no
 #: position block is checked on its grouped tables (:class:`_QueryGroups`); 0 forces every such head there.
 GROUP_ENTRIES = 2_000_000
@@ -711,78 +714,91 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     q_pos = ref.how == "position" or ref.where is not None
     cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=ref.query_sops)
     ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions, w=wk, keep=ref.key_sops)
-    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
-    if len(qi) * len(ck.kind) > 50_000_000:
+    qi, kj0, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    total = len(qi) * len(ck.kind)
+    if total > MAX_PROGRAM_ROWS_TABLE:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
-    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
-    qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
-    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
-    for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
-        for nm, col in side_vals.items():
-            bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
-            if bad:
-                raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
-    # combinations no input reaches: a value a read never holds at that position (.positions)
-    rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
-    if not rq.all() or not rk.all():
-        qi, kj, s = qi[rq], kj[rk], s[rq]
-        qv = {k: v[rq] for k, v in qv.items()}
-        kv = {k: v[rk] for k, v in kv.items()}
-    want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
-    always, never, present = _visibility(cq, qi, ck, kj, causal)
-    sk = s[:, kj]
+    # every check below is per query row: beyond MAX_PROGRAM_TABLE entries the rows go in chunks
+    step = len(qi) if total <= MAX_PROGRAM_TABLE else max(1, CHUNK_ENTRIES // max(len(ck.kind), 1))
+    kx = ck.x @ wk
+    qcol = {nm: sop_column(state, blocks, dec, cq, nm) for nm in ref.query_sops}
+    kv0 = {nm: sop_column(state, blocks, dec, ck, nm)[kj0] for nm in ref.key_sops}
 
-    def witness(a, b):
-        return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}},
-                "key": {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}},
-                "selects": bool(want[a, b])}
+    def rows_check(qi: np.ndarray) -> bool:  # the selection checks of the query rows qi; all covered?
+        kj, kv = kj0, kv0
+        s = (cq.x[qi] @ wq) @ kx.T  # [nq, nk] exact scores up to eps
+        qv = {nm: col[qi] for nm, col in qcol.items()}
+        for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+            for nm, col in side_vals.items():
+                bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+                if bad:
+                    raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+        # combinations no input reaches: a value a read never holds at that position (.positions)
+        rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
+        if not rq.all() or not rk.all():
+            qi, kj, s = qi[rq], kj[rk], s[rq]
+            qv = {k: v[rq] for k, v in qv.items()}
+            kv = {k: v[rk] for k, v in kv.items()}
+        want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
+        always, never, present = _visibility(cq, qi, ck, kj, causal)
+        sk = s[:, kj]
 
-    if raised is not None:
-        k, q, e = raised
-        raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
-                      f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
-    hidden = want & ~always if not ref.prefix else np.zeros_like(want)
-    if hidden.any():
-        a, b = np.argwhere(hidden)[0]
-        raise Unclean(f"{_name(expr)}: the {'selector' if ref.how == 'select' else 'reference'} selects a key "
-                      f"that the causal mask may hide (a later position)", witness(a, b))
-    seen = ~never
-    if ref.how in ("position", "pointer"):
-        absent = want & ~present
-        if absent.any():
-            a, b = np.argwhere(absent)[0]
-            raise Unclean(f"{_name(expr)}: the position the reference attends to may not exist", witness(a, b))
-        _check_single(s, sk, want & seen, seen, kb, eps, expr, witness)
-    else:
-        bos_hi, bos_lo = s[:, kb].max(1)[:, None], s[:, kb].min(1)[:, None]
-        low = want & seen & ~(sk > bos_hi + 2 * eps)
-        if low.any():
-            a, b = np.argwhere(low)[0]
-            raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
-                          f"({sk[a, b]:.4g} vs {bos_hi[a, 0]:.4g})", witness(a, b))
-        high = ~want & seen & ~(sk < bos_lo - 2 * eps)
-        if high.any():
-            a, b = np.argwhere(high)[0]
-            raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
-                          f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
-        if ref.how in ("search", "match"):
-            _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
-        if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
-            # a mean: every selected key in one level (scores within 2 eps), so the top level is all of them
-            sel_ = want & seen
-            hi = np.where(sel_, sk, -np.inf).max(1, initial=-np.inf)
-            lo = np.where(sel_, sk, np.inf).min(1, initial=np.inf)
-            wide = sel_.any(1) & ~(hi - lo <= 2 * eps)
-            if wide.any():
-                a = int(np.flatnonzero(wide)[0])
-                b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
-                raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
-                              f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+        def witness(a, b):
+            return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}},
+                    "key": {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}},
+                    "selects": bool(want[a, b])}
+
+        if raised is not None:
+            k, q, e = raised
+            raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
+                          f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
+        hidden = want & ~always if not ref.prefix else np.zeros_like(want)
+        if hidden.any():
+            a, b = np.argwhere(hidden)[0]
+            raise Unclean(f"{_name(expr)}: the {'selector' if ref.how == 'select' else 'reference'} selects a key "
+                          f"that the causal mask may hide (a later position)", witness(a, b))
+        seen = ~never
+        if ref.how in ("position", "pointer"):
+            absent = want & ~present
+            if absent.any():
+                a, b = np.argwhere(absent)[0]
+                raise Unclean(f"{_name(expr)}: the position the reference attends to may not exist", witness(a, b))
+            _check_single(s, sk, want & seen, seen, kb, eps, expr, witness)
+        else:
+            bos_hi, bos_lo = s[:, kb].max(1)[:, None], s[:, kb].min(1)[:, None]
+            low = want & seen & ~(sk > bos_hi + 2 * eps)
+            if low.any():
+                a, b = np.argwhere(low)[0]
+                raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
+                              f"({sk[a, b]:.4g} vs {bos_hi[a, 0]:.4g})", witness(a, b))
+            high = ~want & seen & ~(sk < bos_lo - 2 * eps)
+            if high.any():
+                a, b = np.argwhere(high)[0]
+                raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
+                              f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
+            if ref.how in ("search", "match"):
+                _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
+            if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
+                # a mean: every selected key in one level (scores within 2 eps), so the top level is all of them
+                sel_ = want & seen
+                hi = np.where(sel_, sk, -np.inf).max(1, initial=-np.inf)
+                lo = np.where(sel_, sk, np.inf).min(1, initial=np.inf)
+                wide = sel_.any(1) & ~(hi - lo <= 2 * eps)
+                if wide.any():
+                    a = int(np.flatnonzero(wide)[0])
+                    b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
+                    raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
+                                  f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+        return bool((want & seen & present).any(1).all())
+
+    covered = True
+    for start in range(0, len(qi), step):
+        covered = rows_check(qi[start:start + step]) and covered
     if not values:
         return
     # BOS is the top of no query when every query has a selected key that surely exists and is seen (it
     # scores above every BOS alternative, checked above): then BOS's value is never written, whatever it is
-    bos_top = ref.how not in ("select", "search", "match") or not (want & seen & present).any(1).all()
+    bos_top = ref.how not in ("select", "search", "match") or not covered
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, bos_top=bos_top)
 
 
