@@ -723,6 +723,7 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     kx = ck.x @ wk
     qcol = {nm: sop_column(state, blocks, dec, cq, nm) for nm in ref.query_sops}
     kv0 = {nm: sop_column(state, blocks, dec, ck, nm)[kj0] for nm in ref.key_sops}
+    rk0 = _reachable(dec.link, kv0, ck.position[kj0], n)  # the keys' part does not depend on the chunk
 
     def rows_check(qi: np.ndarray) -> bool:  # the selection checks of the query rows qi; all covered?
         kj, kv = kj0, kv0
@@ -734,7 +735,7 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
                 if bad:
                     raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
         # combinations no input reaches: a value a read never holds at that position (.positions)
-        rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
+        rq, rk = _reachable(dec.link, qv, cq.position[qi], n), rk0
         if not rq.all() or not rk.all():
             qi, kj, s = qi[rq], kj[rk], s[rq]
             qv = {k: v[rq] for k, v in qv.items()}
