@@ -235,9 +235,9 @@ def _pattern_codes(ks, dom: DomainView) -> Optional[np.ndarray]:
     injective on W(t), the window positions holding x_t's token are exactly those j' with
     fn(j') in S. A vector whose S does not contain fn(t) for t in W(t), or holds a value that no
     window position gives, is at j on no input at all (no fact needed): code -2, and
-    :func:`_absent_keys` leaves such keys out; so is a vector decoding to a non-empty set at a
-    position j whose target is not in 1..j (the position head attends to nothing or to BOS
-    there, and the block holds the empty set, the BOS value of a set). Each such j' in G with t in
+    :func:`_unreachable_keys` leaves such keys out; so is a vector decoding to a non-empty set at a
+    position j where the position head attends to nothing (target None or outside 0..j: the
+    block holds the empty set; at target 0, BOS, no statement is made). Each such j' in G with t in
     G states whether x_{g_a} = x_{g_b} for one pair a < b of G's indices. When the key's copies
     state every pair of G, consistently, its vector determines the equality pattern of G(j),
     and the code is (k, that pattern). Two present keys with one code stand at distinct
@@ -267,7 +267,7 @@ def _pattern_codes(ks, dom: DomainView) -> Optional[np.ndarray]:
         for nm, (src, windows, sets) in used:
             t = int(src[j]) if j < len(src) else -2
             rep = int(ks.parts[r, ks.names.index(nm)])
-            if t == -2 or sizes[nm][rep] != 1 or sets[rep] is None:
+            if t in (-2, -3) or sizes[nm][rep] != 1 or sets[rep] is None:  # -3: BOS, no statement
                 continue
             got = sets[rep]
             if t == -1:  # the block holds the empty set at j on every input

@@ -388,14 +388,15 @@ def pattern_copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Bl
     (:func:`constructions.reference._match_keys`, ``Evaluator._eval_head_read``) its value at a
     regular position t is the set {fn(j') : j' in W(t), x_{j'} = x_t}, W(t) = {1 <= j' <= t :
     where(t, j')} (every j' <= t exists when t does; tokens are never None). A block qualifies
-    when its RASP node is the read of a position head (``prev_token``, ``position_map``) of X
+    when its RASP node is the read of a ReLU position head (``prev_token``, ``position_map``) of X
     with no ``fn`` (a set-valued read: the union over the attended key, i.e. X's value at
     target(j) when 1 <= target(j) <= j), it is a set-valued block the decoder reads, and exactly
     one sublayer writes its rows. As for :func:`copy_blocks`, the caller uses this only after
     the position head is certified and while every program check so far holds (the parse's
     and the copy's included), so that each ideal vector of the block decodes to the RASP value.
 
-    Returns name -> ([N + 1] target(j), -1 where none or not in 1..j; per target t, W(t) as the
+    Returns name -> ([N + 1] target(j): -1 where the ReLU position head attends to nothing (None,
+    or outside 0..j: the block holds the empty set), -3 where it attends to BOS; per target t, W(t) as the
     pairs (j', fn(j')) in position order; [m] the set each regular ideal vector decodes to, None
     where it holds no set).
     """
@@ -409,7 +410,8 @@ def pattern_copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Bl
         if not isinstance(node, HeadRead) or not isinstance(node.head.spec, PositionMapSpec):
             continue
         x = node.read.source
-        if node.read.fn is not None or not isinstance(x, HeadRead) or nm not in dec.sets or not dec.decodable(nm):
+        if (node.read.fn is not None or node.head.attention != "relu" or not isinstance(x, HeadRead)
+                or nm not in dec.sets or not dec.decodable(nm)):
             continue
         spec = x.head.spec
         if (x.head.kind.selects != "match" or x.head.attention != "relu" or spec.select != "all"
@@ -423,7 +425,10 @@ def pattern_copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Bl
         windows: Dict[int, Tuple[Tuple[int, Any], ...]] = {}
         for j in range(1, n + 1):
             t = node.head.spec.target(j)
-            if t is None or not 1 <= t <= j:
+            if t == 0:  # the head attends to BOS: the block holds the read's BOS value (no statement)
+                src[j] = -3
+                continue
+            if t is None or not 1 <= t <= j:  # nothing attended: the empty set
                 continue
             src[j] = t
             if t not in windows:
