@@ -19,6 +19,7 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from depthcraft.constructions.reference import Evaluator
 from depthcraft.rasp_programs import templates as tpl
@@ -86,6 +87,20 @@ def test_sampled_and_edge_inputs_are_in_the_domain():
     for xs in [ICTM.sample(P, rng, 200)] + list(ICTM.edge_cases(P)):
         assert ICTM.in_domain(P, xs).all()
         assert all(pre.holds(list(x)) for x in xs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ICTM.strategy(P))
+def test_hypothesis_inputs_are_in_the_domain(x):
+    assert ICTM.in_domain(P, np.array([x]))[0]
+    assert ICTM.domain_precondition(P).holds(x)
+
+
+def test_the_dense_training_variant_declares_no_domain():
+    dense = get_task("ictm_dense")
+    q = dict(P, queries=2, label_draw="iid")
+    assert dense.domain(q) is None and dense.domain_precondition(q) is None
+    assert dense.in_domain(q, dense.sample(q, np.random.default_rng(0), 5)).all()
 
 
 def test_the_relu_parse_values_by_position():

@@ -276,6 +276,19 @@ class ICTMDenseTask(ICTMTask):
     def max_seq_len(self, p):
         return (p["m"] + p["queries"] - 1) * (p["n"] + 1) + p["n"]
 
+    def domain(self, p: Dict[str, Any]):
+        """None: a training variant, no domain declared (ICTM's domain and its facts speak of ICTM's
+        layout, one query block, which this one is not)."""
+        return None
+
+    def domain_precondition(self, p: Dict[str, Any]):
+        """None (no domain declared, :meth:`domain`)."""
+        return None
+
+    def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Every well-formed input (no domain declared, :meth:`domain`)."""
+        return True
+
     def query_positions(self, p) -> np.ndarray:
         """0-based input positions of the q scored tokens (the last content token of each query block)."""
         n, m = p["n"], p["m"]
