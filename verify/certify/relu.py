@@ -327,6 +327,10 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     """
     t = head_sides(state, blocks, spec, p, h, n)
     qs, ks, vs = t.qs, t.ks, t.vs
+    if ks is None:  # the key side is kept as factors (:mod:`.heads`): ReLU heads need every combination
+        raise TooLarge(f"a ReLU head's key side of {t.kf.count(1)} combinations per query kind (or its score "
+                       f"table with {len(qs.contrib)} queries) is too large to enumerate; ReLU heads are not "
+                       f"grouped by score")
     eps = table_rounding(t)
     d_inputs = score_perturbation(state, blocks, t, n)
     g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
