@@ -192,6 +192,21 @@ def test_without_the_patterns_fact_it_is_not_certified(relu_model):
     assert (cert["uncertified"][0]["layer"], cert["uncertified"][0]["head"]) == ("attn 3", 0)
 
 
+def test_groups_the_copies_do_not_cover_give_no_code(relu_model):
+    """Groups shifted by one position (a label position's group then holds the previous label
+    position and its block's first two content positions): the copies state no pair with the
+    previous label position, so no key gets a pattern code and the head stays uncertified (a sound refusal; this
+    shifted fact is not even implied by the domain)."""
+    n = P["n"]
+    base = ICTM.domain_precondition(P)
+    shifted = tuple(None if g is None else tuple(a - 1 for a in g) for g in base.patterns)
+    pre = dataclasses.replace(base, patterns=shifted)
+    cert = certify(relu_model, domain=ICTM.domain(P), precondition=pre)
+    assert cert["certified"] is False
+    assert (cert["uncertified"][0]["layer"], cert["uncertified"][0]["head"]) == ("attn 3", 0)
+    assert shifted[2 * (n + 1)] == (n + 1, n + 2, n + 3)
+
+
 def test_an_input_outside_the_domain_really_decodes_differently(relu_model):
     """Two examples with one template ("aba"): outside the domain, the program's answer is the set of
     both labels and the read-out gives one token."""
