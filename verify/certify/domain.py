@@ -50,7 +50,8 @@ Likewise a block that such a head writes as a copy of a certified ReLU ``match``
 *equality parse*, :class:`~.heads.DomainView` ``pattern_copies``) holds at j, on every
 input, fn of the set of window positions j' <= t = target(j) with x_{j'} = x_t: where fn
 is injective on the window, the decoded set names exactly which window positions hold
-x_t's token, which is a statement about the input's equalities. Nothing else is assumed: in particular no relation between derived SOps at different
+x_t's token, which is a statement about the input's equalities. Nothing else is assumed: in
+particular no relation between derived SOps at different
 positions that is a construction's induction invariant is a precondition here.
 
 What is proved with a precondition holds for the domain's inputs only; the report's
@@ -167,6 +168,7 @@ class Use:
     where: List[Tuple[str, int, str]] = dataclasses.field(default_factory=list)
 
     def add(self, layer: str, head: int, fact: str) -> None:
-        """Record that ``layer``'s head ``head`` used ``fact`` (``"lengths"``, ``"classes"``, ``"slots"``, ``"scored"``, ``"patterns"``)."""
+        """Record that ``layer``'s head ``head`` used ``fact`` (``"lengths"``, ``"classes"``, ``"slots"``,
+        ``"scored"``, ``"patterns"``)."""
         if (layer, head, fact) not in self.where:
             self.where.append((layer, head, fact))
