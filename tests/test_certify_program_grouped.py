@@ -230,3 +230,4 @@ def test_the_future_token_reader_is_really_wrong():
     model = compile_program(_future_token_reader(), vocab=[0, 1, 2, 3], max_seq_len=6, causal=True)
     x = [2, 0, 3]
     assert model.run(np.array([x]))[0, 0] != 3  # the program's value at index 0 is x[2] = 3
+

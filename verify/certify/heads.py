@@ -130,6 +130,12 @@ class DomainView:
             of each position j, -1 where none; [m] the token id each regular ideal vector of the
             block decodes to, -1 where none). On every input the block at j holds the token at
             target(j). Used by :mod:`.relu` only while every program check so far holds.
+        pattern_copies: per block that a certified position head with a passing program check
+            wrote as a copy of an equality parse (:func:`report.pattern_copy_blocks`): ([N + 1]
+            target(j), -1 where none; per target t its parse window as pairs (j', fn(j')); [m]
+            the set each regular ideal vector decodes to, None where none). On every input the
+            block at j holds {fn(j') : j' in the window of t, x_{j'} = x_t}, t = target(j). Used
+            by :mod:`.relu` with the ``patterns`` fact, only while every program check so far holds.
         scored_ids: the ``scored`` fact's tokens as ids (indices into the model's input values),
             or None.
         slot_ids: the ``slots`` fact with token ids, or None.
@@ -140,6 +146,7 @@ class DomainView:
     token_of: Dict[str, np.ndarray]
     used: set = dataclasses.field(default_factory=set)
     copies: Dict[str, Tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
+    pattern_copies: Dict[str, Any] = dataclasses.field(default_factory=dict)
     scored_ids: Optional[frozenset] = None
     slot_ids: Optional[Tuple[Optional[frozenset], ...]] = None
     _reach: Optional[np.ndarray] = None

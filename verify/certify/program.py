@@ -870,7 +870,7 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
                    prefix=True)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    qg = _query_groups(state, blocks, dec, qn, q_rows, wq, n, ref.query_sops, False)
+    qg = _query_groups(state, blocks, dec, qn, q_rows, wq, n, ref.query_sops, True)
     ck = None if qg is None else combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops,
                                         project=True)
     if qg is not None and (len(qg.vi) * n + 1) * len(ck.kind) > GROUP_ENTRIES:
@@ -880,15 +880,13 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
     cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     qb = np.flatnonzero(cq.kind == 0)
-    if len(cq.kind) * len(ck.kind) > MAX_PROGRAM_TABLE:
-        raise TooLarge(f"program table of {len(cq.kind)} queries x {len(ck.kind)} keys")
-    s = (cq.x @ wq) @ (ck.x @ wk).T
     one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
     # the BOS query (causal: it sees only BOS) attends to BOS with weight 1
-    if len(qb) and not one(s[np.ix_(qb, kb)]).all():
-        a, b = np.argwhere(~one(s[np.ix_(qb, kb)]))[0]
+    s_bos = (cq.x[qb] @ wq) @ (ck.x[kb] @ wk).T
+    if len(qb) and not one(s_bos).all():
+        a, b = np.argwhere(~one(s_bos))[0]
         raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
-                      f"(score {s[qb[a], kb[b]]:.4g})",
+                      f"(score {s_bos[a, b]:.4g})",
                       {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
     qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
     kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
@@ -897,6 +895,17 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
             bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
             if bad:
                 raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    # combinations no input reaches: a value a read never holds at that position (.positions), as
+    # :func:`check_head` drops them (the decoded values are the program's, by the check's induction)
+    rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
+    if not rq.all() or not rk.all():
+        qi, kj = qi[rq], kj[rk]
+        qv = {k: v[rq] for k, v in qv.items()}
+        kv = {k: v[rk] for k, v in kv.items()}
+    if len(qi) * (len(kj) + len(kb)) > MAX_PROGRAM_TABLE:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(kj) + len(kb)} keys")
+    q_proj = cq.x[qi] @ wq
+    s_keys, s_bos_keys = q_proj @ (ck.x[kj] @ wk).T, q_proj @ (ck.x[kb] @ wk).T
     qpos, kpos = cq.position[qi], ck.position[kj]
     want, _ = _want(ref, qv, qpos, kv, kpos, n)
     if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
@@ -906,7 +915,7 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
         want &= kpos[None, :] <= qpos[:, None]
         want_bos = np.zeros(len(qi), bool)
     always, never, _ = _visibility(cq, qi, ck, kj, causal)
-    sk, sb = s[np.ix_(qi, kj)], s[np.ix_(qi, kb)]
+    sk, sb = s_keys, s_bos_keys
 
     def witness(a, b):
         key = {"position": "BOS"} if b is None else \
@@ -986,6 +995,10 @@ def _check_relu_grouped(state, blocks, dec, expr, ref: _Ref, qg: _QueryGroups, c
         bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
         if bad:
             raise Unclean(f"the key's {nm} is no single value", {"key": _where(ck, int(kj[bad[0]]))})
+    rk = _reachable(dec.link, kv, ck.position[kj], n)  # keys no input reaches, as the full table drops them
+    if not rk.all():
+        kj = kj[rk]
+        kv = {k: v[rk] for k, v in kv.items()}
     kpos, pc_pos = ck.position[kj], qg.pc_pos
     kxj, kxb = ck.x[kj], ck.x[kb]
     if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing

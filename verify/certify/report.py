@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -275,8 +275,10 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
             final = False
             if dom is not None:  # facts about proved copies of the token: only while every check holds
                 model = cert.get("model")
-                dom.copies = copy_blocks(model, state, blocks, dec) \
-                    if model is not None and dec is not None and not cert["program_failures"] else {}
+                proved = model is not None and dec is not None and not cert["program_failures"]
+                dom.copies = copy_blocks(model, state, blocks, dec) if proved else {}
+                dom.pattern_copies = pattern_copy_blocks(model, state, blocks, dec) \
+                    if proved and dom.pre.patterns is not None else {}
                 final = model is not None and _read_later(model, name, spec) is False
             hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout, dom, final)
         else:
@@ -374,6 +376,67 @@ def copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], de
         tok = np.array([ids.get(v, -1) if v is not None and not isinstance(v, frozenset) and _hashable(v) else -1
                         for v in vals], np.int64)
         out[nm] = (src, tok)
+    return out
+
+
+def pattern_copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder
+                        ) -> Dict[str, Tuple[np.ndarray, Dict[int, Tuple[Tuple[int, Any], ...]], List[Any]]]:
+    """Blocks that hold, on every input, a copy of an *equality parse* (:class:`heads.DomainView`).
+
+    An equality parse X is the read of a ReLU ``match`` head with ``select="all"``, the one pair
+    (``tokens``, ``tokens``) and a read of POSITION through ``fn``: by its reference semantics
+    (:func:`constructions.reference._match_keys`, ``Evaluator._eval_head_read``) its value at a
+    regular position t is the set {fn(j') : j' in W(t), x_{j'} = x_t}, W(t) = {1 <= j' <= t :
+    where(t, j')} (every j' <= t exists when t does; tokens are never None). A block qualifies
+    when its RASP node is the read of a ReLU position head (``prev_token``, ``position_map``) of X
+    with no ``fn`` (a set-valued read: the union over the attended key, i.e. X's value at
+    target(j) when 1 <= target(j) <= j), it is a set-valued block the decoder reads, and exactly
+    one sublayer writes its rows. As for :func:`copy_blocks`, the caller uses this only after
+    the position head is certified and while every program check so far holds (the parse's
+    and the copy's included), so that each ideal vector of the block decodes to the RASP value.
+
+    Returns name -> ([N + 1] target(j): -1 where the ReLU position head attends to nothing (None,
+    or outside 0..j: the block holds the empty set), -3 where it attends to BOS; per target t, W(t) as the
+    pairs (j', fn(j')) in position order; [m] the set each regular ideal vector decodes to, None
+    where it holds no set).
+    """
+    from depthcraft.constructions.nodes import POSITION, HeadRead, PositionMapSpec, apply_fn
+    from tracr.rasp import rasp
+    n = int(model.max_seq_len)
+    d = len(state.radius)
+    out = {}
+    for nm, b in blocks.items():
+        node = dec.link.nodes.get(nm)
+        if not isinstance(node, HeadRead) or not isinstance(node.head.spec, PositionMapSpec):
+            continue
+        x = node.read.source
+        if (node.read.fn is not None or node.head.attention != "relu" or not isinstance(x, HeadRead)
+                or nm not in dec.sets or not dec.decodable(nm)):
+            continue
+        spec = x.head.spec
+        if (x.head.kind.selects != "match" or x.head.attention != "relu" or spec.select != "all"
+                or len(spec.pairs) != 1 or spec.pairs[0][0] is not rasp.tokens or spec.pairs[0][1] is not rasp.tokens
+                or x.read.source is not POSITION):
+            continue
+        writers = sum(bool(np.isin(sp.rows("out_rows", d), b.rows).any()) for sp in model.arch.sublayers)
+        if writers != 1:
+            continue
+        src = np.full(n + 1, -1, np.int64)
+        windows: Dict[int, Tuple[Tuple[int, Any], ...]] = {}
+        for j in range(1, n + 1):
+            t = node.head.spec.target(j)
+            if t == 0:  # the head attends to BOS: the block holds the read's BOS value (no statement)
+                src[j] = -3
+                continue
+            if t is None or not 1 <= t <= j:  # nothing attended: the empty set
+                continue
+            src[j] = t
+            if t not in windows:
+                windows[t] = tuple((jj, apply_fn(x.read.fn, jj)) for jj in range(1, t + 1)
+                                   if spec.where is None or spec.where(t, jj))
+        vals = dec.decode_rows(nm, state.sets[1][nm])
+        sets = [v if isinstance(v, frozenset) else None for v in vals]
+        out[nm] = (src, windows, sets)
     return out
 
 
