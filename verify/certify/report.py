@@ -659,10 +659,13 @@ def _token_of(model: CompiledModel, state: State, blocks: Dict[str, Block]) -> D
     for nm, b in blocks.items():
         if b.kind != "token" or written[b.rows].any():
             continue
-        rows = token[ids][:, b.rows]
-        vecs = state.sets[1][nm]
-        same = (np.abs(vecs[:, None, :] - rows[None, :, :]).max(2) == 0)  # [m, tokens]
-        out[nm] = np.where(same.sum(1) == 1, np.asarray(ids)[same.argmax(1)], -1)
+        rows = token[ids][:, b.rows] + 0.0  # + 0.0: -0.0 and 0.0 are one number, and one key below
+        vecs = state.sets[1][nm] + 0.0
+        by_row: Dict[bytes, list] = {}  # exact equality by the rows' bytes: no [m, tokens, rows] array
+        for t, r in zip(ids, rows):
+            by_row.setdefault(np.ascontiguousarray(r).tobytes(), []).append(t)
+        hits = [by_row.get(np.ascontiguousarray(v).tobytes(), []) for v in vecs]
+        out[nm] = np.array([ts[0] if len(ts) == 1 else -1 for ts in hits], int)
     return out
 
 
