@@ -121,16 +121,18 @@ def test_the_definition_gives_the_answer(d1_inputs, d2_inputs):
 
 
 @pytest.mark.parametrize("which", ["CR1", "FR1", "CL1", "FL1"])
-def test_first_layer_names_are_certified_and_exact(which, d1_inputs):
+def test_first_layer_names_are_certified_and_exact(which, d1_inputs, d2_inputs):
     """Each first-layer name compiled alone (its head, and for CR1 / CL1 the MLP) is certified on the
-    domain, and the model agrees with the definition at every position of every domain input."""
+    domain, and the model agrees with the definition at every position of every domain input
+    (d = 1, c = 2 and d = 2, c = 1)."""
     sop = dict(zip(("CR1", "FR1", "CL1", "FL1"), tripling_first_layer()))[which]
-    model = compile_program(sop, vocab=TASK.vocab(D1), max_seq_len=TASK.max_seq_len(D1), causal=False)
-    cert = certify(model, domain=TASK.domain(D1), precondition=TASK.domain_precondition(D1))
-    assert cert["certified"] is True, cert["uncertified"]
-    out = model.run(d1_inputs, none_value=BOT)
-    want = np.array([[BOT if v is None else v for v in names_by_definition(x)[which][1:]] for x in d1_inputs])
-    assert (out == want).all()
+    for p, xs in ((D1, d1_inputs), (D2, d2_inputs)):
+        model = compile_program(sop, vocab=TASK.vocab(p), max_seq_len=TASK.max_seq_len(p), causal=False)
+        cert = certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
+        assert cert["certified"] is True, cert["uncertified"]
+        out = model.run(xs, none_value=BOT)
+        want = np.array([[BOT if v is None else v for v in names_by_definition(x)[which][1:]] for x in xs])
+        assert (out == want).all()
 
 
 def test_retrieval_tripling_stops_at_the_fetch_head_but_is_exact(d1_inputs, d2_inputs):
@@ -155,7 +157,8 @@ def test_the_uniqueness_invariant_holds_on_the_domain(d2_inputs):
     * per position, exactly one of CR1 (not None) and FR1 (not 0) is set; FL1 = 0 at value slots;
     * a key slot's F-name ties it to one token: FL1(u) = f != 0 gives tok(u) = tok(f + 1), so no two
       key slots share an F-name (with the domain's distinct keys);
-    * a value slot's C-name is its key's token: CL1(u) = tok(u - 1);
+    * a value slot's C-name is its key's token: CL1(u) = tok(u - 1); FR1(u) = k != 0 gives
+      tok(u) = tok(k); a key slot's CL1, when set, is its own symbol, which no value slot holds;
     * for every query position the top score level of the layer-2 right head holds one position.
     """
     for x in d2_inputs:
@@ -166,8 +169,13 @@ def test_the_uniqueness_invariant_holds_on_the_domain(d2_inputs):
             assert (names["CR1"][m] is not None) != (names["FR1"][m] != NO_LINK)
             if m % 2 == 0:
                 assert names["FL1"][m] == 0 and names["CL1"][m] == tok[m - 1]
-            elif names["FL1"][m]:
-                assert tok[m] == tok[names["FL1"][m] + 1]
+                assert names["FR1"][m] == 0 or tok[m] == tok[names["FR1"][m]]
+            else:
+                assert names["FR1"][m] == 0 and names["CR1"][m] == tok[m + 1]
+                if names["FL1"][m]:
+                    assert tok[m] == tok[names["FL1"][m] + 1]
+                if names["CL1"][m] is not None:  # a chain's first slot: no value slot holds its symbol
+                    assert names["CL1"][m] == tok[m] and tok[m] not in tok[2::2]
         f_names = [names["FL1"][m] for m in range(1, n + 1, 2) if names["FL1"][m]]
         assert len(f_names) == len(set(f_names))
         for q in range(1, n + 1):
