@@ -1,0 +1,407 @@
+"""Attended-position links: what a certified head read, related to the tokens of two positions.
+
+The abstract state (:mod:`.state`) holds one set of ideal vectors per block and kind of
+position, with no relation between blocks, positions or tokens. A level of a later head whose
+keys stand at several positions is then unclean even where, on every domain input, at most one
+of them is present (``retrieval_tripling``'s fetch heads: docs/tripling_certification.md).
+This module keeps, for heads already proved, *which key they attended*, and uses it to clear
+such levels. Everything here is about the exact hardmax evaluation of the weights on a domain
+input (:mod:`.domain`).
+
+Soundness argument.
+
+* **Attended entries** (:func:`collect`). Take a categorical head certified with a precondition
+  (its candidate levels are clean: the top level of every domain input holds one present key),
+  whose query side reads a position block and an unwritten token block (so every query row
+  stands at one position i and holds a token group X), and whose key side reads them too (every
+  key combination at one position a, BOS, with a token group Y). On a domain input, the query at
+  i holds a token x in X of its row; the attended key is in the top level, a candidate level of
+  that row, at its position a with a token y of its group. So (x, a, y), with x = tok(i) and
+  y = tok(a), is among the entries recorded for position i over every row at i and every key of
+  every candidate level of it. Where a side reads no such block, a row or key names no single
+  position or a token group holds an unknown token, nothing is recorded for the head.
+* **Linked blocks** (:func:`register_head`, :func:`register_mlp`). While every program check so
+  far holds, every ideal vector of a block decodes to the RASP value (:mod:`.program`), and the
+  value of a head read at i is its read of the attended position a: ``tokens`` (through its
+  ``fn``) gives the value of y, ``POSITION`` gives fn(a). A block written by one sublayer only,
+  whose node is such a read of a head with entries, is *linked*: at i its decoded value is
+  f(a, y) for an entry (x, a, y) of i. A Map or SequenceMap (one MLP, its check passing) of
+  linked blocks of one head is linked with the composed function: the same entry serves every
+  block of one head at i (one attended key). Attending BOS gives no value here (any value).
+* **Realisations** (:func:`_realise`). A combination of a later side at position p (named by a
+  position block, else every p) whose decoded values of linked blocks are V: on a domain input
+  where the combination stands at p, for every head H with linked blocks read, some entry
+  (x, a, y) of p under H has f(a, y) in V for all of H's blocks, and tok(p) = x (in the
+  combination's token group when it reads the token block). So the input's tokens satisfy the
+  *facts* tok(p) = x, tok(a) = y for one choice of entries per head (a realisation).
+* **Consistency** (:func:`consistent`). The tokens of one domain input assign one token to each
+  position, distinct positions of one class hold distinct tokens (``classes``, without
+  ``prefix``) and a position holds only its ``slots`` tokens. A union of facts that breaks one of
+  these is realised by no domain input.
+* **Levels** (:func:`discharge`). For a query row and one of its realisations R: every position
+  up to the least domain length >= every position R names exists, and holds one key combination
+  whose realisation is consistent with R (the input's own), so the top score is at least the
+  largest over those positions of the lowest score of a combination there consistent with R
+  (the realisation's floor). A candidate level below it (by more than 2 eps) is not the top on
+  an input realising R. A level at or above it holds at most one present key when no two of its
+  members at distinct positions have realisations consistent with R and with each other (BOS is
+  in every input: a BOS member and any consistent regular member make two). Every input that
+  puts the row at its position realises one of its realisations, so a level that passes for
+  every realisation (none: the row occurs on no domain input) is clean for that row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+#: A linked value that is not known (the head attended BOS, or a decoded value is ambiguous).
+WILD = object()
+#: Most (row, candidate key) pairs :func:`collect` visits for one head; beyond it nothing is recorded.
+MAX_COLLECT = 4_000_000
+#: Most realisations of one combination; beyond it :func:`discharge` gives up on the row (unclean).
+MAX_REALISATIONS = 20_000
+
+
+@dataclasses.dataclass
+class Links:
+    """Attended entries of certified heads and the blocks linked to them (module docstring).
+
+    Attributes:
+        attended: head key -> {query position i: {(x, a, y)}}: token ids x = tok(i), y = tok(a)
+            (indices into the model's input values; -2 for BOS), a the attended position.
+        linked: block name -> (head key, f(a, y) -> the block's value at the query, or WILD).
+        decode: block name, [m, rows] vectors -> [m] decoded values (the program's decoder).
+        valid: the entries may be used (every program check so far holds); set by the caller.
+    """
+
+    attended: Dict[Any, Dict[int, Set[Tuple[int, int, int]]]] = dataclasses.field(default_factory=dict)
+    linked: Dict[str, Tuple[Any, Callable[[int, int], Any]]] = dataclasses.field(default_factory=dict)
+    decode: Optional[Callable[[str, np.ndarray], Sequence[Any]]] = None
+    valid: bool = False
+
+
+def _group_tokens(sd, j: int, name: str, token_of: np.ndarray) -> Optional[Set[int]]:
+    """The token ids of combination ``j``'s group in token block ``name`` (None: one is unknown)."""
+    rep = sd.parts[j, sd.names.index(name)]
+    toks = token_of[np.flatnonzero(sd.member[name] == rep)]
+    if not len(toks) or (toks < 0).any():
+        return None
+    return set(int(v) for v in toks)
+
+
+def token_block(sd, token_of: Dict[str, np.ndarray]) -> Optional[str]:
+    """The unwritten token block ``sd`` reads with known tokens (None when it reads none)."""
+    for nm, tok in token_of.items():
+        if nm in sd.names and nm in sd.member and (tok >= 0).any():
+            return nm
+    return None
+
+
+def collect(lv, t, start: int, token_of: Dict[str, np.ndarray], acc: Dict[int, Set[Tuple[int, int, int]]]) -> bool:
+    """Add the attended entries of a chunk of query rows to ``acc`` (module docstring).
+
+    Returns False when they cannot be recorded (a side reads no position or token block, a row or
+    a key names no single position, or a token is unknown, or too many pairs): the caller then
+    drops the head's entries.
+    """
+    qs, ks = t.qs, t.ks
+    qn, kn = token_block(qs, token_of), token_block(ks, token_of)
+    if qn is None or kn is None or qn != kn:
+        return False
+    live = lv.cand & lv.valid
+    if live.sum() > MAX_COLLECT:
+        return False
+    key_cache: Dict[int, Optional[Tuple[int, Set[int]]]] = {}
+    for r in range(len(lv.ss)):
+        row = start + r
+        if qs.kind[row] == 0:
+            continue  # a BOS query: no entry needed (BOS reads nothing linked here)
+        if not qs.pinned[row] or qs.position[row] < 1:
+            return False
+        xs = _group_tokens(qs, row, qn, token_of[qn])
+        if xs is None:
+            return False
+        entries = acc.setdefault(int(qs.position[row]), set())
+        for j in lv.order[r][live[r]]:
+            j = int(j)
+            if j not in key_cache:
+                if ks.kind[j] == 0:
+                    key_cache[j] = (0, {-2})
+                elif not ks.pinned[j] or ks.position[j] < 1:
+                    key_cache[j] = None
+                else:
+                    ys = _group_tokens(ks, j, kn, token_of[kn])
+                    key_cache[j] = None if ys is None else (int(ks.position[j]), ys)
+            kv = key_cache[j]
+            if kv is None:
+                return False
+            a, ys = kv
+            entries.update((x, a, y) for x in xs for y in ys)
+    return True
+
+
+def register_head(links: Links, head_key: Any, entries: Dict[int, Set[Tuple[int, int, int]]], link,
+                  written: Sequence[str], single_writer: Callable[[str], bool], input_values: Sequence[Any]) -> None:
+    """Link the blocks ``written`` by a certified head whose program check holds (module docstring).
+
+    ``link``: the program link (``link.nodes``: block name -> its RASP node); only reads of the one
+    head the weights implement (:func:`.program.head_node`) are linked; ``single_writer(name)``:
+    only one sublayer writes the block.
+    """
+    from depthcraft.constructions.nodes import POSITION, HeadRead
+    from depthcraft.verify.certify.program import NoSemantics, head_node
+    from tracr.rasp import rasp
+    try:
+        impl = head_node(link, written)
+    except NoSemantics:
+        return
+    nodes = link.nodes
+    added = False
+    for nm in written:
+        node = nodes.get(nm)
+        if not isinstance(node, HeadRead) or node.head is not impl or not single_writer(nm):
+            continue
+        src, fn = node.read.source, node.read.fn
+        if src is rasp.tokens:
+            def f(a, y, fn=fn):
+                if a == 0 or y < 0:
+                    return WILD
+                v = input_values[y]
+                return fn(v) if fn is not None else v
+        elif src is POSITION:
+            def f(a, y, fn=fn):
+                if a == 0:
+                    return WILD
+                return fn(a) if fn is not None else a
+        else:
+            continue
+        links.linked[nm] = (head_key, f)
+        added = True
+    if added:
+        links.attended[head_key] = entries
+
+
+def register_mlp(links: Links, nodes: Dict[str, Any], written: Sequence[str], single_writer: Callable[[str], bool]
+                 ) -> None:
+    """Link the blocks an MLP (its program check holding) writes as a Map or SequenceMap of linked
+    blocks of one head: the composed function of the same entry (module docstring)."""
+    from tracr.rasp import rasp
+    for nm in written:
+        node = nodes.get(nm)
+        if not single_writer(nm):
+            continue
+        if isinstance(node, rasp.SequenceMap):
+            kids = [node.fst, node.snd]
+        elif isinstance(node, rasp.Map):
+            kids = [node.inner]
+        else:
+            continue
+        got = [links.linked.get(k.label) for k in kids]
+        if any(g is None for g in got) or len({g[0] for g in got}) != 1:
+            continue
+        fs = [g[1] for g in got]
+
+        def f(a, y, fs=fs, node=node):
+            vals = [g(a, y) for g in fs]
+            if any(v is WILD for v in vals):
+                return WILD
+            try:
+                return node.f(*vals)
+            except Exception:  # noqa: BLE001 - a map that raises here: no value known
+                return WILD
+        links.linked[nm] = (got[0][0], f)
+
+
+def _same(v: Any, allowed: Sequence[Any]) -> bool:
+    """Whether a linked value ``v`` may be one of the decoded values ``allowed``. Permissive (a match
+    keeps a realisation, which is the sound direction): WILD matches anything, and so does a
+    comparison that raises or does not give False."""
+    if v is WILD:
+        return True
+    for w in allowed:
+        if w is WILD:
+            return True
+        try:
+            eq = v == w
+            if not (isinstance(eq, (bool, np.bool_)) and not eq):
+                return True
+        except Exception:  # noqa: BLE001 - incomparable: keep it
+            return True
+    return False
+
+
+def consistent(facts: Sequence[Tuple[int, int]], classes: Sequence[int], slot_ids) -> bool:
+    """Whether some domain input has tok(p) = x for every fact (p, x) (module docstring).
+
+    Facts at BOS (p = 0) say nothing. A position outside ``classes`` is not a regular position of
+    any input (inconsistent)."""
+    tok: Dict[int, int] = {}
+    for p, x in facts:
+        if p == 0:
+            continue
+        if p >= len(classes):
+            return False
+        if tok.setdefault(p, x) != x:
+            return False
+        if slot_ids is not None and p < len(slot_ids) and slot_ids[p] is not None and x not in slot_ids[p]:
+            return False
+    seen: Dict[Tuple[int, int], int] = {}
+    for p, x in tok.items():
+        c = classes[p]
+        if c < 0:
+            continue
+        if seen.setdefault((c, x), p) != p:
+            return False
+    return True
+
+
+class _Side:
+    """The realisations of one side's combinations (cached per combination)."""
+
+    def __init__(self, links: Links, sd, state, token_of: Dict[str, np.ndarray], n: int):
+        self.links, self.sd, self.n = links, sd, n
+        self.tok_name = token_block(sd, token_of)
+        self.token_of = token_of
+        self.heads: Dict[Any, List[Tuple[int, Callable]]] = {}
+        self.values: Dict[str, np.ndarray] = {}
+        from depthcraft.verify.certify.program import AMBIGUOUS, NoSemantics
+        for k, nm in enumerate(sd.names):
+            if nm in links.linked and nm in sd.member:
+                try:
+                    vals = list(links.decode(nm, state.sets[1][nm]))
+                except NoSemantics:  # not decodable: the block constrains nothing here
+                    continue
+                hk, f = links.linked[nm]
+                self.heads.setdefault(hk, []).append((k, f))
+                arr = np.empty(len(vals), object)
+                arr[:] = [WILD if v is AMBIGUOUS else v for v in vals]
+                self.values[nm] = arr
+        self.cache: Dict[Tuple[int, int], Optional[List[List[Tuple[int, int]]]]] = {}
+
+    def positions(self, j: int) -> List[int]:
+        sd = self.sd
+        if sd.kind[j] == 0:
+            return [0]
+        if sd.pinned[j] and sd.position[j] >= 1:
+            return [int(sd.position[j])]
+        return list(range(1, self.n + 1))
+
+    def realise(self, j: int, p: int) -> Optional[List[List[Tuple[int, int]]]]:
+        """Realisations (lists of facts) of combination ``j`` at position ``p``; [] when it cannot stand
+        there; None when there are too many to list (the caller gives up)."""
+        key = (j, p)
+        if key in self.cache:
+            return self.cache[key]
+        sd = self.sd
+        out: Optional[List[List[Tuple[int, int]]]]
+        if sd.kind[j] == 0:
+            out = [[]]
+        else:
+            toks = None
+            if self.tok_name is not None:
+                toks = _group_tokens(sd, j, self.tok_name, self.token_of[self.tok_name])
+            per_head = []
+            for hk, reads in self.heads.items():
+                entries = self.links.attended[hk].get(p, set())
+                allowed = []
+                for k, f in reads:
+                    nm = sd.names[k]
+                    rep = sd.parts[j, k]
+                    allowed.append((f, list(self.values[nm][np.flatnonzero(sd.member[nm] == rep)])))
+                ok = [(x, a, y) for (x, a, y) in entries
+                      if (toks is None or x in toks) and all(_same(f(a, y), vals) for f, vals in allowed)]
+                per_head.append(ok)
+            base = [[(p, x)] for x in sorted(toks)] if toks is not None else [[]]
+            count = len(base)
+            for ok in per_head:
+                count *= len(ok)
+            if count > MAX_REALISATIONS:
+                out = None
+            else:
+                out = []
+                for b in base:
+                    for choice in itertools.product(*per_head):
+                        facts = list(b)
+                        for (x, a, y) in choice:
+                            facts += [(p, x), (a, y)]
+                        out.append(facts)
+        self.cache[key] = out
+        return out
+
+
+def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of: Dict[str, np.ndarray],
+              classes: Sequence[int], slot_ids, reach: np.ndarray, n: int, eps: float) -> np.ndarray:
+    """``bad`` [r, nk] (sorted keys whose candidate level holds several positions) with the levels
+    that the attended links prove clean removed (module docstring, "Levels")."""
+    qside = _Side(links, t.qs, state, token_of, n)
+    kside = _Side(links, t.ks, state, token_of, n)
+    if not qside.heads and not kside.heads:
+        return bad
+    ks = t.ks
+    nk = len(ks.kind)
+    kpos = [kside.positions(j) for j in range(nk)]
+    out = bad.copy()
+    for r in np.flatnonzero(bad.any(1)):
+        row = start + int(r)
+        if _row_clean(lv, r, row, qside, kside, kpos, classes, slot_ids, reach, n, eps):
+            out[r] = False
+    return out
+
+
+def _row_clean(lv, r, row, qside, kside, kpos, classes, slot_ids, reach, n, eps) -> bool:
+    """Whether every candidate level of query row ``row`` holds at most one present key on every
+    domain input (module docstring, "Levels")."""
+    live = lv.cand[r] & lv.valid[r]
+    s = lv.s[r]  # scores by key index
+    cid = np.empty(len(s), int)
+    cid[lv.order[r]] = lv.cid[r]
+    cand = np.zeros(len(s), bool)
+    cand[lv.order[r]] = live
+    level_score = {}
+    for j in np.flatnonzero(cand):
+        level_score.setdefault(int(cid[j]), float(s[j]))
+    for p in qside.positions(row):
+        reals = qside.realise(row, p)
+        if reals is None:
+            return False
+        for facts in reals:
+            if not consistent(facts, classes, slot_ids):
+                continue
+            # the keys consistent with the realisation, by position
+            named = [q for q, _ in facts if q >= 1] + [p]
+            last = int(reach[min(max(named), n)])
+            ok_keys: Dict[int, List[Tuple[int, List[List[Tuple[int, int]]]]]] = {}
+            for j in range(len(s)):
+                if not np.isfinite(s[j]):
+                    continue
+                for u in kpos[j]:
+                    kr = kside.realise(j, u)
+                    if kr is None:
+                        return False
+                    good = [f for f in kr if consistent(facts + f, classes, slot_ids)]
+                    if good:
+                        ok_keys.setdefault(u, []).append((j, good))
+            floor = -np.inf
+            for u in range(0, last + 1):
+                if u not in ok_keys:
+                    floor = np.inf  # a position that exists holds no consistent key: R occurs on no input
+                    break
+                floor = max(floor, min(float(s[j]) for j, _ in ok_keys[u]))
+            if floor == np.inf:
+                continue
+            for c, sc in level_score.items():
+                if sc < floor - 2 * eps:
+                    continue
+                members = {u: [g for j, g in lst if cand[j] and cid[j] == c] for u, lst in ok_keys.items()}
+                members = {u: [f for g in gs for f in g] for u, gs in members.items() if gs}
+                us = sorted(members)
+                for i1 in range(len(us)):
+                    for i2 in range(i1 + 1, len(us)):
+                        if any(consistent(facts + f1 + f2, classes, slot_ids)
+                               for f1 in members[us[i1]] for f2 in members[us[i2]]):
+                            return False
+    return True
