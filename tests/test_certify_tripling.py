@@ -26,12 +26,15 @@ between positions. docs/tripling_certification.md states what would be needed.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from tracr.rasp import rasp
 
 from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.primitives import POSITION, Read, scored_lookup
+from depthcraft.constructions.reference import Evaluator
 from depthcraft.rasp_programs.retrieval import BOT, NO_LINK, retrieval_tripling, tripling_first_layer
 from depthcraft.verify import lookup
 from depthcraft.verify.certify import certify
@@ -135,20 +138,35 @@ def test_first_layer_names_are_certified_and_exact(which, d1_inputs, d2_inputs):
         assert (out == want).all()
 
 
-def test_retrieval_tripling_stops_at_the_fetch_head_but_is_exact(d1_inputs, d2_inputs):
-    """d = 1 and d = 2 (two attention layers): attn 1 and MLP 1 are proved, attn 2 head 0 is not
-    (categorical aggregate, keys at several positions); the model itself is exact on every domain
-    input. Not certified: nothing about attn 2 is claimed."""
+def test_retrieval_tripling_two_layers_is_certified_and_exact(d1_inputs, d2_inputs):
+    """d = 1 (c = 2) and d = 2 (c = 1), two attention layers: certified on the domain, attn 2's
+    fetch head through the attended links of attn 1 (:mod:`depthcraft.verify.certify.links`), and
+    the model is exact on every domain input (exhaustive, the task's reference). Without the
+    precondition nothing is certified."""
     for p, xs in ((D1, d1_inputs), (D2, d2_inputs)):
         model = lookup.resolve("retrieval_tripling", p).build()
         cert = certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
-        assert cert["certified"] is False
-        assert [(e["layer"], e["head"]) for e in cert["per_layer"]] == [("attn 1", 0), ("attn 1", 1), ("MLP 1", None)]
-        (u,) = cert["uncertified"]
-        assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "float32")
-        assert u["why"].startswith("categorical aggregate: a level that can be the top holds keys at several")
+        assert cert["certified"] is True, cert["uncertified"]
+        assert [(e["layer"], e["head"]) for e in cert["per_layer"]] == \
+            [("attn 1", 0), ("attn 1", 1), ("MLP 1", None), ("attn 2", 0)]
+        assert {"layer": "attn 2", "head": 0, "fact": "classes"} in cert["domain"]["uses"]
+        assert cert["scope"].startswith("every input in the domain (")
         out = model.run(xs, none_value=BOT)[:, -1]
         assert (out == TASK.reference(p, xs)[0][:, -1]).all()
+        assert certify(model, domain=TASK.domain(p))["certified"] is False
+
+
+def test_without_links_the_fetch_head_stops(monkeypatch):
+    """The links are what clears attn 2: with them switched off (no attended entries recorded), the
+    certificate stops at attn 2 head 0 with the categorical-aggregate witness, as before."""
+    from depthcraft.verify.certify import links
+    monkeypatch.setattr(links, "collect", lambda *a, **k: False)
+    model = lookup.resolve("retrieval_tripling", D2).build()
+    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    assert cert["certified"] is False
+    (u,) = cert["uncertified"]
+    assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "float32")
+    assert u["why"].startswith("categorical aggregate: a level that can be the top holds keys at several")
 
 
 def test_the_uniqueness_invariant_holds_on_the_domain(d2_inputs):
@@ -187,14 +205,14 @@ def _unclean_levels(monkeypatch, model, p, limit=400):
     """Every level of attn 2 head 0 that :func:`heads.unclean_level` sees as a candidate with keys at
     two or more positions: [(query {block: value}, [key {block: value}])], block labels without
     tracr's id suffix (CR1_12 -> CR1). Collected by wrapping the certifier's own level check."""
-    from depthcraft.verify.certify import heads
+    from depthcraft.verify.certify import heads, links
     from depthcraft.verify.certify.state import describe
     orig, found = heads.unclean_level, []
 
     def strip(d):
         return {k.rsplit("_", 1)[0] if k[-1].isdigit() and "_" in k else k: v for k, v in d.items() if k != "one"}
 
-    def spy(lv, t, start, blocks, state, n_values, dom=None):
+    def spy(lv, t, start, blocks, state, n_values, dom=None, eps=None):
         live = lv.cand & lv.valid
         for r in range(len(lv.ss)):
             for c in np.unique(lv.cid[r][live[r]]):
@@ -203,9 +221,10 @@ def _unclean_levels(monkeypatch, model, p, limit=400):
                 if len(pos) > 1 and len(found) < limit:
                     found.append((strip(describe(t.qs, start + r, blocks, state)),
                                   [strip(describe(t.ks, int(j), blocks, state)) for j in mem]))
-        return orig(lv, t, start, blocks, state, n_values, dom)
+        return orig(lv, t, start, blocks, state, n_values, dom, eps)
 
     monkeypatch.setattr(heads, "unclean_level", spy)
+    monkeypatch.setattr(links, "collect", lambda *a, **k: False)  # the block-wise state alone
     certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
     return found
 
@@ -246,14 +265,15 @@ def test_the_unclean_levels_are_never_the_top_of_a_domain_input(monkeypatch):
     assert unrealisable > 0 and checked > 0  # both kinds occur (d = 1, c = 1: about 100 and 50)
 
 
-def _fetch(labels, f_match: float = 4.0):
-    """The last layer's right fetch of :func:`_tripling_fetch` with the F-name match weighted ``f_match``."""
+def _fetch(labels, f_match: float = 4.0, near: float = 3.0, bonus: float = 1.0):
+    """The last layer's right fetch of :func:`_tripling_fetch` with the F-name match weighted
+    ``f_match``, the neighbour slot ``near`` and the key-slot bonus ``bonus``."""
     cr, fr, cl, fl = labels
     terms = [(cr, cl, lambda a, b: 4.0 * (a == b)),
              (fr, fl, lambda a, b: f_match * (a == b != NO_LINK)),
              (cr, rasp.tokens, lambda a, b: 2.0 * (a == b)),
-             (cr, POSITION, lambda c, j: 1.0 * (j % 2 == 1)),
-             (fr, POSITION, lambda f, j: 3.0 * (f != NO_LINK and j == f + 1))]
+             (cr, POSITION, lambda c, j: bonus * (j % 2 == 1)),
+             (fr, POSITION, lambda f, j: near * (f != NO_LINK and j == f + 1))]
     return scored_lookup(terms, [Read(cr, name="CR2")], bos_score=1.0, name="right2")[0]
 
 
@@ -265,15 +285,40 @@ def test_the_fetch_helper_rebuilds_the_construction(d2_inputs):
     assert (model.run(d2_inputs, none_value=BOT)[:, -1] == TASK.reference(D2, d2_inputs)[0][:, -1]).all()
 
 
-def test_a_fetch_without_the_f_name_match_is_not_certified(d2_inputs):
-    """Must fail: without the F-name term the query fetches the neighbour slot (score 3), whose right
-    name is an F-name (its CR is None): wrong on every domain input at d = 2; not certified."""
-    model = compile_program(_fetch(tripling_first_layer(), f_match=0.0), vocab=TASK.vocab(D2),
-                            max_seq_len=TASK.max_seq_len(D2), causal=False)
+def test_a_wrong_program_is_certified_as_that_program(d2_inputs):
+    """The certificate is about the RASP program the weights were compiled from, not the task: a
+    last fetch without the F-name term fetches the neighbour slot (score 3), whose CR is None, so
+    the program answers ⊥ on every domain input at d = 2; it is certified (through the links) and
+    the model equals the program's own evaluation on every domain input (sampled every 7th)."""
+    prog = _fetch(tripling_first_layer(), f_match=0.0)
+    model = compile_program(prog, vocab=TASK.vocab(D2), max_seq_len=TASK.max_seq_len(D2), causal=False)
     out = model.run(d2_inputs, none_value=BOT)[:, -1]
     assert (out != TASK.reference(D2, d2_inputs)[0][:, -1]).all()
     cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
-    assert cert["certified"] is False and cert["uncertified"]
+    assert cert["certified"] is True, cert["uncertified"]
+    for x, o in zip(d2_inputs[::7], out[::7]):
+        v = Evaluator().evaluate(prog, list(x))[-1]
+        assert (BOT if v is None else v) == o
+
+
+def test_weights_that_ignore_the_query_f_name_are_not_certified(d2_inputs):
+    """Must fail: retrieval_tripling d = 2 with attn 2's query rows of FR1 zeroed in W_Q (the weights
+    drop the F-name match and the neighbour term; the program keeps them) is wrong on every domain
+    input and not certified."""
+    model = lookup.resolve("retrieval_tripling", D2).build()
+    labels = list(model.residual_labels)
+    layers = [dict(q) for q in model.params["layers"]]
+    q_rows = list(model.arch.sublayers[2].rows("q_rows", len(labels)))
+    wq = np.array(layers[2]["w_q"])
+    fr_rows = [k for k, r in enumerate(q_rows) if labels[r].startswith("FR1")]
+    assert fr_rows
+    wq[:, fr_rows] = 0
+    layers[2]["w_q"] = wq
+    bad = dataclasses.replace(model, params=dict(model.params, layers=layers))
+    assert (bad.run(d2_inputs, none_value=BOT)[:, -1] != TASK.reference(D2, d2_inputs)[0][:, -1]).all()
+    cert = certify(bad, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    assert cert["certified"] is False
+    assert cert["uncertified"][0]["layer"] == "attn 2"
 
 
 def test_a_first_layer_head_with_a_tie_is_not_certified(d2_inputs):
@@ -295,3 +340,38 @@ def test_a_first_layer_head_with_a_tie_is_not_certified(d2_inputs):
     # by the definition the key slot q reads the next slot's token; the tied weights do not, on
     # every domain input (they split the weight between q and q + 1 and decode q's own token)
     assert (model.run(d2_inputs, none_value=BOT)[:, q - 1] != d2_inputs[:, q]).any()
+
+
+def test_a_fetch_whose_top_holds_two_slots_is_not_certified(d2_inputs):
+    """Must fail, with the links: the neighbour slot weighted 4 like the F-name match (and no key-slot
+    bonus) puts the slot FR + 1 and the next key slot (left name FR) in one top level on every domain
+    input (both score 4). They hold different CR names (None and
+    the symbol after), so the hardmax averages two values: not certified, at attn 2's level check."""
+    x = d2_inputs[0]
+    names = names_by_definition(x)
+    n = len(x)
+    fr = names["FR1"][n]
+    # the query's right name is an F-name; the slot whose left name it is (the next key slot) is
+    # another position than FR + 1
+    assert fr and any(names["FL1"][u] == fr for u in range(1, n + 1) if u != fr + 1)
+    model = compile_program(_fetch(tripling_first_layer(), near=4.0, bonus=0.0), vocab=TASK.vocab(D2),
+                            max_seq_len=TASK.max_seq_len(D2), causal=False)
+    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "float32")
+    assert u["why"].startswith("categorical aggregate")
+
+
+def test_links_need_the_token_match_that_made_them():
+    """Must fail, with the links: a left first-layer head whose token term is gone (a key slot then
+    attends every value slot alike: no link between FL1 and its token) is not certified; the
+    certificate stops at attn 1, whose top level at a key slot holds several value slots."""
+    left = scored_lookup(
+        [(POSITION, POSITION, lambda i, j: 3.0 * (i % 2 == 0 and j == i - 1) + 1.0 * (i % 2 == 1 and j % 2 == 0))],
+        [Read(POSITION, fn=lambda p: p - 1 if p >= 2 and p % 2 == 0 else NO_LINK, name="FL1")],
+        bos_score=1.0, name="left1")[0]
+    model = compile_program(left, vocab=TASK.vocab(D2), max_seq_len=TASK.max_seq_len(D2), causal=False)
+    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    assert cert["certified"] is False
+    assert cert["uncertified"][0]["layer"] == "attn 1"

@@ -335,8 +335,9 @@ class _Side:
 
 def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of: Dict[str, np.ndarray],
               classes: Sequence[int], slot_ids, reach: np.ndarray, n: int, eps: float) -> np.ndarray:
-    """``bad`` [r, nk] (sorted keys whose candidate level holds several positions) with the levels
-    that the attended links prove clean removed (module docstring, "Levels")."""
+    """``bad`` [r, nk] (sorted keys whose candidate level holds several positions) with the rows
+    whose levels the attended links prove clean cleared (module docstring, "Levels"). Gives up
+    (keeps a row bad) beyond :data:`MAX_WORK` consistency checks per call."""
     qside = _Side(links, t.qs, state, token_of, n)
     kside = _Side(links, t.ks, state, token_of, n)
     if not qside.heads and not kside.heads:
@@ -344,64 +345,93 @@ def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of:
     ks = t.ks
     nk = len(ks.kind)
     kpos = [kside.positions(j) for j in range(nk)]
+    at: Dict[int, List[int]] = {}
+    for j in range(nk):
+        for u in kpos[j]:
+            at.setdefault(u, []).append(j)
     out = bad.copy()
+    budget = [MAX_WORK]
     for r in np.flatnonzero(bad.any(1)):
-        row = start + int(r)
-        if _row_clean(lv, r, row, qside, kside, kpos, classes, slot_ids, reach, n, eps):
+        if budget[0] <= 0:
+            break
+        if _row_clean(lv, int(r), start + int(r), qside, kside, kpos, at, classes, slot_ids, reach, n, eps, budget):
             out[r] = False
     return out
 
 
-def _row_clean(lv, r, row, qside, kside, kpos, classes, slot_ids, reach, n, eps) -> bool:
+#: Most consistency checks one :func:`discharge` call makes before it gives up (keeps rows unclean).
+MAX_WORK = 3_000_000
+
+
+def _row_clean(lv, r, row, qside, kside, kpos, at, classes, slot_ids, reach, n, eps, budget) -> bool:
     """Whether every candidate level of query row ``row`` holds at most one present key on every
-    domain input (module docstring, "Levels")."""
-    live = lv.cand[r] & lv.valid[r]
+    domain input (module docstring, "Levels"). The realisation's floor is taken over BOS and the
+    positions the realisation names (a subset of the positions that exist: a lower floor, sound)."""
     s = lv.s[r]  # scores by key index
     cid = np.empty(len(s), int)
     cid[lv.order[r]] = lv.cid[r]
     cand = np.zeros(len(s), bool)
-    cand[lv.order[r]] = live
-    level_score = {}
+    cand[lv.order[r]] = lv.cand[r] & lv.valid[r]
+    levels: Dict[int, List[int]] = {}
     for j in np.flatnonzero(cand):
-        level_score.setdefault(int(cid[j]), float(s[j]))
+        levels.setdefault(int(cid[j]), []).append(int(j))
+
+    def ok(facts, j, u):
+        """The realisations of key j at u consistent with ``facts`` (None: too many to list)."""
+        kr = kside.realise(j, u)
+        if kr is None:
+            return None
+        budget[0] -= len(kr)
+        return [f for f in kr if consistent(facts + f, classes, slot_ids)]
+
     for p in qside.positions(row):
         reals = qside.realise(row, p)
         if reals is None:
             return False
         for facts in reals:
+            budget[0] -= 1
+            if budget[0] <= 0:
+                return False
             if not consistent(facts, classes, slot_ids):
                 continue
-            # the keys consistent with the realisation, by position
-            named = [q for q, _ in facts if q >= 1] + [p]
-            last = int(reach[min(max(named), n)])
-            ok_keys: Dict[int, List[Tuple[int, List[List[Tuple[int, int]]]]]] = {}
-            for j in range(len(s)):
-                if not np.isfinite(s[j]):
+            floor, possible = -np.inf, True
+            for u in sorted({0, p} | {q for q, _ in facts if q >= 1}):
+                visible = [j for j in at.get(u, []) if np.isfinite(s[j])]
+                if not visible:  # masked (causal) or not read: no floor from this position
                     continue
-                for u in kpos[j]:
-                    kr = kside.realise(j, u)
-                    if kr is None:
+                best = np.inf
+                for j in visible:
+                    if s[j] >= best:
+                        continue
+                    g = ok(facts, j, u)
+                    if g is None:
                         return False
-                    good = [f for f in kr if consistent(facts + f, classes, slot_ids)]
-                    if good:
-                        ok_keys.setdefault(u, []).append((j, good))
-            floor = -np.inf
-            for u in range(0, last + 1):
-                if u not in ok_keys:
-                    floor = np.inf  # a position that exists holds no consistent key: R occurs on no input
+                    if g:
+                        best = float(s[j])
+                if best == np.inf:  # a position of every such input holds no consistent key
+                    possible = False
                     break
-                floor = max(floor, min(float(s[j]) for j, _ in ok_keys[u]))
-            if floor == np.inf:
+                floor = max(floor, best)
+            if not possible:
                 continue
-            for c, sc in level_score.items():
-                if sc < floor - 2 * eps:
+            for c, members in levels.items():
+                if float(s[members[0]]) < floor - 2 * eps:
                     continue
-                members = {u: [g for j, g in lst if cand[j] and cid[j] == c] for u, lst in ok_keys.items()}
-                members = {u: [f for g in gs for f in g] for u, gs in members.items() if gs}
-                us = sorted(members)
+                by_pos: Dict[int, List[List[Tuple[int, int]]]] = {}
+                for j in members:
+                    for u in kpos[j]:
+                        g = ok(facts, j, u)
+                        if g is None:
+                            return False
+                        if g:
+                            by_pos.setdefault(u, []).extend(g)
+                us = sorted(by_pos)
                 for i1 in range(len(us)):
                     for i2 in range(i1 + 1, len(us)):
+                        budget[0] -= len(by_pos[us[i1]]) * len(by_pos[us[i2]])
+                        if budget[0] <= 0:
+                            return False
                         if any(consistent(facts + f1 + f2, classes, slot_ids)
-                               for f1 in members[us[i1]] for f2 in members[us[i2]]):
+                               for f1 in by_pos[us[i1]] for f2 in by_pos[us[i2]]):
                             return False
     return True
