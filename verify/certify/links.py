@@ -76,12 +76,15 @@ class Links:
         linked: block name -> (head key, f(a, y) -> the block's value at the query, or WILD).
         decode: block name, [m, rows] vectors -> [m] decoded values (the program's decoder).
         valid: the entries may be used (every program check so far holds); set by the caller.
+        work: consistency checks :func:`discharge` may still make for the current head (the caller
+            sets :data:`MAX_WORK` before each head); at 0 it keeps the remaining rows unclean.
     """
 
     attended: Dict[Any, Dict[int, Set[Tuple[int, int, int]]]] = dataclasses.field(default_factory=dict)
     linked: Dict[str, Tuple[Any, Callable[[int, int], Any]]] = dataclasses.field(default_factory=dict)
     decode: Optional[Callable[[str, np.ndarray], Sequence[Any]]] = None
     valid: bool = False
+    work: int = 0
 
 
 def _group_tokens(sd, j: int, name: str, token_of: np.ndarray) -> Optional[Set[int]]:
@@ -337,7 +340,7 @@ def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of:
               classes: Sequence[int], slot_ids, reach: np.ndarray, n: int, eps: float) -> np.ndarray:
     """``bad`` [r, nk] (sorted keys whose candidate level holds several positions) with the rows
     whose levels the attended links prove clean cleared (module docstring, "Levels"). Gives up
-    (keeps a row bad) beyond :data:`MAX_WORK` consistency checks per call."""
+    (keeps the remaining rows bad) once ``links.work`` consistency checks are spent."""
     qside = _Side(links, t.qs, state, token_of, n)
     kside = _Side(links, t.ks, state, token_of, n)
     if not qside.heads and not kside.heads:
@@ -350,17 +353,18 @@ def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of:
         for u in kpos[j]:
             at.setdefault(u, []).append(j)
     out = bad.copy()
-    budget = [MAX_WORK]
+    budget = [links.work]
     for r in np.flatnonzero(bad.any(1)):
         if budget[0] <= 0:
             break
         if _row_clean(lv, int(r), start + int(r), qside, kside, kpos, at, classes, slot_ids, reach, n, eps, budget):
             out[r] = False
+    links.work = max(0, budget[0])
     return out
 
 
-#: Most consistency checks one :func:`discharge` call makes before it gives up (keeps rows unclean).
-MAX_WORK = 3_000_000
+#: Most consistency checks :func:`discharge` makes for one head (about 7 s here) before it gives up.
+MAX_WORK = 1_000_000
 
 
 def _row_clean(lv, r, row, qside, kside, kpos, at, classes, slot_ids, reach, n, eps, budget) -> bool:
