@@ -173,13 +173,19 @@ def register_head(links: Links, head_key: Any, entries: Dict[int, Set[Tuple[int,
             def f(a, y, fn=fn):
                 if a == 0 or y < 0:
                     return WILD
-                v = input_values[y]
-                return fn(v) if fn is not None else v
+                try:
+                    v = input_values[y]
+                    return fn(v) if fn is not None else v
+                except Exception:  # noqa: BLE001 - no value known: matches any
+                    return WILD
         elif src is POSITION:
             def f(a, y, fn=fn):
                 if a == 0:
                     return WILD
-                return fn(a) if fn is not None else a
+                try:
+                    return fn(a) if fn is not None else a
+                except Exception:  # noqa: BLE001 - no value known: matches any
+                    return WILD
         else:
             continue
         links.linked[nm] = (head_key, f)
@@ -419,7 +425,7 @@ def _row_clean(lv, r, row, qside, kside, kpos, at, classes, slot_ids, reach, n, 
             if not possible:
                 continue
             for c, members in levels.items():
-                if float(s[members[0]]) < floor - 2 * eps:
+                if max(float(s[j]) for j in members) < floor - 2 * eps:  # below the top on such inputs
                     continue
                 by_pos: Dict[int, List[List[Tuple[int, int]]]] = {}
                 for j in members:

@@ -267,6 +267,7 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     r_in = float(state.radius[np.unique(np.concatenate(
         [spec.rows(k, d) for k in ("q_rows", "k_rows", "v_rows")]))].max(initial=0))
     nh = np.asarray(p["w_q"]).shape[0]
+    pending = []  # heads whose written blocks get linked after the sublayer's write (.links)
     for h in range(nh):
         # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
@@ -315,8 +316,9 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                    "and it is not", "witness": {"level": hc.entry["level_clean_witness"],
                                                                 "program": bad["why"]}}
         if attended_by is not None and not cert["program_failures"] and cert.get("model") is not None:
-            # the head is certified and is its program's expression: link the blocks it writes (.links)
-            _register_links(cert["model"], dom, dec, blocks, spec, p, h, attended_by)
+            # the head is certified and is its program's expression: link the blocks it writes (.links),
+            # once the sublayer's writes are in the state (a sibling head reads them as zero)
+            pending.append((h, attended_by))
         writes.append(hc.outs)
         radius = radius + hc.r_out[0]
         for k, v in hc.r_out[1].items():
@@ -332,6 +334,9 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
               (radius[cols], {k: v for k, v in l1_sum.items() if np.isin(out_rows[cols], blocks[k].rows).any()}))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
+    for h, attended_by in pending:
+        if not cert["program_failures"]:
+            _register_links(cert["model"], dom, dec, blocks, spec, p, h, attended_by)
     return None
 
 
