@@ -76,8 +76,9 @@ class Links:
         linked: block name -> (head key, f(a, y) -> the block's value at the query, or WILD).
         decode: block name, [m, rows] vectors -> [m] decoded values (the program's decoder).
         valid: the entries may be used (every program check so far holds); set by the caller.
-        work: consistency checks :func:`discharge` may still make for the current head (the caller
-            sets :data:`MAX_WORK` before each head); at 0 it keeps the remaining rows unclean.
+        work: work (consistency checks, entries scanned) :func:`discharge` may still do for the
+            current head (the caller sets :data:`MAX_WORK` before each head); at 0 it keeps the
+            remaining rows unclean.
     """
 
     attended: Dict[Any, Dict[int, Set[Tuple[int, int, int]]]] = dataclasses.field(default_factory=dict)
@@ -85,6 +86,7 @@ class Links:
     decode: Optional[Callable[[str, np.ndarray], Sequence[Any]]] = None
     valid: bool = False
     work: int = 0
+    keys: Any = None  # (key side, its _Side, positions, keys by position) of the last discharge call
 
 
 def _group_tokens(sd, j: int, name: str, token_of: np.ndarray) -> Optional[Set[int]]:
@@ -243,6 +245,28 @@ def _same(v: Any, allowed: Sequence[Any]) -> bool:
     return False
 
 
+#: Value types whose ``==`` agrees with their hash (a set lookup finds every equal value).
+_PLAIN = (int, str, bool, float, type(None))
+
+
+class _Allowed:
+    """The decoded values a combination's group can hold in one block; :meth:`has` is :func:`_same`,
+    with a set lookup when every value is of a plain type (same answers)."""
+
+    def __init__(self, vals):
+        self.vals = list(vals)
+        self.wild = any(v is WILD for v in self.vals)
+        self.plain = not self.wild and all(type(v) in _PLAIN for v in self.vals)
+        self.set = set(self.vals) if self.plain else None
+
+    def has(self, v: Any) -> bool:
+        if self.wild or v is WILD:
+            return True
+        if self.plain and type(v) in _PLAIN:
+            return v in self.set
+        return _same(v, self.vals)
+
+
 def consistent(facts: Sequence[Tuple[int, int]], classes: Sequence[int], slot_ids) -> bool:
     """Whether some domain input has tok(p) = x for every fact (p, x) (module docstring).
 
@@ -290,6 +314,19 @@ class _Side:
                 arr[:] = [WILD if v is AMBIGUOUS else v for v in vals]
                 self.values[nm] = arr
         self.cache: Dict[Tuple[int, int], Optional[List[List[Tuple[int, int]]]]] = {}
+        self.spent = 0  # entries scanned by :meth:`realise` (charged to the caller's work budget)
+        self.entry_cache: Dict[Tuple[Any, int], Dict[int, List[Tuple[int, int, int, Tuple[Any, ...]]]]] = {}
+
+    def _entry_values(self, hk, reads, p: int) -> Dict[int, List[Tuple[int, int, int, Tuple[Any, ...]]]]:
+        """The entries of head ``hk`` at ``p`` by their query token x, each with its linked blocks'
+        values (cached)."""
+        key = (hk, p)
+        if key not in self.entry_cache:
+            by_x: Dict[int, List[Tuple[int, int, int, Tuple[Any, ...]]]] = {}
+            for (x, a, y) in self.links.attended[hk].get(p, set()):
+                by_x.setdefault(x, []).append((x, a, y, tuple(f(a, y) for _, f in reads)))
+            self.entry_cache[key] = by_x
+        return self.entry_cache[key]
 
     def positions(self, j: int) -> List[int]:
         sd = self.sd
@@ -315,14 +352,15 @@ class _Side:
                 toks = _group_tokens(sd, j, self.tok_name, self.token_of[self.tok_name])
             per_head = []
             for hk, reads in self.heads.items():
-                entries = self.links.attended[hk].get(p, set())
+                by_x = self._entry_values(hk, reads, p)
+                entries = [e for x in (toks if toks is not None else by_x) for e in by_x.get(x, ())]
+                self.spent += len(entries)
                 allowed = []
-                for k, f in reads:
+                for k, _ in reads:
                     nm = sd.names[k]
                     rep = sd.parts[j, k]
-                    allowed.append((f, list(self.values[nm][np.flatnonzero(sd.member[nm] == rep)])))
-                ok = [(x, a, y) for (x, a, y) in entries
-                      if (toks is None or x in toks) and all(_same(f(a, y), vals) for f, vals in allowed)]
+                    allowed.append(_Allowed(self.values[nm][np.flatnonzero(sd.member[nm] == rep)]))
+                ok = [(x, a, y) for (x, a, y, vals) in entries if all(al.has(v) for al, v in zip(allowed, vals))]
                 per_head.append(ok)
             base = [[(p, x)] for x in sorted(toks)] if toks is not None else [[]]
             count = len(base)
@@ -346,18 +384,23 @@ def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of:
               classes: Sequence[int], slot_ids, reach: np.ndarray, n: int, eps: float) -> np.ndarray:
     """``bad`` [r, nk] (sorted keys whose candidate level holds several positions) with the rows
     whose levels the attended links prove clean cleared (module docstring, "Levels"). Gives up
-    (keeps the remaining rows bad) once ``links.work`` consistency checks are spent."""
+    (keeps the remaining rows bad) once ``links.work`` is spent."""
+    if links.work <= 0:
+        return bad
     qside = _Side(links, t.qs, state, token_of, n)
-    kside = _Side(links, t.ks, state, token_of, n)
+    ks = t.ks
+    if links.keys is not None and links.keys[0] is ks:  # the same key side as the last call
+        kside, kpos, at = links.keys[1:]
+    else:
+        kside = _Side(links, ks, state, token_of, n)
+        kpos = [kside.positions(j) for j in range(len(ks.kind))]
+        at: Dict[int, List[int]] = {}
+        for j, us in enumerate(kpos):
+            for u in us:
+                at.setdefault(u, []).append(j)
+        links.keys = (ks, kside, kpos, at)
     if not qside.heads and not kside.heads:
         return bad
-    ks = t.ks
-    nk = len(ks.kind)
-    kpos = [kside.positions(j) for j in range(nk)]
-    at: Dict[int, List[int]] = {}
-    for j in range(nk):
-        for u in kpos[j]:
-            at.setdefault(u, []).append(j)
     out = bad.copy()
     budget = [links.work]
     for r in np.flatnonzero(bad.any(1)):
@@ -369,14 +412,16 @@ def discharge(lv, t, start: int, bad: np.ndarray, links: Links, state, token_of:
     return out
 
 
-#: Most consistency checks :func:`discharge` makes for one head (about 7 s here) before it gives up.
-MAX_WORK = 1_000_000
+#: Most work (consistency checks plus attended entries scanned) :func:`discharge` does for one head
+#: (a few seconds here) before it gives up; retrieval_tripling d = 2, c = 1 needs about 213,000.
+MAX_WORK = 600_000
 
 
 def _row_clean(lv, r, row, qside, kside, kpos, at, classes, slot_ids, reach, n, eps, budget) -> bool:
     """Whether every candidate level of query row ``row`` holds at most one present key on every
     domain input (module docstring, "Levels"). The realisation's floor is taken over BOS and the
-    positions the realisation names (a subset of the positions that exist: a lower floor, sound)."""
+    positions the realisation names (a subset of the positions that exist: a lower floor, sound).
+    ``budget`` [1]: work left (consistency checks and entries scanned); False once it is spent."""
     s = lv.s[r]  # scores by key index
     cid = np.empty(len(s), int)
     cid[lv.order[r]] = lv.cid[r]
@@ -388,14 +433,18 @@ def _row_clean(lv, r, row, qside, kside, kpos, at, classes, slot_ids, reach, n, 
 
     def ok(facts, j, u):
         """The realisations of key j at u consistent with ``facts`` (None: too many to list)."""
+        spent = kside.spent
         kr = kside.realise(j, u)
+        budget[0] -= kside.spent - spent
         if kr is None:
             return None
         budget[0] -= len(kr)
         return [f for f in kr if consistent(facts + f, classes, slot_ids)]
 
     for p in qside.positions(row):
+        spent = qside.spent
         reals = qside.realise(row, p)
+        budget[0] -= qside.spent - spent
         if reals is None:
             return False
         for facts in reals:

@@ -285,7 +285,7 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         else:
             if dom is not None and dom.links is not None:  # links speak of the program's values (.links)
                 dom.links.valid = dec is not None and not cert["program_failures"]
-                dom.links.work = links.MAX_WORK
+                dom.links.work, dom.links.keys = links.MAX_WORK, None
             clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
                 if dec is not None and not cert["program_failures"] else None
             hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by, dom)
