@@ -28,26 +28,31 @@ Soundness argument.
   f(a, y) for an entry (x, a, y) of i. A Map or SequenceMap (one MLP, its check passing) of
   linked blocks of one head is linked with the composed function: the same entry serves every
   block of one head at i (one attended key). Attending BOS gives no value here (any value).
-* **Realisations** (:func:`_realise`). A combination of a later side at position p (named by a
-  position block, else every p) whose decoded values of linked blocks are V: on a domain input
-  where the combination stands at p, for every head H with linked blocks read, some entry
-  (x, a, y) of p under H has f(a, y) in V for all of H's blocks, and tok(p) = x (in the
+* **Realisations** (:meth:`_Side.realise`). A combination of a later side at position p (named
+  by a position block, else every p) whose decoded values of linked blocks are V: on a domain
+  input where the combination stands at p, for every head H with linked blocks read, some entry
+  (x, a, y) of p under H has f(a, y) in V for all of H's blocks (equality is tested permissively:
+  an ambiguous decoded value or an unknown f(a, y) matches anything), and tok(p) = x (in the
   combination's token group when it reads the token block). So the input's tokens satisfy the
   *facts* tok(p) = x, tok(a) = y for one choice of entries per head (a realisation).
 * **Consistency** (:func:`consistent`). The tokens of one domain input assign one token to each
   position, distinct positions of one class hold distinct tokens (``classes``, without
   ``prefix``) and a position holds only its ``slots`` tokens. A union of facts that breaks one of
   these is realised by no domain input.
-* **Levels** (:func:`discharge`). For a query row and one of its realisations R: every position
-  up to the least domain length >= every position R names exists, and holds one key combination
-  whose realisation is consistent with R (the input's own), so the top score is at least the
-  largest over those positions of the lowest score of a combination there consistent with R
-  (the realisation's floor). A candidate level below it (by more than 2 eps) is not the top on
-  an input realising R. A level at or above it holds at most one present key when no two of its
-  members at distinct positions have realisations consistent with R and with each other (BOS is
-  in every input: a BOS member and any consistent regular member make two). Every input that
-  puts the row at its position realises one of its realisations, so a level that passes for
-  every realisation (none: the row occurs on no domain input) is clean for that row.
+* **Levels** (:func:`discharge`). For a query row and one of its realisations R: BOS, the
+  query's position p and every position R names exist on every input realising R, and each
+  holds one key combination whose realisation is consistent with R (the input's own). So where
+  such a position has keys with a finite score, the top score is at least the lowest score of a
+  key there consistent with R, and the largest of these is the realisation's floor (a position
+  with no consistent key: R occurs on no domain input). A candidate level whose best score is
+  below the floor by more than 2 eps is not the top on an input realising R. A level at or above
+  it holds at most one present key when no two of its members at distinct positions have
+  realisations consistent with R and with each other (BOS is in every input: a BOS member and
+  any consistent regular member make two). Every input that puts the row at its position
+  realises one of its realisations, so a row whose levels pass for every realisation (none: the
+  row occurs on no domain input) is clean. Leak, floor and outputs of the head are unchanged
+  (computed over every combination). The work is bounded (:data:`MAX_WORK` per head); a row not
+  finished stays unclean.
 """
 
 from __future__ import annotations
