@@ -176,10 +176,11 @@ def test_a_wrong_scored_head_is_not_certified_on_the_domain():
 
 def test_retrieval_tripling_layer_one_is_proved_on_the_domain_only():
     """retrieval_tripling d = 2 (c = 2): with the precondition both first-layer heads and the MLP are
-    proved (their program tables included); the analysis stops at attn 2 (its levels are cleared by
-    the attended links of :mod:`depthcraft.verify.certify.links`, but its leak bound is taken over
-    every key combination the block-wise state allows: tests/test_certify_tripling.py). Without the
-    precondition, attn 1 is not certified."""
+    proved (their program tables included); the analysis stops at attn 2 (the attended links of
+    :mod:`depthcraft.verify.certify.links` spend their work budget before every level is cleared;
+    with no budget all clear and the leak bound, taken over every key combination the block-wise
+    state allows, stops it: docs/tripling_certification.md). Without the precondition, attn 1 is
+    not certified."""
     p = {"d": 2, "distractors": 2, "symbols": 0, "hops": 0}
     model = lookup.resolve("retrieval_tripling", p).build()
     cert = certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
