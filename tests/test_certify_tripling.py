@@ -407,3 +407,20 @@ def test_corrupted_weights_certified_only_when_they_compute_the_program(d1_input
             assert (bad.run(d1_inputs, none_value=BOT)[:, -1] == ref).all()
             assert (bad.run(d1_inputs[::20], none_value=BOT) == np.array(want)).all()
     assert any(outcomes) and not all(outcomes)
+
+
+def test_consistent_is_one_token_per_position_and_distinct_within_a_class():
+    """links.consistent: facts (position, token) hold on some input only if each position gets one
+    token, two positions of one class never share a token, a class -1 position states nothing, BOS
+    facts say nothing, and a ``slots`` set bounds a position's tokens."""
+    from depthcraft.verify.certify.links import consistent
+    classes = (0, 1, 0, 1, 0, -1)  # positions 1..5; position 5 has no class fact
+    assert consistent([(1, 3), (2, 3)], classes, None)          # different classes may share a token
+    assert not consistent([(1, 3), (3, 3)], classes, None)      # one class, two positions, one token
+    assert not consistent([(2, 4), (2, 5)], classes, None)      # one position, two tokens
+    assert consistent([(2, 4), (2, 4), (4, 5)], classes, None)
+    assert consistent([(5, 1), (1, 1)], classes, None)          # no class fact at 5
+    assert consistent([(0, -2), (1, 3)], classes, None)         # BOS facts say nothing
+    assert not consistent([(6, 0)], classes, None)              # not a position of any input
+    slots = (None, None, frozenset({1, 2}), None, None, None)
+    assert not consistent([(2, 3)], classes, slots) and consistent([(2, 2)], classes, slots)
