@@ -32,7 +32,7 @@ from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
-from depthcraft.verify.certify import sets
+from depthcraft.verify.certify import links, sets
 from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
@@ -267,6 +267,7 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     r_in = float(state.radius[np.unique(np.concatenate(
         [spec.rows(k, d) for k in ("q_rows", "k_rows", "v_rows")]))].max(initial=0))
     nh = np.asarray(p["w_q"]).shape[0]
+    pending = []  # heads whose written blocks get linked after the sublayer's write (.links)
     for h in range(nh):
         # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
@@ -282,9 +283,17 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                 final = model is not None and _read_later(model, name, spec) is False
             hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout, dom, final)
         else:
+            if dom is not None and dom.links is not None:  # links speak of the program's values (.links)
+                dom.links.valid = dec is not None and not cert["program_failures"]
+                dom.links.work, dom.links.keys = links.MAX_WORK, None
             clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
                 if dec is not None and not cert["program_failures"] else None
             hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by, dom)
+        if dom is not None and dom.links is not None and hc.failure is None and hc.attended is not None \
+                and dec is not None and not relu:
+            attended_by = (name, h, hc.attended)
+        else:
+            attended_by = None
         if dom is not None:
             for fact in sorted(dom.used):
                 cert["domain_uses"].append({"layer": name, "head": h, "fact": fact})
@@ -306,6 +315,10 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                    "value analysis that makes it clean needs the head's table to be its selector, "
                                    "and it is not", "witness": {"level": hc.entry["level_clean_witness"],
                                                                 "program": bad["why"]}}
+        if attended_by is not None and not cert["program_failures"] and cert.get("model") is not None:
+            # the head is certified and is its program's expression: link the blocks it writes (.links),
+            # once the sublayer's writes are in the state (a sibling head reads them as zero)
+            pending.append((h, attended_by))
         writes.append(hc.outs)
         radius = radius + hc.r_out[0]
         for k, v in hc.r_out[1].items():
@@ -321,7 +334,30 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
               (radius[cols], {k: v for k, v in l1_sum.items() if np.isin(out_rows[cols], blocks[k].rows).any()}))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
+    for h, attended_by in pending:
+        if not cert["program_failures"]:
+            _register_links(cert["model"], dom, dec, blocks, spec, p, h, attended_by)
     return None
+
+
+def _single_writer(model: CompiledModel, blocks: Dict[str, Block], nm: str) -> bool:
+    """Whether exactly one sublayer writes block ``nm``'s rows."""
+    d = len(model.residual_labels)
+    return sum(bool(np.isin(sp.rows("out_rows", d), blocks[nm].rows).any()) for sp in model.arch.sublayers) == 1
+
+
+def _register_links(model: CompiledModel, dom: DomainView, dec: Decoder, blocks: Dict[str, Block], spec, p, h: int,
+                    attended_by) -> None:
+    """Link the blocks head ``h`` writes to its attended entries (:func:`.links.register_head`); the
+    caller has checked that the head is certified and every program check so far holds."""
+    name, _, entries = attended_by
+    d = len(model.residual_labels)
+    out_rows = spec.rows("out_rows", d)
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    live = out_rows[np.abs(wvo).sum(0) > 0]
+    written = [nm for nm, b in blocks.items() if np.isin(live, b.rows).any()]
+    links.register_head(dom.links, (name, h), entries, dec.link, written,
+                        lambda nm: _single_writer(model, blocks, nm), list(model.input_values))
 
 
 def _read_later(model: CompiledModel, name: str, spec) -> bool:
@@ -587,12 +623,14 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
 
 
 def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
-         dec: Optional[Decoder]) -> None:
+         dec: Optional[Decoder], dom: Optional[DomainView] = None) -> None:
     """Certify one MLP sublayer, check its tables against the program, and write its ideal outputs
     into the state (one ``per_layer`` entry).
 
     An MLP whose input combinations are too many to enumerate at once (tracr's parallel Maps
     of one layer, each reading its own blocks) is certified part by part (:func:`split_mlp`).
+    With a precondition's attended links (``dom.links``) and every program check holding, the
+    blocks it writes as Maps of one head's linked reads are linked too (:func:`.links.register_mlp`).
 
     Raises:
         TooLarge: one part alone is too large.
@@ -614,6 +652,10 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
     for sub, _, (ideal, sd, r_out) in parts:
         write(state, blocks, sub.rows("out_rows", d), [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)],
               r_out)
+    if dom is not None and dom.links is not None and dec is not None and not cert["program_failures"] \
+            and cert.get("model") is not None:  # its tables are its program's Maps: link them (.links)
+        written = [nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any()]
+        links.register_mlp(dom.links, dec.link.nodes, written, lambda nm: _single_writer(cert["model"], blocks, nm))
     cert["per_layer"].append({"layer": name, "head": None, "min_gap": None, "delta": None,
                               "leak_bound": None, "radius_in": r_in,
                               "radius_out": float(state.radius[out_rows].max(initial=0))})
@@ -755,6 +797,8 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     dom = DomainView(precondition, n, _token_of(model, state, blocks)) if precondition is not None else None
     if dom is not None and precondition.scored is not None:
         dom.scored_ids = frozenset(i for i, v in enumerate(model.input_values) if v in precondition.scored)
+    if dom is not None and dec is not None and precondition.classes is not None and not precondition.prefix:
+        dom.links = links.Links(decode=dec.decode_rows)  # what certified heads attended (.links)
     if dom is not None and precondition.slots is not None:
         dom.slot_ids = tuple(None if sl is None else frozenset(i for i, v in enumerate(model.input_values) if v in sl)
                              for sl in precondition.slots)
@@ -791,7 +835,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
                     cert["uncertified"].append(fail)
                     return done()
             else:
-                _mlp(cert, state, blocks, name, spec, p, n, dec)
+                _mlp(cert, state, blocks, name, spec, p, n, dec, dom)
         except Unclean as e:
             witness = dict(e.witness) if isinstance(e.witness, dict) else {"detail": e.witness}
             witness["wrong_input"] = _wrong_input(model)  # a concrete input where the model errs, if found
