@@ -58,3 +58,34 @@ def test_an_output_mlp_writing_two_values_is_refused_not_a_traceback():
     cert = certify(model)
     assert cert["certified"] is False
     assert any(u["layer"] == "read-out" or u["check"] == "program" for u in cert["uncertified"])
+
+
+def test_the_lengths_fact_does_not_reach_keys_a_causal_mask_hides():
+    """Causal model, query side reading no position (tokens), key side reading indices, domain
+    lengths {4}. A query at position i of a length-4 input sees only positions 0..i; the floor
+    took the lowest alternative of positions up to L(i) = 4 as reached, although position 4 is
+    hidden from it. Weights: key index 3 scores twice the selected key 0; BOS and key 1 score
+    just below it. The analysis then saw the top at position 4 with a wide gap and claimed
+    ``float32_matches_hardmax`` on the domain; at query position 2 the softmax splits 1/3 each
+    over BOS, positions 1 and 2, so the float32 output decodes to no value, while the hardmax of
+    the same weights attends to position 1 only and reads its token."""
+    from depthcraft.verify.certify.domain import Precondition
+    program = rasp.categorical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.tokens, lambda k, q: k == 0),
+                                              rasp.tokens))
+    model = compile_program(program, vocab=[0, 1, 2], max_seq_len=4, causal=True)
+    layers = [dict(p) for p in model.params["layers"]]
+    wk = np.array(layers[0]["w_k"], copy=True)  # k rows: indices:0..3, tokens:BOS
+    wk[0, 3] = wk[0, 0] * 2
+    wk[0, 4] = wk[0, 0] * np.float32(0.9999)
+    wk[0, 1] = wk[0, 0] * np.float32(0.9999)
+    layers[0]["w_k"] = wk
+    model = dataclasses.replace(model, params=dict(model.params, layers=layers))
+    x = [1, 2, 0, 0]
+    stream = model.residual_stream(x)
+    scores = stream.scores[0][0][2, :3]  # query position 2: BOS, positions 1, 2 (3, 4 are masked)
+    assert int(np.argmax(scores)) == 1 and scores[1] > max(scores[0], scores[2])  # hardmax: position 1
+    assert rasp.evaluate(program, x)[1] == 1  # ... whose token the program reads too
+    assert model.run(np.array([x]), none_value=-1)[0, 1] == -1  # float32: no value
+    cert = certify(model, precondition=Precondition("length 4", frozenset({4})))
+    assert cert["certified"] is False
+    assert cert["float32_matches_hardmax"] is False
