@@ -89,3 +89,30 @@ def test_the_lengths_fact_does_not_reach_keys_a_causal_mask_hides():
     cert = certify(model, precondition=Precondition("length 4", frozenset({4})))
     assert cert["certified"] is False
     assert cert["float32_matches_hardmax"] is False
+
+
+def _connectivity():
+    from depthcraft.constructions.catalogue.connectivity import build
+    return build({"n": 4, "max_edges": 0, "sampler": "mix"})
+
+
+@pytest.mark.parametrize("key,index", [("w_v", (0, 1, 1)), ("w_o", (0, 0, 0))], ids=["w_v", "w_o"])
+def test_a_union_head_that_drops_an_element_is_not_certified(key, index):
+    """``graph_connectivity`` (n = 4): attn 2 is a union head whose value reads the set R1_3 and
+    writes each element to the scratch R2_1_sum. With one diagonal entry of W_V (element 1) or of
+    W_O (element 0) zeroed, the OV circuit no longer writes that element. The program check
+    compared only the set rows the value reads with a non-zero weight, so the dropped element
+    was never compared and the model was certified, although it is wrong: the program's output
+    at position 2 of [1, 1] is 1 (reference semantics), the model's 0 (w_v); at position 6 of
+    [7, 10, 11, 10, 0, 0] 1 and 0 (w_o)."""
+    from depthcraft.constructions.reference import evaluate
+    base = _connectivity()
+    model = scaled(base, 2, key, index, 0.0)
+    x = [1, 1] if key == "w_v" else [7, 10, 11, 10, 0, 0]
+    want = evaluate(base.program.nodes[base.program.sink], x)
+    assert want[-1] == 1 and base.run([x], -1)[0, -1] == 1
+    assert model.run([x], -1)[0, -1] == 0
+    cert = certify(model)
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "program")

@@ -148,6 +148,25 @@ def _split(state: State, rows: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, n
     return rows[fin], w[fin], rows[is_set & live], w[is_set & live]
 
 
+def _every_source_row(state: State, blocks: Dict[str, Block], source: str, s_rows: np.ndarray,
+                      w_s: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(rows, weights) over EVERY coordinate of the set block ``source``, not only the live ones.
+
+    ``s_rows``/``w_s`` are :func:`_split`'s set rows that a projection reads with a non-zero weight;
+    a coordinate of ``source`` that is not among them is read with weight 0 (it writes nothing).
+    A program check of a value that copies the elements of ``source`` must see those rows too:
+    the program writes fn(e) when element e is on, whatever the weights read. Returns rows
+    [len(source rows)] int and weights [len(source rows), e] float64 (zero rows where not read).
+    """
+    rows = np.asarray(blocks[source].rows)
+    w = np.zeros((len(rows), w_s.shape[1] if w_s.ndim == 2 else 0), np.float64)
+    for i, r in enumerate(s_rows):
+        hit = np.flatnonzero(rows == r)
+        if len(hit):
+            w[hit[0]] = w_s[i]
+    return rows, w
+
+
 def _coord(state: State, blocks: Dict[str, Block], row: int) -> Tuple[str, int]:
     """(set block name, coordinate index) of a residual row of a set block."""
     for nm in state.setdom:
@@ -910,9 +929,14 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
             nm, j = _coord(state, blocks, int(r))
             if nm != src.label:
                 raise Unclean(f"union head {head.label}: the value reads the set {nm!r}, not {src.label!r}", {})
+        # every element of the source, also one the value reads with weight 0 (it must still be written)
+        all_rows, all_w = _every_source_row(state, blocks, src.label, vs_rows, wvo_s.reshape(len(vs_rows), -1)
+                                            if len(vs_rows) else np.zeros((0, wvo.shape[1])))
+        for i, r in enumerate(all_rows):
+            nm, j = _coord(state, blocks, int(r))
             e = blocks[nm].values[j]
             for k, v in _point_options(state, blocks, int(r), 1):
-                got = frozenset(labels[wvo_s[i] * v > 0].tolist())
+                got = frozenset(labels[all_w[i] * v > 0].tolist())
                 want = _as_set(apply_fn(read.read.fn, frozenset((e,)))) if v >= 0.5 else frozenset()
                 if got != want:
                     exp_, got_ = sorted(want, key=repr), sorted(got, key=repr)
@@ -969,10 +993,17 @@ def check_set_copy(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[st
         nm, j = _coord(state, blocks, int(r))
         if nm != getattr(src, "label", None):
             raise Unclean(f"copy {out_name}: the value reads the set {nm!r}, not its source", {})
+    if getattr(src, "label", None) not in state.setdom:
+        raise NoSemantics(f"copy {out_name}: its source is not a set block")
+    # every element of the source, also one the value reads with weight 0 (it must still be written)
+    all_rows, all_w = _every_source_row(state, blocks, src.label, s_rows, w_s.reshape(len(s_rows), -1)
+                                        if len(s_rows) else np.zeros((0, wvo.shape[1])))
+    for i, r in enumerate(all_rows):
+        nm, j = _coord(state, blocks, int(r))
         e = blocks[nm].values[j]
         for c in (0, 1):
             for k, v in _point_options(state, blocks, int(r), c):
-                got = frozenset(lab for lab, wv in zip(labels, w_s[i] * v) if wv >= 0.5)
+                got = frozenset(lab for lab, wv in zip(labels, all_w[i] * v) if wv >= 0.5)
                 if c == 0:
                     want = _as_set(read.bos_value)
                 else:
