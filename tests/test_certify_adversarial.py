@@ -98,8 +98,8 @@ def _connectivity():
 
 @pytest.mark.parametrize("key,index", [("w_v", (0, 1, 1)), ("w_o", (0, 0, 0))], ids=["w_v", "w_o"])
 def test_a_union_head_that_drops_an_element_is_not_certified(key, index):
-    """``graph_connectivity`` (n = 4): attn 2 is a union head whose value reads the set R1_3 and
-    writes each element to the scratch R2_1_sum. With one diagonal entry of W_V (element 1) or of
+    """``graph_connectivity`` (n = 4): attn 2 is a union head whose value reads a set and
+    writes each element to its scratch. With one diagonal entry of W_V (element 1) or of
     W_O (element 0) zeroed, the OV circuit no longer writes that element. The program check
     compared only the set rows the value reads with a non-zero weight, so the dropped element
     was never compared and the model was certified, although it is wrong: the program's output
@@ -116,3 +116,28 @@ def test_a_union_head_that_drops_an_element_is_not_certified(key, index):
     assert cert["certified"] is False
     u = cert["uncertified"][0]
     assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "program")
+
+
+def test_a_threshold_mlp_that_ignores_its_scratch_is_not_certified():
+    """``graph_connectivity`` (n = 4): MLP 1 thresholds the union's scratch scratch (R1_k_sum) into the
+    set R1_k, element by element. With the W_1 row of scratch element 0 zeroed, output element 0
+    reads no set coordinate: it is a constant 0. The program check accepted a constant 0 for an
+    output that reads no scratch ("off"), although the program writes element 0 whenever the
+    scratch of 0 is on; the model was certified and is wrong on [0, 0]."""
+    from depthcraft.constructions.reference import evaluate
+    base = _connectivity()
+    sp = base.arch.sublayers[1]
+    assert base.residual_labels[sp.in_rows[0]].endswith("_sum:0")  # the scratch of element 0 (label ids vary)
+    layers = [dict(p) for p in base.params["layers"]]
+    w1 = np.array(layers[1]["w_1"], copy=True)
+    w1[0] = 0
+    layers[1]["w_1"] = w1
+    model = dataclasses.replace(base, params=dict(base.params, layers=layers))
+    x = [0, 0]
+    want = evaluate(base.program.nodes[base.program.sink], x)
+    assert list(base.run([x], -1)[0]) == list(want)
+    assert list(model.run([x], -1)[0]) != list(want)
+    cert = certify(model)
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["check"]) == ("MLP 1", "program")

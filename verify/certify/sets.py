@@ -945,13 +945,33 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
                                   {"element": rasp_value(e), "expected": exp_, "got": got_})
 
 
-def check_threshold_mlp(blocks: Dict[str, Block], out_name: str, table: Dict[int, Any]) -> None:
+def check_threshold_mlp(blocks: Dict[str, Block], out_name: str, table: Dict[int, Any],
+                        scratch_dom: Optional[SetDom] = None) -> None:
     """The threshold MLP writes element e exactly when the scratch coordinate of e is on (regular positions).
 
+    An element whose output row reads no scratch coordinate (or that no output row of the MLP
+    writes) is a constant 0; that agrees with the program only where the scratch coordinate of e
+    is never on at a regular position, which ``scratch_dom`` (the scratch block's
+    :class:`SetDom`) must show. Without it (None) such an element is refused.
+
     Raises:
-        Unclean: an output row that reads another element's scratch, or maps off / on otherwise.
+        Unclean: an output row that reads another element's scratch, or maps off / on otherwise,
+            or an element written as a constant 0 whose scratch may be on (or is not known).
     """
     out, scratch = blocks[out_name], blocks.get(out_name + SCRATCH)
+
+    def may_be_on(e: Any) -> bool:
+        if scratch is None or scratch_dom is None:
+            return True
+        hit = [c for c, v in enumerate(scratch.values) if v == e]
+        return not hit or bool(scratch_dom.can[1][1][hit[0]])
+
+    for row in out.rows:
+        e = out.values[int(np.flatnonzero(out.rows == row)[0])]
+        src = table[int(row)][0] if int(row) in table else None
+        if src is None and may_be_on(e):
+            raise Unclean(f"threshold of {out_name}: element {e!r} reads no scratch coordinate (a constant), "
+                          "but the union may hold it", {"element": e})
     for row, (src, points) in table.items():
         e = out.values[int(np.flatnonzero(out.rows == row)[0])]
         if src is not None:
