@@ -63,7 +63,10 @@ element e of a set-valued query; every selected key writes exactly the elements 
 (``fn`` applied), BOS nothing; the threshold maps a scratch coordinate's off interval to 0
 and its on interval to 1 of the element with the same value; a copy writes element fn(e) for
 each source element e, BOS the empty set; the meet writes 1 exactly when the sets share an
-element. With these, the decoded set at every position is the program's set, by the same
+element. Every element of the source set is compared, also one the weights read with weight 0
+(it then writes nothing, which is wrong when the element is on), and an output element whose
+threshold reads no scratch coordinate (a constant 0) is accepted only where the scratch of that
+element is never on. With these, the decoded set at every position is the program's set, by the same
 induction as :mod:`.program`: the union's coordinate e is on exactly when some present key
 the program selects holds e.
 """
