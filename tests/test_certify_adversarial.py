@@ -141,3 +141,22 @@ def test_a_threshold_mlp_that_ignores_its_scratch_is_not_certified():
     assert cert["certified"] is False
     u = cert["uncertified"][0]
     assert (u["layer"], u["check"]) == ("MLP 1", "program")
+
+
+def test_a_set_copy_that_drops_an_element_is_not_certified():
+    """``graph_connectivity`` (n = 4): attn 3 copies a set from one position (a set copy). With the
+    W_V entry of element 2 zeroed it never writes element 2. The program check compared only the
+    set rows read with a non-zero weight; the model was certified and is wrong on [2, 2]."""
+    from depthcraft.constructions.reference import evaluate
+    base = _connectivity()
+    wv = np.asarray(base.params["layers"][4]["w_v"])[0]
+    assert wv[2, 2] != 0
+    model = scaled(base, 4, "w_v", (0, 2, 2), 0.0)
+    x = [2, 2]
+    want = evaluate(base.program.nodes[base.program.sink], x)
+    assert list(base.run([x], -1)[0]) == list(want)
+    assert list(model.run([x], -1)[0]) != list(want)
+    cert = certify(model)
+    assert cert["certified"] is False
+    u = cert["uncertified"][0]
+    assert (u["layer"], u["check"]) == ("attn 3", "program") and "element 2" in u["why"]
