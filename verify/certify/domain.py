@@ -11,7 +11,8 @@ on a concrete input, so tests check the implication on in-domain inputs):
   query at position i sits in an input of length n >= i, so positions 0..L(i) exist, with
   L(i) the least domain length >= i (:meth:`Precondition.reach`). The head's *floor* (the
   score the top level reaches on every input) may then take the minimum over the
-  alternatives of positions up to L(i), not only up to i.
+  alternatives of positions up to L(i), not only up to i (bidirectional models only: a
+  causal mask hides positions after i from the query).
 * ``classes``: a class id for every model position 1..N. On every domain input, two
   distinct regular positions of one class hold distinct tokens. So in one input, at most
   one position of a class holds a given token, and a candidate level whose keys all stand

@@ -670,7 +670,10 @@ def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: boo
     block, only the key alternatives whose group (under W_K) meets the query's (under W_Q) can
     stand there (:func:`_self_floor`). Given a domain precondition (``dom``), positions up to
     the least domain length >= i exist (:meth:`.domain.Precondition.reach`; recorded as a use
-    of ``lengths`` where it raises the floor).
+    of ``lengths`` where it raises the floor). Not in a causal model: there a query at i sees
+    positions 0..i only, and one whose position the table does not know (its side reads no
+    position) is not masked from later keys in ``s``, so a later position's score is not one
+    the query reaches.
     """
     base = _floor_upto(s, qs, ks, start, stop, causal, None)
     if dom is not None and dom.pre.lengths:
@@ -718,9 +721,9 @@ def _floor_upto(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal
     """[r] max over the positions that surely exist of the lowest alternative (see :func:`_floor`)."""
     qkind, qpos = qs.kind[start:stop], qs.position[start:stop]
     reach = np.where(qkind == 0, 0 if causal else 1, np.maximum(qpos, qs.guard[start:stop]))  # [r] exists
-    if dom is not None:
+    if dom is not None and not causal:  # causal: positions after the query exist but are hidden from it
         ext = dom.reach()
-        reach = np.where((qkind == 0) & causal, reach, ext[np.clip(reach, 0, dom.n)])
+        reach = ext[np.clip(reach, 0, dom.n)]
     kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: a regular key that reads no position
     if (kpos >= 0).all():
         order = np.argsort(kpos, kind="stable")

@@ -1745,7 +1745,8 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
     compares with ``atol``. A categorical output returns None.
 
     Raises:
-        Unclean: a read-out value differs (witness: expected, got).
+        Unclean: a read-out value differs (witness: expected, got), or an ideal vector of the
+            output holds no single value (witness: the vector).
         NoSemantics: the output is numerical, or the unembedding reads another block.
     """
     sink = dec.link.sink
@@ -1763,7 +1764,11 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
     if len(other):
         raise NoSemantics("the read-out reads rows outside the output SOp")
     for vec in state.sets[1][sink]:
-        want = dec.decode(sink, vec)
+        try:
+            want = dec.decode(sink, vec)
+        except _Ambiguous:  # the sublayer that wrote it is refused too; the read-out has no value to prove
+            raise Unclean(f"the output {sink} has an ideal vector that holds no single value",
+                          {"vector": [round(float(v), 4) for v in vec]}) from None
         logits = vec @ u[blocks[sink].rows]
         got = None if logits.max() < 0.5 else model.output_values[int(logits.argmax())]
         if isinstance(want, frozenset):  # a set-valued output reads out as the set of its one token

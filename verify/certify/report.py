@@ -597,7 +597,8 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
             entry = e
         elif role == "threshold":
             dom, r_out, table = sets.certify_threshold_mlp(state, blocks, spec, p, n, out)
-            bad = _program_entry(name, None, lambda: sets.check_threshold_mlp(blocks, out, table), model)
+            bad = _program_entry(name, None, lambda: sets.check_threshold_mlp(
+                blocks, out, table, state.setdom.get(out + sets.SCRATCH)), model)
             sets.register_write(state, blocks, out, dom, out_rows, r_out, write)
         else:
             outs, r_out, wrong = sets.certify_meet_mlp(state, blocks, spec, p, n, dec, dec.link.nodes[out])
