@@ -11,7 +11,8 @@ on a concrete input, so tests check the implication on in-domain inputs):
   query at position i sits in an input of length n >= i, so positions 0..L(i) exist, with
   L(i) the least domain length >= i (:meth:`Precondition.reach`). The head's *floor* (the
   score the top level reaches on every input) may then take the minimum over the
-  alternatives of positions up to L(i), not only up to i.
+  alternatives of positions up to L(i), not only up to i (bidirectional models only: a
+  causal mask hides positions after i from the query).
 * ``classes``: a class id for every model position 1..N. On every domain input, two
   distinct regular positions of one class hold distinct tokens. So in one input, at most
   one position of a class holds a given token, and a candidate level whose keys all stand
@@ -33,11 +34,25 @@ on a concrete input, so tests check the implication on in-domain inputs):
   position of a domain input); the certificate then covers the last position of each
   domain input only, and its scope says so (:mod:`.relu`).
 
+* ``patterns``: per position j a *group* G(j) = (g_1, .., g_k) of earlier positions
+  (g_a < j), or None. On every domain input of length n, two distinct positions j1, j2 <= n
+  with groups of one size k have different *equality patterns* of their groups: the sets
+  {(a, b) : a < b, x_{g_a} = x_{g_b}} differ. (ICTM: the group of an example's label
+  position is its block's n content positions; the equality pattern is the block's
+  template, and example templates are pairwise distinct.) :mod:`.relu` uses it only
+  through proved copies of a proved equality parse (below, ``pattern_copies``).
+
 Derived SOps enter only through what the certificate has proved about them: a block that a
 certified position head (``prev_token``, ``position_map``) with a passing program check
 writes as the token at target(j) (:class:`~.heads.DomainView` ``copies``) holds, on every
 input, at position j the token of position target(j); the facts above then speak of it.
-Nothing else is assumed: in particular no relation between derived SOps at different
+Likewise a block that such a head writes as a copy of a certified ReLU ``match`` of
+``tokens`` against ``tokens`` reading the key's position through ``fn`` (select all; the
+*equality parse*, :class:`~.heads.DomainView` ``pattern_copies``) holds at j, on every
+input, fn of the set of window positions j' <= t = target(j) with x_{j'} = x_t: where fn
+is injective on the window, the decoded set names exactly which window positions hold
+x_t's token, which is a statement about the input's equalities. Nothing else is assumed: in
+particular no relation between derived SOps at different
 positions that is a construction's induction invariant is a precondition here.
 
 What is proved with a precondition holds for the domain's inputs only; the report's
@@ -48,7 +63,7 @@ true exactly when some head's analysis used a fact (:class:`Use` records it).
 from __future__ import annotations
 
 import dataclasses
-from typing import FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -67,6 +82,9 @@ class Precondition:
             None: every position is scored.
         slots: [N + 1] per model position the tokens it can hold (entry 0 unused; None: any), or
             None: no such fact.
+        patterns: [N + 1] per model position its group (a tuple of earlier positions; entry 0
+            unused; None: no group), or None: no such fact. Distinct positions with groups of
+            one size have different equality patterns (module docstring).
     """
 
     predicate: str
@@ -75,6 +93,7 @@ class Precondition:
     prefix: bool = False
     scored: Optional[FrozenSet[int]] = None
     slots: Optional[Tuple[Optional[FrozenSet[int]], ...]] = None
+    patterns: Optional[Tuple[Optional[Tuple[int, ...]], ...]] = None
 
     def reach(self, n: int) -> np.ndarray:
         """[n + 1] int: for a query at position i (0..n), the last position that exists on every
@@ -102,6 +121,8 @@ class Precondition:
                 return False
             if any(self.slots[pos] is not None and t not in self.slots[pos] for pos, t in enumerate(toks, start=1)):
                 return False
+        if self.patterns is not None and not self._patterns_hold(toks):
+            return False
         if self.classes is None:
             return True
         if len(toks) >= len(self.classes):
@@ -117,6 +138,30 @@ class Precondition:
         return True
 
 
+    def _patterns_hold(self, toks: List[int]) -> bool:
+        """The ``patterns`` fact on one input (tokens at positions 1..n): every group of a position
+        j <= n lies before j, and no two such positions have one group size and one pattern."""
+        if len(toks) >= len(self.patterns):
+            return False
+        seen = set()
+        for j in range(1, len(toks) + 1):
+            g = self.patterns[j]
+            if g is None:
+                continue
+            if any(not 1 <= a < j for a in g):
+                return False
+            key = (len(g), equality_pattern([toks[a - 1] for a in g]))
+            if key in seen:
+                return False
+            seen.add(key)
+        return True
+
+
+def equality_pattern(values: Sequence[Any]) -> FrozenSet[Tuple[int, int]]:
+    """The pairs (a, b), 0 <= a < b < len(values), with values[a] == values[b] (0-based indices)."""
+    return frozenset((a, b) for b in range(len(values)) for a in range(b) if values[a] == values[b])
+
+
 @dataclasses.dataclass
 class Use:
     """Where a certificate used a precondition's facts: ``[(layer, head, fact)]``."""
@@ -124,6 +169,7 @@ class Use:
     where: List[Tuple[str, int, str]] = dataclasses.field(default_factory=list)
 
     def add(self, layer: str, head: int, fact: str) -> None:
-        """Record that ``layer``'s head ``head`` used ``fact`` (``"lengths"``, ``"classes"``, ``"scored"``)."""
+        """Record that ``layer``'s head ``head`` used ``fact`` (``"lengths"``, ``"classes"``, ``"slots"``,
+        ``"scored"``, ``"patterns"``)."""
         if (layer, head, fact) not in self.where:
             self.where.append((layer, head, fact))

@@ -94,6 +94,7 @@ import numpy as np
 from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, copies, dominant_sum, gamma, pointer_output_rel,
                                                proj_gamma, score_rel, softmax_output_rel, terms, up)
+from depthcraft.verify.certify import links as _links
 from depthcraft.verify.certify import state as _state
 from depthcraft.verify.certify.state import (Block, Side, SideTables, State, TooLarge, describe, lin_err,
                                              reduce_side, side, side_tables, unique_min, unique_rows)
@@ -130,9 +131,17 @@ class DomainView:
             of each position j, -1 where none; [m] the token id each regular ideal vector of the
             block decodes to, -1 where none). On every input the block at j holds the token at
             target(j). Used by :mod:`.relu` only while every program check so far holds.
+        pattern_copies: per block that a certified position head with a passing program check
+            wrote as a copy of an equality parse (:func:`report.pattern_copy_blocks`): ([N + 1]
+            target(j), -1 where none; per target t its parse window as pairs (j', fn(j')); [m]
+            the set each regular ideal vector decodes to, None where none). On every input the
+            block at j holds {fn(j') : j' in the window of t, x_{j'} = x_t}, t = target(j). Used
+            by :mod:`.relu` with the ``patterns`` fact, only while every program check so far holds.
         scored_ids: the ``scored`` fact's tokens as ids (indices into the model's input values),
             or None.
         slot_ids: the ``slots`` fact with token ids, or None.
+        links: what certified heads attended and the blocks linked to it (:mod:`.links`), or None.
+            Used by :func:`unclean_level` only while ``links.valid`` (every program check so far holds).
     """
 
     pre: Precondition
@@ -140,8 +149,10 @@ class DomainView:
     token_of: Dict[str, np.ndarray]
     used: set = dataclasses.field(default_factory=set)
     copies: Dict[str, Tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
+    pattern_copies: Dict[str, Any] = dataclasses.field(default_factory=dict)
     scored_ids: Optional[frozenset] = None
     slot_ids: Optional[Tuple[Optional[frozenset], ...]] = None
+    links: Optional[_links.Links] = None
     _reach: Optional[np.ndarray] = None
 
     def reach(self) -> np.ndarray:
@@ -162,6 +173,8 @@ class HeadCert:
         r_out: ([Do] row radius, {block: l1 bound}) of the write when certified.
         tables: the head's query, key and value sides (:class:`state.Side`) and the
             [nq, nk] float64 score table's rounding term ``eps`` (for the program check).
+        attended: {query position: {(x, a, y)}} the keys the head can attend (:func:`.links.collect`),
+            or None when not recorded.
     """
 
     entry: Optional[Dict[str, float]]
@@ -169,6 +182,7 @@ class HeadCert:
     outs: Any = None
     r_out: Any = None
     tables: Any = None
+    attended: Any = None
 
 
 @dataclasses.dataclass
@@ -466,7 +480,8 @@ def token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
 
 
 def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Block], state: State,
-                   n_values: int, dom: Optional[DomainView] = None) -> Optional[Dict[str, Any]]:
+                   n_values: int, dom: Optional[DomainView] = None,
+                   eps: Optional[float] = None) -> Optional[Dict[str, Any]]:
     """{why, witness} for the first candidate level whose keys do not all name one position, else None.
 
     Combinations at one position are alternatives (only one of them is the input's), so a
@@ -474,7 +489,11 @@ def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Bloc
     Given a precondition with a distinct-token fact (``dom``), a level whose keys all stand at
     regular positions of one class and hold one and the same token is clean too: on every
     domain input at most one of those positions holds that token (:mod:`.domain`); recorded
-    as a use of ``classes``.
+    as a use of ``classes``. With attended links of earlier certified heads (``dom.links``, valid
+    while every program check so far holds) and the table's rounding ``eps``, a level is also clean
+    for a query row when no domain input can put two of its keys at distinct positions together
+    with the row where that level can be the top (:func:`.links.discharge`); also a use of
+    ``classes``.
     """
     ks, ss, cid = t.ks, lv.ss, lv.cid
     live = lv.cand & lv.valid
@@ -500,6 +519,13 @@ def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Bloc
         if (bad & one).any():
             dom.used.add("classes")
         bad &= ~one
+    if (bad.any() and eps is not None and dom is not None and dom.links is not None and dom.links.valid
+            and dom.pre.classes is not None and not dom.pre.prefix):
+        cleared = _links.discharge(lv, t, start, bad, dom.links, state, dom.token_of, dom.pre.classes,
+                                   dom.slot_ids, dom.reach(), dom.n, eps)
+        if (bad & ~cleared).any():  # the class fact, and the lengths through the realisations' floor
+            dom.used.update(("classes", "lengths"))
+        bad = cleared
     if not bad.any():
         return None
     r, c = np.argwhere(bad)[0]
@@ -644,7 +670,10 @@ def _floor(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal: boo
     block, only the key alternatives whose group (under W_K) meets the query's (under W_Q) can
     stand there (:func:`_self_floor`). Given a domain precondition (``dom``), positions up to
     the least domain length >= i exist (:meth:`.domain.Precondition.reach`; recorded as a use
-    of ``lengths`` where it raises the floor).
+    of ``lengths`` where it raises the floor). Not in a causal model: there a query at i sees
+    positions 0..i only, and one whose position the table does not know (its side reads no
+    position) is not masked from later keys in ``s``, so a later position's score is not one
+    the query reaches.
     """
     base = _floor_upto(s, qs, ks, start, stop, causal, None)
     if dom is not None and dom.pre.lengths:
@@ -692,9 +721,9 @@ def _floor_upto(s: np.ndarray, qs: Side, ks: Side, start: int, stop: int, causal
     """[r] max over the positions that surely exist of the lowest alternative (see :func:`_floor`)."""
     qkind, qpos = qs.kind[start:stop], qs.position[start:stop]
     reach = np.where(qkind == 0, 0 if causal else 1, np.maximum(qpos, qs.guard[start:stop]))  # [r] exists
-    if dom is not None:
+    if dom is not None and not causal:  # causal: positions after the query exist but are hidden from it
         ext = dom.reach()
-        reach = np.where((qkind == 0) & causal, reach, ext[np.clip(reach, 0, dom.n)])
+        reach = ext[np.clip(reach, 0, dom.n)]
     kpos = np.where(ks.kind == 0, 0, ks.position)  # -1: a regular key that reads no position
     if (kpos >= 0).all():
         order = np.argsort(kpos, kind="stable")
@@ -884,6 +913,8 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     eps = up(_table_rounding(t) + _grouping_rounding(t))
     min_gap, leak_sum, abs_max, bos_reads_regular = math.inf, 0.0, 0.0, False
     used_analysis = None  # the first level only the value analysis makes clean
+    # the keys each query position can attend (:mod:`.links`), for later heads' levels
+    attended = {} if dom is not None and dom.links is not None else None
     for _, tb in _key_batches(t, ROW_CHUNK_ENTRIES):
         qs, ks = tb.qs, tb.ks
         chunk = max(1, ROW_CHUNK_ENTRIES // max(len(ks.contrib), 1))
@@ -906,11 +937,13 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                     pats[kind].update(p_k)
                     span = max(span, sp)
             elif not constant:
-                bad = unclean_level(lv, tb, start, blocks, state, len(uniq), dom)
+                bad = unclean_level(lv, tb, start, blocks, state, len(uniq), dom, eps)
                 if bad is not None:
                     if clean_by is None:
                         return HeadCert(None, bad)
                     used_analysis = bad
+                if attended is not None and not _links.collect(lv, tb, start, dom.token_of, attended):
+                    attended = None
     if t.ks is not None:
         rounding, rnd = _score_rounding(state, blocks, t, float(spec.qk_scale), abs_max, parts=True)
     else:  # factored keys (no full key side to split the sums by): the order-independent bound
@@ -955,7 +988,9 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
     every = unique_min(outs, vs.guard)
     # BOS reads only BOS when no regular key can be its top (always in a causal model): its write is BOS's value
     bos = unique_min(outs[vs.kind == 0], vs.guard[vs.kind == 0]) if causal or not bos_reads_regular else every
-    return HeadCert(entry, None, (bos, every), r_out, (t, eps))
+    # a level cleared by the value analysis may average several keys: no single attended key
+    return HeadCert(entry, None, (bos, every), r_out, (t, eps),
+                    attended if used_analysis is None and not constant else None)
 
 
 # ------------------------------------------------------------------ shared with other head kinds (.relu)

@@ -31,6 +31,10 @@ Hand-built heads, by kind (anything else: None):
   left out when the match is certain: ``pos`` is its own candidate and every pair compares
   one SOp with itself whose value at a regular position is never None (``tokens``), so
   key ``pos`` agrees with the query on every pair.
+* ``match`` with ``select="all"`` (ReLU) reading POSITION: the head attends to a subset A of
+  the candidates (never BOS), so the value is the set {fn(j) : j in A}; A contains ``pos``
+  when the match is certain (as above). Every such set is listed (None, no claim, beyond
+  :data:`MAX_POSSIBLE` subsets); the read is set-valued, so :func:`possible` keeps the sets.
 * ``position`` (``prev_token``, ``position_map``): the value is the source read at
   ``target(pos)`` (mapped by ``fn``) when 1 <= target(pos) <= pos, where the source's own
   set is :func:`possible` of it at that position (None: no claim); otherwise the head
@@ -89,6 +93,26 @@ def _head_possible(link, expr, head, read, pos: int, n: int, depth: int) -> Opti
         certain = pos in cands and all(q is k and _never_none(q) for q, k in spec.pairs)
         if not certain:
             out.add(expr.bos_value)
+        return out
+    if kind.selects == "match" and head.spec.select == "all" and read.source is POSITION:
+        # ReLU, every match: the attended keys are a set of candidates (pos among them when certain)
+        spec = head.spec
+        cands = [j for j in range(1, pos + 1) if spec.where is None or spec.where(pos, j)]
+        certain = pos in cands and all(q is k and _never_none(q) for q, k in spec.pairs)
+        free = [j for j in cands if not (certain and j == pos)]
+        if 2 ** len(free) > MAX_POSSIBLE:
+            return None
+        fixed = [pos] if certain else []
+        out = set()
+        for mask in range(2 ** len(free)):
+            vals: Set[Any] = set()  # the union of the attended keys' reads, as reference.Evaluator forms it
+            for j in fixed + [c for b, c in enumerate(free) if mask >> b & 1]:
+                v = apply_fn(read.fn, j)
+                if isinstance(v, frozenset):
+                    vals |= v
+                elif v is not None:
+                    vals.add(v)
+            out.add(frozenset(vals))
         return out
     if kind.selects == "position":
         t = head.spec.target(pos)

@@ -243,8 +243,14 @@ class Combos:
 
 
 def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: np.ndarray, n: int,
-           positions: bool = False, w: Optional[np.ndarray] = None, keep: Sequence[str] = ()) -> Combos:
+           positions: bool = False, w: Optional[np.ndarray] = None, keep: Sequence[str] = (),
+           project: bool = False) -> Combos:
     """Enumerate the vectors of the blocks ``names``, placed on ``rows``.
+
+    ``project`` (with ``w``): ``x`` holds the projection x w [m, e] instead of x [m, len(rows)],
+    summed block by block (each block's vectors projected once): the same products in another
+    order of summation, so within the same gamma bound on its float64 rounding as x @ w (every
+    order of summing len(rows) products is), without the [m, len(rows)] array.
 
     Positions 1..n are enumerated (0 at BOS) when a position block is among ``names`` or
     ``positions`` is set; the position blocks hold their embedding row there. Given the
@@ -282,7 +288,7 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
             raise TooLarge(f"{int(np.prod(sizes, dtype=np.int64))} combinations of {list(names)}")
         grid = [g.ravel() for g in np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")]
         m = len(grid[0])
-        x = np.zeros((m, len(rows)))
+        x = np.zeros((m, w.shape[1] if project else len(rows)))
         pos = ps[grid[0]]
         guard = np.maximum(pos, kind)
         index = {}
@@ -290,14 +296,20 @@ def combos(state: State, blocks: Dict[str, Block], names: Sequence[str], rows: n
             b = blocks[nm]
             cols = [where[int(r)] for r in b.rows if int(r) in where]
             sel = [j for j, r in enumerate(b.rows) if int(r) in where]
-            x[:, cols] = state.pos[nm][np.maximum(pos, 0)][:, sel]
+            if project:
+                x += (state.pos[nm][:, sel] @ w[cols])[np.maximum(pos, 0)]
+            else:
+                x[:, cols] = state.pos[nm][np.maximum(pos, 0)][:, sel]
             index[nm] = pos
         for nm, g in zip(val_names, grid[1:]):
             b = blocks[nm]
             cols = [where[int(r)] for r in b.rows if int(r) in where]
             sel = [j for j, r in enumerate(b.rows) if int(r) in where]
             rep_, gmin = reps[nm]
-            x[:, cols] = state.sets[kind][nm][rep_[g]][:, sel]
+            if project:
+                x += (state.sets[kind][nm][rep_][:, sel] @ w[cols])[g]
+            else:
+                x[:, cols] = state.sets[kind][nm][rep_[g]][:, sel]
             guard = np.maximum(guard, gmin[g])
             index[nm] = rep_[g]
         out.append((x, np.full(m, kind), pos, guard, index))
@@ -493,6 +505,174 @@ def _visibility(cq: Combos, qi: np.ndarray, ck: Combos, kj: np.ndarray, causal: 
     return present, known & (kp > qp), present
 
 
+#: The program check refuses a table (the full query x key table, or the grouped path's value and
+#: position tables) of more entries than this: "program table too large", naming the size.
+MAX_PROGRAM_TABLE = 50_000_000
+#: :func:`check_head` checks a table of up to this many entries row by row in chunks of
+#: :data:`CHUNK_ENTRIES` (its checks are per query row); beyond, "program table too large".
+MAX_PROGRAM_ROWS_TABLE = 1_000_000_000
+#: Above this many (query combination x key combination) entries, a head whose query side reads no
+#: position block is checked on its grouped tables (:class:`_QueryGroups`); 0 forces every such head there.
+GROUP_ENTRIES = 2_000_000
+
+
+@dataclasses.dataclass
+class _QueryGroups:
+    """The regular queries of a head whose query side reads no position block, factored.
+
+    A query combination is a value combination v (the ideal vectors of the query's blocks, as
+    :func:`combos` without positions) at a position p in 1..n, with guard max(p, guard(v)). Its
+    projection x W_Q, its decoded values, hence its score row and its reference values, depend on
+    v ALONE: every member (v, p) has EXACTLY the same projected vector (the position blocks are not
+    read), so one score row per v is every member's row. The position enters only through the
+    position class pc = (p, guard): the causal mask, the guard's existence and, for some references,
+    the window. Every check below is a statement over the (v, pc) pairs that occur; ``classes``
+    lists them as products (value combinations with one guard and one set of reachable positions
+    share their position classes), so each check is done on a [values x keys] table and a
+    [position classes x keys] table, never on the [(v, pc) x keys] one.
+
+    c: the value combinations; vi: the regular ones (indices into c); qv: the query SOps' decoded
+    values at vi; pc_pos, pc_guard: [P] each position class; classes: (rows of vi, position classes).
+    """
+
+    c: Combos
+    vi: np.ndarray
+    qv: Dict[str, np.ndarray]
+    pc_pos: np.ndarray
+    pc_guard: np.ndarray
+    classes: List[Tuple[np.ndarray, np.ndarray]]
+
+
+def _query_groups(state: State, blocks: Dict[str, Block], dec: Decoder, qn: Sequence[str], q_rows: np.ndarray,
+                  wq: np.ndarray, n: int, keep: Sequence[str], reach: bool) -> Optional[_QueryGroups]:
+    """The :class:`_QueryGroups` of a query side (``c.x`` holds the projections x W_Q, :func:`combos`
+    ``project``), or None where the query reads a position block (its projection then depends on the
+    position: no grouping here).
+
+    ``reach``: drop (v, p) where a value is one the SOp never holds at p (:func:`_reachable`).
+    Raises:
+        Unclean: a query SOp's vector is no single value.
+        TooLarge: too many combinations (:func:`combos`).
+    """
+    if any(blocks[nm].kind == "position" for nm in qn):
+        return None
+    c = combos(state, blocks, qn, q_rows, n, positions=False, w=wq, keep=keep, project=True)
+    vi = np.flatnonzero(c.kind == 1)
+    qv = {nm: sop_column(state, blocks, dec, c, nm)[vi] for nm in keep}
+    for nm, col in qv.items():
+        bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+        if bad:
+            raise Unclean(f"the query's {nm} is no single value", {"query": _where(c, int(vi[bad[0]]))})
+    ok = np.ones((len(vi), n), bool)  # [v, p - 1]
+    if reach and qv:
+        for p_ in range(1, n + 1):
+            ok[:, p_ - 1] = _reachable(dec.link, qv, np.full(len(vi), p_), n)
+    g = c.guard[vi]
+    pcs: Dict[Tuple[int, int], int] = {}
+    sig: Dict[Tuple[int, bytes], List[int]] = {}
+    for i in range(len(vi)):
+        sig.setdefault((int(g[i]), ok[i].tobytes()), []).append(i)
+    classes = []
+    for (gv, okb), rows in sig.items():
+        ps = np.flatnonzero(np.frombuffer(okb, bool)) + 1
+        idx = [pcs.setdefault((int(p_), max(int(p_), gv)), len(pcs)) for p_ in ps]
+        if idx:
+            classes.append((np.array(rows), np.array(idx)))
+    pc = np.array(sorted(pcs, key=pcs.get), int).reshape(-1, 2)
+    return _QueryGroups(c, vi, qv, pc[:, 0], pc[:, 1], classes)
+
+
+#: The grouped program check computes its value conditions on chunks of value rows of at most this many
+#: entries (rows x keys), so its memory stays bounded whatever the number of value combinations.
+CHUNK_ENTRIES = 4_000_000
+
+
+def _joins(qg: _QueryGroups, value_conds: Callable[[np.ndarray], List[np.ndarray]], fps: Sequence[np.ndarray],
+           n_keys: int) -> List[Optional[Tuple[int, int, int]]]:
+    """For each condition i: the first (v, pc, key) of an occurring query (v, pc) with
+    ``value_conds(vs)[i][row of v, key]`` and ``fps[i][pc, key]``, else None.
+
+    value_conds(vs): the value conditions ([len(vs), K'] bool each) of the value rows ``vs`` (indices
+    into ``qg.vi``); fps[i]: [P, K'] bool (on the position class and the key). Exact: within a class
+    every v occurs with every pc, so some occurring pair meets both at a key exactly when some v of the
+    class meets the value condition there and some pc meets the position condition. Value rows are
+    taken in chunks of at most :data:`CHUNK_ENTRIES` entries; per class and condition only the [K']
+    OR over the members is kept.
+    """
+    step = max(1, CHUNK_ENTRIES // max(n_keys, 1))
+    acc: List[List[Optional[np.ndarray]]] = []
+    for vs, _ in qg.classes:
+        row: List[Optional[np.ndarray]] = [None] * len(fps)
+        for start in range(0, len(vs), step):
+            for i, f in enumerate(value_conds(vs[start:start + step])):
+                row[i] = f.any(0) if row[i] is None else row[i] | f.any(0)
+        acc.append(row)
+    out: List[Optional[Tuple[int, int, int]]] = []
+    for i, fp in enumerate(fps):
+        found = None
+        for (vs, pcs), row in zip(qg.classes, acc):
+            hit = row[i] & fp[pcs].any(0)
+            if hit.any():
+                k = int(np.flatnonzero(hit)[0])
+                for start in range(0, len(vs), step):  # the first member meeting it at k
+                    col = value_conds(vs[start:start + step])[i][:, k]
+                    if col.any():
+                        found = (int(vs[start + np.flatnonzero(col)[0]]), int(pcs[np.flatnonzero(fp[pcs, k])[0]]), k)
+                        break
+                break
+        out.append(found)
+    return out
+
+
+def _join(qg: _QueryGroups, fv: np.ndarray, fp: np.ndarray) -> Optional[Tuple[int, int, int]]:
+    """:func:`_joins` of one condition given as a whole [values, K] table ``fv``."""
+    return _joins(qg, lambda vs: [fv[vs]], [fp], fv.shape[1])[0]
+
+
+def _pc_visibility(qg: _QueryGroups, kpos: np.ndarray, causal: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[P, K] bool each: :func:`_visibility` (surely seen, surely hidden, surely exists) per position class."""
+    qp, kp, g = qg.pc_pos[:, None], kpos[None, :], qg.pc_guard[:, None]
+    known = (qp >= 0) & (kp >= 0)
+    present = (known & (kp <= qp)) | ((kp >= 0) & (kp <= g))
+    if not causal:
+        return np.ones(present.shape, bool), np.zeros(present.shape, bool), present
+    return present, known & (kp > qp), present
+
+
+def _window(where: Callable[[int, int], Any], qpos: np.ndarray, kpos: np.ndarray) -> np.ndarray:
+    """[len(qpos), len(kpos)] bool ``where(i, j)`` (False for j < 1), each distinct pair evaluated once."""
+    uq, iq = np.unique(qpos, return_inverse=True)
+    uk, ik = np.unique(kpos, return_inverse=True)
+    t = np.array([[bool(where(int(i), int(j))) if j >= 1 else False for j in uk] for i in uq], bool).reshape(
+        len(uq), len(uk))
+    return t[iq.ravel()][:, ik.ravel()]
+
+
+def _split_want(ref: _Ref, qv: Dict[str, np.ndarray], kv: Dict[str, np.ndarray], kpos: np.ndarray,
+                pc_pos: np.ndarray) -> Tuple[np.ndarray, np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
+    """The reference's selection as ``wv`` [values, K] and ``wp`` [P, K]: query (v, pc) selects key b
+    exactly when ``wv[v, b] and wp[pc, b]`` (:func:`_want`, whose terms each read the query's values or
+    its position, never both). For ``select``, ``search`` and ``match`` references only."""
+    ones = np.ones((len(pc_pos), len(kpos)), bool)
+    if ref.how == "select":
+        wv, raised = pair_table(ref.predicate, kv[ref.key_sops[0]], qv[ref.query_sops[0]], skip_none=False)
+        return wv, ones, raised
+    nv = len(next(iter(qv.values()))) if qv else 0
+    if ref.how == "match":
+        wv = (kpos >= 1)[None, :] & np.ones((nv, 1), bool)
+        for qs_, ks_ in zip(ref.query_sops, ref.key_sops):
+            agree, _ = pair_table(lambda k, q: k == q, kv[ks_], qv[qs_], skip_none=True)
+            wv &= agree
+        wp = ones
+        if ref.where is not None:
+            wp = (kpos[None, :] <= pc_pos[:, None]) & _window(ref.where, pc_pos, kpos)
+        return wv, wp, None
+    if ref.how == "search":  # its terms read the query's values and the key only
+        wv, raised = _want(ref, qv, np.full(nv, -1), kv, kpos, 0)
+        return wv, ones, raised
+    raise NoSemantics(f"no grouped reference for a '{ref.how}' head")
+
+
 def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
                n: int, causal: bool, eps: float, values: bool = True) -> None:
     """Check head ``h``'s selection and OV tables against the expression it implements.
@@ -534,78 +714,92 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
     q_pos = ref.how == "position" or ref.where is not None
     cq = combos(state, blocks, qn, q_rows, n, positions=q_pos, w=wq, keep=ref.query_sops)
     ck = combos(state, blocks, kn, k_rows, n, positions=ref.positions, w=wk, keep=ref.key_sops)
-    qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
-    if len(qi) * len(ck.kind) > 50_000_000:
+    qi, kj0, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
+    total = len(qi) * len(ck.kind)
+    if total > MAX_PROGRAM_ROWS_TABLE:
         raise TooLarge(f"program table of {len(qi)} queries x {len(ck.kind)} keys")
-    s = (cq.x[qi] @ wq) @ (ck.x @ wk).T  # [nq, nk] exact scores up to eps
-    qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
-    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
-    for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
-        for nm, col in side_vals.items():
-            bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
-            if bad:
-                raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
-    # combinations no input reaches: a value a read never holds at that position (.positions)
-    rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
-    if not rq.all() or not rk.all():
-        qi, kj, s = qi[rq], kj[rk], s[rq]
-        qv = {k: v[rq] for k, v in qv.items()}
-        kv = {k: v[rk] for k, v in kv.items()}
-    want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
-    always, never, present = _visibility(cq, qi, ck, kj, causal)
-    sk = s[:, kj]
+    # every check below is per query row: beyond MAX_PROGRAM_TABLE entries the rows go in chunks
+    step = len(qi) if total <= MAX_PROGRAM_TABLE else max(1, CHUNK_ENTRIES // max(len(ck.kind), 1))
+    kx = ck.x @ wk
+    qcol = {nm: sop_column(state, blocks, dec, cq, nm) for nm in ref.query_sops}
+    kv0 = {nm: sop_column(state, blocks, dec, ck, nm)[kj0] for nm in ref.key_sops}
+    rk0 = _reachable(dec.link, kv0, ck.position[kj0], n)  # the keys' part does not depend on the chunk
 
-    def witness(a, b):
-        return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}},
-                "key": {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}},
-                "selects": bool(want[a, b])}
+    def rows_check(qi: np.ndarray) -> bool:  # the selection checks of the query rows qi; all covered?
+        kj, kv = kj0, kv0
+        s = (cq.x[qi] @ wq) @ kx.T  # [nq, nk] exact scores up to eps
+        qv = {nm: col[qi] for nm, col in qcol.items()}
+        for side_vals, c, rows, what in ((qv, cq, qi, "query"), (kv, ck, kj, "key")):
+            for nm, col in side_vals.items():
+                bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+                if bad:
+                    raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+        # combinations no input reaches: a value a read never holds at that position (.positions)
+        rq, rk = _reachable(dec.link, qv, cq.position[qi], n), rk0
+        if not rq.all() or not rk.all():
+            qi, kj, s = qi[rq], kj[rk], s[rq]
+            qv = {k: v[rq] for k, v in qv.items()}
+            kv = {k: v[rk] for k, v in kv.items()}
+        want, raised = _want(ref, qv, cq.position[qi], kv, ck.position[kj], n)
+        always, never, present = _visibility(cq, qi, ck, kj, causal)
+        sk = s[:, kj]
 
-    if raised is not None:
-        k, q, e = raised
-        raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
-                      f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
-    hidden = want & ~always if not ref.prefix else np.zeros_like(want)
-    if hidden.any():
-        a, b = np.argwhere(hidden)[0]
-        raise Unclean(f"{_name(expr)}: the {'selector' if ref.how == 'select' else 'reference'} selects a key "
-                      f"that the causal mask may hide (a later position)", witness(a, b))
-    seen = ~never
-    if ref.how in ("position", "pointer"):
-        absent = want & ~present
-        if absent.any():
-            a, b = np.argwhere(absent)[0]
-            raise Unclean(f"{_name(expr)}: the position the reference attends to may not exist", witness(a, b))
-        _check_single(s, sk, want & seen, seen, kb, eps, expr, witness)
-    else:
-        bos_hi, bos_lo = s[:, kb].max(1)[:, None], s[:, kb].min(1)[:, None]
-        low = want & seen & ~(sk > bos_hi + 2 * eps)
-        if low.any():
-            a, b = np.argwhere(low)[0]
-            raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
-                          f"({sk[a, b]:.4g} vs {bos_hi[a, 0]:.4g})", witness(a, b))
-        high = ~want & seen & ~(sk < bos_lo - 2 * eps)
-        if high.any():
-            a, b = np.argwhere(high)[0]
-            raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
-                          f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
-        if ref.how in ("search", "match"):
-            _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
-        if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
-            # a mean: every selected key in one level (scores within 2 eps), so the top level is all of them
-            sel_ = want & seen
-            hi = np.where(sel_, sk, -np.inf).max(1, initial=-np.inf)
-            lo = np.where(sel_, sk, np.inf).min(1, initial=np.inf)
-            wide = sel_.any(1) & ~(hi - lo <= 2 * eps)
-            if wide.any():
-                a = int(np.flatnonzero(wide)[0])
-                b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
-                raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
-                              f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+        def witness(a, b):
+            return {"query": {**_where(cq, int(qi[a])), **{k: rasp_value(v[a]) for k, v in qv.items()}},
+                    "key": {**_where(ck, int(kj[b])), **{k: rasp_value(v[b]) for k, v in kv.items()}},
+                    "selects": bool(want[a, b])}
+
+        if raised is not None:
+            k, q, e = raised
+            raise Unclean(f"{_name(expr)}: the selector's predicate raises on (key {k!r}, query {q!r}): "
+                          f"{type(e).__name__}: {e}", {"key": rasp_value(k), "query": rasp_value(q)})
+        hidden = want & ~always if not ref.prefix else np.zeros_like(want)
+        if hidden.any():
+            a, b = np.argwhere(hidden)[0]
+            raise Unclean(f"{_name(expr)}: the {'selector' if ref.how == 'select' else 'reference'} selects a key "
+                          f"that the causal mask may hide (a later position)", witness(a, b))
+        seen = ~never
+        if ref.how in ("position", "pointer"):
+            absent = want & ~present
+            if absent.any():
+                a, b = np.argwhere(absent)[0]
+                raise Unclean(f"{_name(expr)}: the position the reference attends to may not exist", witness(a, b))
+            _check_single(s, sk, want & seen, seen, kb, eps, expr, witness)
+        else:
+            bos_hi, bos_lo = s[:, kb].max(1)[:, None], s[:, kb].min(1)[:, None]
+            low = want & seen & ~(sk > bos_hi + 2 * eps)
+            if low.any():
+                a, b = np.argwhere(low)[0]
+                raise Unclean(f"{_name(expr)}: a selected key does not score above BOS "
+                              f"({sk[a, b]:.4g} vs {bos_hi[a, 0]:.4g})", witness(a, b))
+            high = ~want & seen & ~(sk < bos_lo - 2 * eps)
+            if high.any():
+                a, b = np.argwhere(high)[0]
+                raise Unclean(f"{_name(expr)}: a key the program does not select scores at or above BOS "
+                              f"({sk[a, b]:.4g} vs {bos_lo[a, 0]:.4g})", witness(a, b))
+            if ref.how in ("search", "match"):
+                _check_latest(sk, want & seen, ck.position[kj], eps, expr, witness, first=ref.first)
+            if isinstance(expr, rasp.Aggregate) and rasp.is_numerical(expr):
+                # a mean: every selected key in one level (scores within 2 eps), so the top level is all of them
+                sel_ = want & seen
+                hi = np.where(sel_, sk, -np.inf).max(1, initial=-np.inf)
+                lo = np.where(sel_, sk, np.inf).min(1, initial=np.inf)
+                wide = sel_.any(1) & ~(hi - lo <= 2 * eps)
+                if wide.any():
+                    a = int(np.flatnonzero(wide)[0])
+                    b = int(np.argmin(np.where(sel_[a], sk[a], np.inf)))
+                    raise Unclean(f"{_name(expr)}: the selected keys of a numerical mean do not score alike "
+                                  f"(span {hi[a] - lo[a]:.4g})", witness(a, b))
+        return bool((want & seen & present).any(1).all())
+
+    covered = True
+    for start in range(0, len(qi), step):
+        covered = rows_check(qi[start:start + step]) and covered
     if not values:
         return
     # BOS is the top of no query when every query has a selected key that surely exists and is seen (it
     # scores above every BOS alternative, checked above): then BOS's value is never written, whatever it is
-    bos_top = ref.how not in ("select", "search", "match") or not (want & seen & present).any(1).all()
+    bos_top = ref.how not in ("select", "search", "match") or not covered
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, bos_top=bos_top)
 
 
@@ -676,19 +870,23 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
                    prefix=True)
     qn = sorted(set(read_blocks(blocks, q_rows, wq)) | set(ref.query_sops))
     kn = sorted(set(read_blocks(blocks, k_rows, wk)) | set(ref.key_sops))
-    cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
+    qg = _query_groups(state, blocks, dec, qn, q_rows, wq, n, ref.query_sops, True)
+    ck = None if qg is None else combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops,
+                                        project=True)
+    if qg is not None and (len(qg.vi) * n + 1) * len(ck.kind) > GROUP_ENTRIES:
+        _check_relu_grouped(state, blocks, dec, expr, ref, qg, ck, wq, wk, n, causal, eps)
+        return _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
     ck = combos(state, blocks, kn, k_rows, n, positions=True, w=wk, keep=ref.key_sops)
+    cq = combos(state, blocks, qn, q_rows, n, positions=True, w=wq, keep=ref.query_sops)
     qi, kj, kb = (np.flatnonzero(cq.kind == 1), np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0))
     qb = np.flatnonzero(cq.kind == 0)
-    if len(cq.kind) * len(ck.kind) > 50_000_000:
-        raise TooLarge(f"program table of {len(cq.kind)} queries x {len(ck.kind)} keys")
-    s = (cq.x @ wq) @ (ck.x @ wk).T
     one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
     # the BOS query (causal: it sees only BOS) attends to BOS with weight 1
-    if len(qb) and not one(s[np.ix_(qb, kb)]).all():
-        a, b = np.argwhere(~one(s[np.ix_(qb, kb)]))[0]
+    s_bos = (cq.x[qb] @ wq) @ (ck.x[kb] @ wk).T
+    if len(qb) and not one(s_bos).all():
+        a, b = np.argwhere(~one(s_bos))[0]
         raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
-                      f"(score {s[qb[a], kb[b]]:.4g})",
+                      f"(score {s_bos[a, b]:.4g})",
                       {"query": _where(cq, int(qb[a])), "key": _where(ck, int(kb[b]))})
     qv = {nm: sop_column(state, blocks, dec, cq, nm)[qi] for nm in ref.query_sops}
     kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
@@ -697,6 +895,17 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
             bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
             if bad:
                 raise Unclean(f"the {what}'s {nm} is no single value", {what: _where(c, int(rows[bad[0]]))})
+    # combinations no input reaches: a value a read never holds at that position (.positions), as
+    # :func:`check_head` drops them (the decoded values are the program's, by the check's induction)
+    rq, rk = _reachable(dec.link, qv, cq.position[qi], n), _reachable(dec.link, kv, ck.position[kj], n)
+    if not rq.all() or not rk.all():
+        qi, kj = qi[rq], kj[rk]
+        qv = {k: v[rq] for k, v in qv.items()}
+        kv = {k: v[rk] for k, v in kv.items()}
+    if len(qi) * (len(kj) + len(kb)) > MAX_PROGRAM_TABLE:
+        raise TooLarge(f"program table of {len(qi)} queries x {len(kj) + len(kb)} keys")
+    q_proj = cq.x[qi] @ wq
+    s_keys, s_bos_keys = q_proj @ (ck.x[kj] @ wk).T, q_proj @ (ck.x[kb] @ wk).T
     qpos, kpos = cq.position[qi], ck.position[kj]
     want, _ = _want(ref, qv, qpos, kv, kpos, n)
     if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
@@ -706,7 +915,7 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
         want &= kpos[None, :] <= qpos[:, None]
         want_bos = np.zeros(len(qi), bool)
     always, never, _ = _visibility(cq, qi, ck, kj, causal)
-    sk, sb = s[np.ix_(qi, kj)], s[np.ix_(qi, kb)]
+    sk, sb = s_keys, s_bos_keys
 
     def witness(a, b):
         key = {"position": "BOS"} if b is None else \
@@ -734,6 +943,12 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
         a, _ = np.argwhere(bad_bos)[0]
         raise Unclean(f"{_name(expr)}: BOS scores {sb[a].max():.4g} where the reference gives it weight "
                       f"{int(want_bos[a])}", witness(a, None))
+    _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n)
+
+
+def _relu_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n) -> None:
+    """A ReLU head's OV tables: every value vector holds 0 or at least :data:`SET_ENTRY_MIN` in every
+    entry, none negative, and decodes to the read's value (:func:`_check_relu_head`)."""
     for nm in written:  # sums of value vectors, each weighted 1 +- tol, decode to the union
         cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
         w = wvo[:, cols]
@@ -746,6 +961,99 @@ def _check_relu_head(state, blocks, dec, expr, q_rows, k_rows, v_rows, out_rows,
                           f"nor >= {SET_ENTRY_MIN}, so a weighted sum of reads need not decode to their union",
                           {"value": _where(cv, i)})
     _check_values(state, blocks, dec, expr, v_rows, out_rows, wvo, written, n, sets_ok=True)
+
+
+def _check_relu_grouped(state, blocks, dec, expr, ref: _Ref, qg: _QueryGroups, ck: Combos, wq, wk, n, causal,
+                        eps) -> None:
+    """:func:`_check_relu_head`'s selection checks on the grouped tables (:class:`_QueryGroups`).
+
+    The same statements over the same (query, key) pairs: a query (v, pc) has v's score row (the
+    members of v share their projected vector exactly, so their scores are one computed number, with
+    the same rounding ``eps``: the projections are summed block by block, :func:`combos` ``project``)
+    and selects key b when ``wv[v, b] and wp[pc, b]`` (the match's agreement on values, its window
+    and j <= i on positions; a position map's target on positions); each failure condition is a
+    disjunction of (value condition and position condition) terms, each decided exactly by
+    :func:`_joins`, on value rows in chunks of at most :data:`CHUNK_ENTRIES` entries. Raises Unclean
+    with a witness query (position, values) and key.
+    """
+    kj, kb = np.flatnonzero(ck.kind == 1), np.flatnonzero(ck.kind == 0)
+    for what, size in (("position", len(qg.pc_pos)), ("value-group", len(qg.classes))):
+        if size * len(kj) > MAX_PROGRAM_TABLE:  # the [P, K] tables, and one [K] row per class and condition
+            raise TooLarge(f"program table (grouped) of {size} query {what} classes x {len(kj)} keys")
+    one = lambda x: np.abs(x - 1.0) <= RELU_WEIGHT_TOL + 2 * eps  # noqa: E731
+    qx = qg.c.x  # projected: x W_Q
+    qb = np.flatnonzero(qg.c.kind == 0)  # the BOS query (causal: it sees only BOS)
+    if len(qb):
+        sbb = qx[qb] @ ck.x[kb].T
+        if not one(sbb).all():
+            a, b = np.argwhere(~one(sbb))[0]
+            raise Unclean(f"{_name(expr)}: the BOS query does not attend to BOS with weight 1 "
+                          f"(score {sbb[a, b]:.4g})", {"query": {"position": "BOS"}, "key": _where(ck, int(kb[b]))})
+    qv = qg.qv
+    kv = {nm: sop_column(state, blocks, dec, ck, nm)[kj] for nm in ref.key_sops}
+    for nm, col in kv.items():
+        bad = [i for i, v in enumerate(col) if v is AMBIGUOUS]
+        if bad:
+            raise Unclean(f"the key's {nm} is no single value", {"key": _where(ck, int(kj[bad[0]]))})
+    rk = _reachable(dec.link, kv, ck.position[kj], n)  # keys no input reaches, as the full table drops them
+    if not rk.all():
+        kj = kj[rk]
+        kv = {k: v[rk] for k, v in kv.items()}
+    kpos, pc_pos = ck.position[kj], qg.pc_pos
+    kxj, kxb = ck.x[kj], ck.x[kb]
+    if ref.how == "position":  # ReLU: target 0 attends to BOS, None to nothing
+        tgt = np.array([(-1 if (x := ref.target(int(i))) is None else int(x)) for i in pc_pos], int)
+        wp = ((tgt >= 1) & (tgt <= pc_pos))[:, None] & (kpos[None, :] == tgt[:, None])
+        want_bos = tgt == 0
+    else:  # every match j <= i (the reference's range is the visible prefix)
+        wp = (kpos[None, :] <= pc_pos[:, None])
+        if ref.where is not None:
+            wp &= _window(ref.where, pc_pos, kpos)
+        want_bos = np.zeros(len(pc_pos), bool)
+    always, never, _ = _pc_visibility(qg, kpos, causal)
+    seen = ~never
+
+    def value_side(vs):  # [len(vs), K] each: wv, the scores, and the value conditions below
+        sk = qx[qg.vi[vs]] @ kxj.T
+        if ref.how == "position":
+            wv = np.ones(sk.shape, bool)
+        else:
+            wv, _, _ = _split_want(ref, {k: x[vs] for k, x in qv.items()}, kv, kpos, pc_pos[:0])
+        sb = qx[qg.vi[vs]] @ kxb.T
+        above = ~(sk <= 2 * eps)
+        return sk, sb, wv, [wv, wv & ~one(sk), ~wv & above, above,
+                            (~one(sb)).any(1)[:, None], (~(sb <= 2 * eps)).any(1)[:, None]]
+
+    hits = _joins(qg, lambda vs: value_side(vs)[3],
+                  [wp & ~always, wp, seen, ~wp & seen, want_bos[:, None], ~want_bos[:, None]], len(kj))
+
+    def witness(v, pc, b):
+        key = {"position": "BOS"} if b is None else \
+            {**_where(ck, int(kj[b])), **{k: rasp_value(x[b]) for k, x in kv.items()}}
+        sel = bool(want_bos[pc]) if b is None else bool(value_side(np.array([v]))[2][0, b] and wp[pc, b])
+        return {"query": {"position": int(pc_pos[pc]), **{k: rasp_value(x[v]) for k, x in qv.items()}},
+                "key": key, "selects": sel}
+
+    def score(v, b):
+        return value_side(np.array([v]))[0][0, b]
+
+    if hits[0]:
+        raise Unclean(f"{_name(expr)}: the reference attends to a key that the causal mask may hide",
+                      witness(*hits[0]))
+    if hits[1]:
+        v, _, b = hits[1]
+        raise Unclean(f"{_name(expr)}: an attended key does not score 1 ({score(v, b):.4g})", witness(*hits[1]))
+    hit = hits[2] or hits[3]
+    if hit:
+        v, _, b = hit
+        raise Unclean(f"{_name(expr)}: a key the reference does not attend to scores above 0 ({score(v, b):.4g})",
+                      witness(*hit))
+    # BOS: weight 1 where the reference attends to it, else score at most 2 eps (one column: "any BOS key")
+    hit = hits[4] or hits[5]
+    if hit:
+        v, pc, _ = hit
+        raise Unclean(f"{_name(expr)}: BOS scores {value_side(np.array([v]))[1][0].max():.4g} where the reference "
+                      f"gives it weight {int(want_bos[pc])}", witness(v, pc, None))
 
 
 # ------------------------------------------------------------------------- SelectorWidth
@@ -1437,8 +1745,8 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
     compares with ``atol``. A categorical output returns None.
 
     Raises:
-        Unclean: a read-out value differs, or an ideal vector of the output SOp names no
-            single value (witness: expected, got).
+        Unclean: a read-out value differs (witness: expected, got), or an ideal vector of the
+            output holds no single value (witness: the vector).
         NoSemantics: the output is numerical, or the unembedding reads another block.
     """
     sink = dec.link.sink
@@ -1458,9 +1766,9 @@ def check_readout(model: CompiledModel, state: State, blocks: Dict[str, Block], 
     for vec in state.sets[1][sink]:
         try:
             want = dec.decode(sink, vec)
-        except _Ambiguous:  # a wrong sublayer left no single value in the output SOp: refuse, do not crash
-            raise Unclean(f"an ideal vector of {sink} names no single value",
-                          {"expected": "one value", "got": [round(float(x), 6) for x in vec]}) from None
+        except _Ambiguous:  # the sublayer that wrote it is refused too; the read-out has no value to prove
+            raise Unclean(f"the output {sink} has an ideal vector that holds no single value",
+                          {"vector": [round(float(v), 4) for v in vec]}) from None
         logits = vec @ u[blocks[sink].rows]
         got = None if logits.max() < 0.5 else model.output_values[int(logits.argmax())]
         if isinstance(want, frozenset):  # a set-valued output reads out as the set of its one token

@@ -55,6 +55,18 @@ plus the float32 rounding of q . k, :func:`heads.score_perturbation`, :func:`flo
 * **Absent keys** (``slots``, through a proved copy). A key at j whose copy vector decodes to a
   token t that no domain input holds at target(j) (or target(j) is BOS or none, where the block
   holds no token) is on no domain input: it is neither on nor weighted (:func:`_absent_keys`).
+  Recorded as a use of ``slots``. A key whose vector no input at all holds at its position, by
+  a proved copy of an equality parse (below), is left out alike, with no fact used
+  (:func:`_unreachable_keys`).
+* **Equality patterns** (``patterns``, through proved copies of an equality parse,
+  ``dom.pattern_copies``, :func:`report.pattern_copy_blocks`). A key at j that reads copies of
+  a ReLU ``match`` of tokens against tokens (select all, a read of the position through an
+  injective ``fn``) at targets t in 1..j learns, from each copy's decoded set, which positions
+  of t's parse window hold x_t's token; where these cover every pair of j's group G(j), its
+  vector determines the equality pattern of G(j), and that is its code (:func:`_pattern_codes`).
+  Distinct positions with one code would break the fact, so a row whose on keys all share one
+  code has at most one on key on a domain input, as with ``classes``. Recorded as a use of
+  ``patterns``.
   Recorded as a use of ``slots``.
 * **Scored positions** (``scored``). When no later sublayer reads the rows the head writes
   (``final``: only the unembedding may), a query row whose token the task's last position
@@ -141,7 +153,8 @@ def _absent_keys(ks, dom: Optional[DomainView]) -> np.ndarray:
     """[nk] key combinations that no domain input holds: a key at a regular position j reading a copy
     block (``dom.copies``, group under W_K one vector) whose vector decodes to a token t, where
     either target(j) is no regular position (the block then holds the BOS value or nothing, which
-    decodes to no token) or the ``slots`` fact excludes t at target(j)."""
+    decodes to no token) or the ``slots`` fact excludes t at target(j). (Keys that no input at all
+    holds, by a proved copy of an equality parse, are :func:`_unreachable_keys`.)"""
     out = np.zeros(len(ks.kind), bool)
     if dom is None:
         return out
@@ -164,9 +177,21 @@ def _absent_keys(ks, dom: Optional[DomainView]) -> np.ndarray:
     return out
 
 
-def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
-    """[nk] per key combination a code of (class, token) such that, on a domain input, at most one
-    present key holds each code >= 0; -1 for no code; None when there is no such fact.
+def _unreachable_keys(ks, dom: Optional[DomainView]) -> np.ndarray:
+    """[nk] key combinations that no input (in the domain or not) holds: a key reading a proved copy
+    of an equality parse whose vector the copy never holds at the key's position
+    (:func:`_pattern_codes`, code -2). No domain fact is used: only the program's semantics, which
+    the program checks so far prove (``dom.pattern_copies`` is empty otherwise)."""
+    pat = _pattern_codes(ks, dom) if dom is not None else None
+    return np.zeros(len(ks.kind), bool) if pat is None else pat == -2
+
+
+def _key_codes(ks, dom: Optional[DomainView]) -> Tuple[Optional[np.ndarray], str]:
+    """([nk] per key combination a code such that, on a domain input, at most one present key
+    holds each code >= 0, -1 for no code, or None when there is no such fact; the fact used).
+
+    The code is (class, token) from the ``classes`` fact, or else an equality pattern from the
+    ``patterns`` fact (:func:`_pattern_codes`).
 
     A key that reads a token block directly: :func:`heads.token_codes`. Otherwise a key at a
     regular position j (pinned) reading a copy block (``dom.copies``: on every input the block at
@@ -177,8 +202,12 @@ def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     class that hold one token: the fact excludes it.
     """
     direct = token_codes(ks, dom)
-    if direct is not None or dom is None or dom.pre.classes is None:
-        return direct
+    if direct is not None:
+        return direct, "classes"
+    if dom is None:
+        return None, "classes"
+    if dom.pre.classes is None:
+        return _pattern_codes(ks, dom), "patterns"
     classes = np.asarray(dom.pre.classes, np.int64)
     for nm, (src, tok_of) in dom.copies.items():
         if nm not in ks.names or nm not in ks.member:
@@ -190,8 +219,85 @@ def _key_codes(ks, dom: Optional[DomainView]) -> Optional[np.ndarray]:
         if dom.pre.prefix:
             ok &= at < pos
         width = int(tok_of.max(initial=0)) + 2
-        return np.where(ok, cls * width + tok, -1)
-    return None
+        return np.where(ok, cls * width + tok, -1), "classes"
+    return _pattern_codes(ks, dom), "patterns"
+
+
+def _pattern_codes(ks, dom: DomainView) -> Optional[np.ndarray]:
+    """[nk] per key combination the equality pattern of its position's group (the ``patterns``
+    fact) as a code, where its vector determines it; -1 elsewhere; None without the fact or
+    without proved copies of an equality parse (``dom.pattern_copies``).
+
+    A key at a regular position j (pinned) whose position has a group G(j) = (g_1, .., g_k)
+    (every g_a < j) reads copy blocks c (:func:`report.pattern_copy_blocks`): on every input
+    the block at j holds S_c = {fn(j') : j' in W(t), x_{j'} = x_t}, t = target_c(j) in 1..j.
+    Where the key's group under W_K is one vector there, decoding to a set S, and fn is
+    injective on W(t), the window positions holding x_t's token are exactly those j' with
+    fn(j') in S. A vector whose S does not contain fn(t) for t in W(t), or holds a value that no
+    window position gives, is at j on no input at all (no fact needed): code -2, and
+    :func:`_unreachable_keys` leaves such keys out; so is a vector decoding to a non-empty set at a
+    position j where the position head attends to nothing (target None or outside 0..j: the
+    block holds the empty set; at target 0, BOS, no statement is made). Each such j' in G with t in
+    G states whether x_{g_a} = x_{g_b} for one pair a < b of G's indices. When the key's copies
+    state every pair of G, consistently, its vector determines the equality pattern of G(j),
+    and the code is (k, that pattern). Two present keys with one code stand at distinct
+    positions (the combinations at one position are alternatives) whose groups have one size
+    and one pattern, which the fact excludes on a domain input: at most one present key holds
+    each code.
+    """
+    pats = dom.pre.patterns if dom is not None else None
+    if pats is None or not dom.pattern_copies:
+        return None
+    used = [(nm, cp) for nm, cp in dom.pattern_copies.items() if nm in ks.names and nm in ks.member]
+    if not used:
+        return None
+    sizes = {nm: np.bincount(ks.member[nm], minlength=len(cp[2])) for nm, cp in used}
+    ids: Dict[Any, int] = {}
+    out = np.full(len(ks.kind), -1, np.int64)
+    for r in range(len(ks.kind)):
+        j = int(ks.position[r])
+        if ks.kind[r] != 1 or not ks.pinned[r] or j < 1:
+            continue
+        g = tuple(pats[j]) if j < len(pats) and pats[j] is not None else ()
+        if any(not 1 <= a < j for a in g):
+            g = ()
+        where = {pos: a for a, pos in enumerate(g)}
+        bits: Dict[Tuple[int, int], bool] = {}
+        ok = True
+        for nm, (src, windows, sets) in used:
+            t = int(src[j]) if j < len(src) else -2
+            rep = int(ks.parts[r, ks.names.index(nm)])
+            if t in (-2, -3) or sizes[nm][rep] != 1 or sets[rep] is None:  # -3: BOS, no statement
+                continue
+            got = sets[rep]
+            if t == -1:  # the block holds the empty set at j on every input
+                ok = bool(ok and not got)
+                continue
+            win = windows[t]
+            vals = [v for _, v in win]
+            if len(set(vals)) != len(vals):  # fn not injective on the window: no statement
+                continue
+            if not got <= set(vals) or any(jj == t and v not in got for jj, v in win):
+                ok = False  # no input holds this vector here
+                break
+            if t not in where:
+                continue
+            for jj, v in win:
+                if jj in where and jj != t:
+                    pair = tuple(sorted((where[jj], where[t])))
+                    if bits.setdefault(pair, v in got) != (v in got):
+                        ok = False
+            if not ok:
+                break
+        if not ok:
+            out[r] = -2
+            continue
+        k = len(g)
+        if not g or any((a, b) not in bits for b in range(k) for a in range(b)):
+            continue
+        key = (k, frozenset(pr for pr, eq in bits.items() if eq))
+        out[r] = ids.setdefault(key, len(ids))
+    return out
 
 
 def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any], h: int, n: int,
@@ -221,6 +327,10 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     """
     t = head_sides(state, blocks, spec, p, h, n)
     qs, ks, vs = t.qs, t.ks, t.vs
+    if ks is None:  # the key side is kept as factors (:mod:`.heads`): ReLU heads need every combination
+        raise TooLarge(f"a ReLU head's key side of {t.kf.count(1)} combinations per query kind (or its score "
+                       f"table with {len(qs.contrib)} queries) is too large to enumerate; ReLU heads are not "
+                       f"grouped by score")
     eps = table_rounding(t)
     d_inputs = score_perturbation(state, blocks, t, n)
     g32 = score_rel(p["w_q"][h], p["w_k"][h], t.wq.shape[1])
@@ -240,11 +350,11 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         """Query rows a..b-1: (scores, masked, on, sigma, off weights) [r, nk] (module docstring)."""
         s = qs.contrib[a:b] @ ks.contrib.T
         masked = causal_mask(qs, ks, a, b) if causal else np.zeros(s.shape, bool)
-        on = (s > 2 * eps) & ~masked & ~absent[None, :]  # a key no domain input holds: never on
+        on = (s > 2 * eps) & ~masked & ~gone[None, :]  # a key no (domain) input holds: never on
         off = ~on & ~masked
         # an on key's ideal weight: its score rounded to float32 (few distinct values)
         sig = np.where(on, s.astype(np.float32).astype(np.float64), 0.0)
-        off_w = np.where(off & ~absent[None, :], np.maximum(s + eps + delta, 0.0), 0.0)  # an off key's largest
+        off_w = np.where(off & ~gone[None, :], np.maximum(s + eps + delta, 0.0), 0.0)  # an off key's largest
         return s, masked, on, off, sig, off_w
 
     qkind, qpos = qs.kind.astype(int), qs.position.astype(int)
@@ -253,7 +363,7 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     free = gpos == -1
     copies = np.where(free[None, :], n_seen[:, None], 1)  # a free key may stand at every seen position
     single_only = not zero and (not sums_ok or to_readout)  # a query may not add several positions
-    codes = _key_codes(ks, dom) if single_only else None  # (class, token) of each key, -1: none
+    codes, code_fact = _key_codes(ks, dom) if single_only else (None, "classes")  # a key's code, -1: none
     one_rows: List[np.ndarray] = []  # per chunk: rows with at most one on key on a domain input
     # rows that never stand at a scored position of a domain input (only when nothing but the
     # unembedding reads the output): left out if needed (module docstring, "Scored positions")
@@ -262,7 +372,9 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         qtok = _side_tokens(qs, dom)
         skip = (qkind == 1) & (qtok >= 0) & ~np.isin(qtok, np.asarray(sorted(dom.scored_ids), np.int64))
     skip_needed = False
-    absent = _absent_keys(ks, dom) if single_only else np.zeros(len(ks.kind), bool)
+    absent = _absent_keys(ks, dom) if single_only else np.zeros(len(ks.kind), bool)  # by the slots fact
+    never = _unreachable_keys(ks, dom) if single_only else np.zeros(len(ks.kind), bool)  # on no input
+    gone = absent | never
     absent_used = False
 
     def one_key(on: np.ndarray) -> np.ndarray:
@@ -293,7 +405,7 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
         g_on.append(red(np.logical_or, on))
         if single_only:  # stop at the first query that adds several positions
             several = (g_on[-1] * copies[a:b]).sum(1) >= 2
-            absent_used |= bool(((s > 2 * eps) & ~masked & absent[None, :]).any())
+            absent_used |= bool(((s > 2 * eps) & ~masked & (absent & ~never)[None, :]).any())
             one = several & one_key(on)
             one_rows.append(one)
             skip_needed |= bool((several & ~one & skip[a:b]).any())
@@ -320,7 +432,7 @@ def certify_relu_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str,
     maybe_zero = off_g | ~exists | free[None, :]
     one_row = (np.concatenate(one_rows) if one_rows else np.zeros(nq, bool)) & ~skip
     if one_row.any():
-        dom.used.add("classes")
+        dom.used.add(code_fact)
     n_on = np.where(one_row, 1, (on_g * copies).sum(1))  # a clean row: one on key on a domain input
     k_on = int(n_on.max(initial=0))
     sig_on = np.where(on_g, sig_hi, 0.0) * copies

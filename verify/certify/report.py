@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
-from depthcraft.verify.certify import sets
+from depthcraft.verify.certify import links, sets
 from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
@@ -267,6 +267,7 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     r_in = float(state.radius[np.unique(np.concatenate(
         [spec.rows(k, d) for k in ("q_rows", "k_rows", "v_rows")]))].max(initial=0))
     nh = np.asarray(p["w_q"]).shape[0]
+    pending = []  # heads whose written blocks get linked after the sublayer's write (.links)
     for h in range(nh):
         # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
@@ -275,14 +276,24 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
             final = False
             if dom is not None:  # facts about proved copies of the token: only while every check holds
                 model = cert.get("model")
-                dom.copies = copy_blocks(model, state, blocks, dec) \
-                    if model is not None and dec is not None and not cert["program_failures"] else {}
+                proved = model is not None and dec is not None and not cert["program_failures"]
+                dom.copies = copy_blocks(model, state, blocks, dec) if proved else {}
+                dom.pattern_copies = pattern_copy_blocks(model, state, blocks, dec) \
+                    if proved and dom.pre.patterns is not None else {}
                 final = model is not None and _read_later(model, name, spec) is False
             hc = certify_relu_head(state, blocks, spec, p, h, n, causal, sums_ok, to_readout, dom, final)
         else:
+            if dom is not None and dom.links is not None:  # links speak of the program's values (.links)
+                dom.links.valid = dec is not None and not cert["program_failures"]
+                dom.links.work, dom.links.keys = links.MAX_WORK, None
             clean_by = level_clean_reason(state, blocks, dec, spec, p, h) \
                 if dec is not None and not cert["program_failures"] else None
             hc = certify_head(state, blocks, spec, p, h, n, causal, clean_by, dom)
+        if dom is not None and dom.links is not None and hc.failure is None and hc.attended is not None \
+                and dec is not None and not relu:
+            attended_by = (name, h, hc.attended)
+        else:
+            attended_by = None
         if dom is not None:
             for fact in sorted(dom.used):
                 cert["domain_uses"].append({"layer": name, "head": h, "fact": fact})
@@ -304,6 +315,10 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
                                    "value analysis that makes it clean needs the head's table to be its selector, "
                                    "and it is not", "witness": {"level": hc.entry["level_clean_witness"],
                                                                 "program": bad["why"]}}
+        if attended_by is not None and not cert["program_failures"] and cert.get("model") is not None:
+            # the head is certified and is its program's expression: link the blocks it writes (.links),
+            # once the sublayer's writes are in the state (a sibling head reads them as zero)
+            pending.append((h, attended_by))
         writes.append(hc.outs)
         radius = radius + hc.r_out[0]
         for k, v in hc.r_out[1].items():
@@ -319,7 +334,30 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
               (radius[cols], {k: v for k, v in l1_sum.items() if np.isin(out_rows[cols], blocks[k].rows).any()}))
     for e in cert["per_layer"][-nh:]:
         e["radius_out"] = float(state.radius[out_rows].max(initial=0))
+    for h, attended_by in pending:
+        if not cert["program_failures"]:
+            _register_links(cert["model"], dom, dec, blocks, spec, p, h, attended_by)
     return None
+
+
+def _single_writer(model: CompiledModel, blocks: Dict[str, Block], nm: str) -> bool:
+    """Whether exactly one sublayer writes block ``nm``'s rows."""
+    d = len(model.residual_labels)
+    return sum(bool(np.isin(sp.rows("out_rows", d), blocks[nm].rows).any()) for sp in model.arch.sublayers) == 1
+
+
+def _register_links(model: CompiledModel, dom: DomainView, dec: Decoder, blocks: Dict[str, Block], spec, p, h: int,
+                    attended_by) -> None:
+    """Link the blocks head ``h`` writes to its attended entries (:func:`.links.register_head`); the
+    caller has checked that the head is certified and every program check so far holds."""
+    name, _, entries = attended_by
+    d = len(model.residual_labels)
+    out_rows = spec.rows("out_rows", d)
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    live = out_rows[np.abs(wvo).sum(0) > 0]
+    written = [nm for nm, b in blocks.items() if np.isin(live, b.rows).any()]
+    links.register_head(dom.links, (name, h), entries, dec.link, written,
+                        lambda nm: _single_writer(model, blocks, nm), list(model.input_values))
 
 
 def _read_later(model: CompiledModel, name: str, spec) -> bool:
@@ -374,6 +412,67 @@ def copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], de
         tok = np.array([ids.get(v, -1) if v is not None and not isinstance(v, frozenset) and _hashable(v) else -1
                         for v in vals], np.int64)
         out[nm] = (src, tok)
+    return out
+
+
+def pattern_copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder
+                        ) -> Dict[str, Tuple[np.ndarray, Dict[int, Tuple[Tuple[int, Any], ...]], List[Any]]]:
+    """Blocks that hold, on every input, a copy of an *equality parse* (:class:`heads.DomainView`).
+
+    An equality parse X is the read of a ReLU ``match`` head with ``select="all"``, the one pair
+    (``tokens``, ``tokens``) and a read of POSITION through ``fn``: by its reference semantics
+    (:func:`constructions.reference._match_keys`, ``Evaluator._eval_head_read``) its value at a
+    regular position t is the set {fn(j') : j' in W(t), x_{j'} = x_t}, W(t) = {1 <= j' <= t :
+    where(t, j')} (every j' <= t exists when t does; tokens are never None). A block qualifies
+    when its RASP node is the read of a ReLU position head (``prev_token``, ``position_map``) of X
+    with no ``fn`` (a set-valued read: the union over the attended key, i.e. X's value at
+    target(j) when 1 <= target(j) <= j), it is a set-valued block the decoder reads, and exactly
+    one sublayer writes its rows. As for :func:`copy_blocks`, the caller uses this only after
+    the position head is certified and while every program check so far holds (the parse's
+    and the copy's included), so that each ideal vector of the block decodes to the RASP value.
+
+    Returns name -> ([N + 1] target(j): -1 where the ReLU position head attends to nothing (None,
+    or outside 0..j: the block holds the empty set), -3 where it attends to BOS; per target t, W(t) as the
+    pairs (j', fn(j')) in position order; [m] the set each regular ideal vector decodes to, None
+    where it holds no set).
+    """
+    from depthcraft.constructions.nodes import POSITION, HeadRead, PositionMapSpec, apply_fn
+    from tracr.rasp import rasp
+    n = int(model.max_seq_len)
+    d = len(state.radius)
+    out = {}
+    for nm, b in blocks.items():
+        node = dec.link.nodes.get(nm)
+        if not isinstance(node, HeadRead) or not isinstance(node.head.spec, PositionMapSpec):
+            continue
+        x = node.read.source
+        if (node.read.fn is not None or node.head.attention != "relu" or not isinstance(x, HeadRead)
+                or nm not in dec.sets or not dec.decodable(nm)):
+            continue
+        spec = x.head.spec
+        if (x.head.kind.selects != "match" or x.head.attention != "relu" or spec.select != "all"
+                or len(spec.pairs) != 1 or spec.pairs[0][0] is not rasp.tokens or spec.pairs[0][1] is not rasp.tokens
+                or x.read.source is not POSITION):
+            continue
+        writers = sum(bool(np.isin(sp.rows("out_rows", d), b.rows).any()) for sp in model.arch.sublayers)
+        if writers != 1:
+            continue
+        src = np.full(n + 1, -1, np.int64)
+        windows: Dict[int, Tuple[Tuple[int, Any], ...]] = {}
+        for j in range(1, n + 1):
+            t = node.head.spec.target(j)
+            if t == 0:  # the head attends to BOS: the block holds the read's BOS value (no statement)
+                src[j] = -3
+                continue
+            if t is None or not 1 <= t <= j:  # nothing attended: the empty set
+                continue
+            src[j] = t
+            if t not in windows:
+                windows[t] = tuple((jj, apply_fn(x.read.fn, jj)) for jj in range(1, t + 1)
+                                   if spec.where is None or spec.where(t, jj))
+        vals = dec.decode_rows(nm, state.sets[1][nm])
+        sets = [v if isinstance(v, frozenset) else None for v in vals]
+        out[nm] = (src, windows, sets)
     return out
 
 
@@ -498,7 +597,8 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
             entry = e
         elif role == "threshold":
             dom, r_out, table = sets.certify_threshold_mlp(state, blocks, spec, p, n, out)
-            bad = _program_entry(name, None, lambda: sets.check_threshold_mlp(blocks, out, table), model)
+            bad = _program_entry(name, None, lambda: sets.check_threshold_mlp(
+                blocks, out, table, state.setdom.get(out + sets.SCRATCH)), model)
             sets.register_write(state, blocks, out, dom, out_rows, r_out, write)
         else:
             outs, r_out, wrong = sets.certify_meet_mlp(state, blocks, spec, p, n, dec, dec.link.nodes[out])
@@ -524,12 +624,14 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
 
 
 def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
-         dec: Optional[Decoder]) -> None:
+         dec: Optional[Decoder], dom: Optional[DomainView] = None) -> None:
     """Certify one MLP sublayer, check its tables against the program, and write its ideal outputs
     into the state (one ``per_layer`` entry).
 
     An MLP whose input combinations are too many to enumerate at once (tracr's parallel Maps
     of one layer, each reading its own blocks) is certified part by part (:func:`split_mlp`).
+    With a precondition's attended links (``dom.links``) and every program check holding, the
+    blocks it writes as Maps of one head's linked reads are linked too (:func:`.links.register_mlp`).
 
     Raises:
         TooLarge: one part alone is too large.
@@ -551,6 +653,10 @@ def _mlp(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str
     for sub, _, (ideal, sd, r_out) in parts:
         write(state, blocks, sub.rows("out_rows", d), [(ideal[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)],
               r_out)
+    if dom is not None and dom.links is not None and dec is not None and not cert["program_failures"] \
+            and cert.get("model") is not None:  # its tables are its program's Maps: link them (.links)
+        written = [nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any()]
+        links.register_mlp(dom.links, dec.link.nodes, written, lambda nm: _single_writer(cert["model"], blocks, nm))
     cert["per_layer"].append({"layer": name, "head": None, "min_gap": None, "delta": None,
                               "leak_bound": None, "radius_in": r_in,
                               "radius_out": float(state.radius[out_rows].max(initial=0))})
@@ -596,10 +702,13 @@ def _token_of(model: CompiledModel, state: State, blocks: Dict[str, Block]) -> D
     for nm, b in blocks.items():
         if b.kind != "token" or written[b.rows].any():
             continue
-        rows = token[ids][:, b.rows]
-        vecs = state.sets[1][nm]
-        same = (np.abs(vecs[:, None, :] - rows[None, :, :]).max(2) == 0)  # [m, tokens]
-        out[nm] = np.where(same.sum(1) == 1, np.asarray(ids)[same.argmax(1)], -1)
+        rows = token[ids][:, b.rows] + 0.0  # + 0.0: -0.0 and 0.0 are one number, and one key below
+        vecs = state.sets[1][nm] + 0.0
+        by_row: Dict[bytes, list] = {}  # exact equality by the rows' bytes: no [m, tokens, rows] array
+        for t, r in zip(ids, rows):
+            by_row.setdefault(np.ascontiguousarray(r).tobytes(), []).append(t)
+        hits = [by_row.get(np.ascontiguousarray(v).tobytes(), []) for v in vecs]
+        out[nm] = np.array([ts[0] if len(ts) == 1 else -1 for ts in hits], int)
     return out
 
 
@@ -689,6 +798,8 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     dom = DomainView(precondition, n, _token_of(model, state, blocks)) if precondition is not None else None
     if dom is not None and precondition.scored is not None:
         dom.scored_ids = frozenset(i for i, v in enumerate(model.input_values) if v in precondition.scored)
+    if dom is not None and dec is not None and precondition.classes is not None and not precondition.prefix:
+        dom.links = links.Links(decode=dec.decode_rows)  # what certified heads attended (.links)
     if dom is not None and precondition.slots is not None:
         dom.slot_ids = tuple(None if sl is None else frozenset(i for i, v in enumerate(model.input_values) if v in sl)
                              for sl in precondition.slots)
@@ -725,7 +836,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
                     cert["uncertified"].append(fail)
                     return done()
             else:
-                _mlp(cert, state, blocks, name, spec, p, n, dec)
+                _mlp(cert, state, blocks, name, spec, p, n, dec, dom)
         except Unclean as e:
             witness = dict(e.witness) if isinstance(e.witness, dict) else {"detail": e.witness}
             witness["wrong_input"] = _wrong_input(model)  # a concrete input where the model errs, if found

@@ -63,7 +63,10 @@ element e of a set-valued query; every selected key writes exactly the elements 
 (``fn`` applied), BOS nothing; the threshold maps a scratch coordinate's off interval to 0
 and its on interval to 1 of the element with the same value; a copy writes element fn(e) for
 each source element e, BOS the empty set; the meet writes 1 exactly when the sets share an
-element. With these, the decoded set at every position is the program's set, by the same
+element. Every element of the source set is compared, also one the weights read with weight 0
+(it then writes nothing, which is wrong when the element is on), and an output element whose
+threshold reads no scratch coordinate (a constant 0) is accepted only where the scratch of that
+element is never on. With these, the decoded set at every position is the program's set, by the same
 induction as :mod:`.program`: the union's coordinate e is on exactly when some present key
 the program selects holds e.
 """
@@ -146,6 +149,25 @@ def _split(state: State, rows: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, n
     live = np.abs(w).sum(1) > 0
     fin = ~is_set
     return rows[fin], w[fin], rows[is_set & live], w[is_set & live]
+
+
+def _every_source_row(state: State, blocks: Dict[str, Block], source: str, s_rows: np.ndarray,
+                      w_s: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(rows, weights) over EVERY coordinate of the set block ``source``, not only the live ones.
+
+    ``s_rows``/``w_s`` are :func:`_split`'s set rows that a projection reads with a non-zero weight;
+    a coordinate of ``source`` that is not among them is read with weight 0 (it writes nothing).
+    A program check of a value that copies the elements of ``source`` must see those rows too:
+    the program writes fn(e) when element e is on, whatever the weights read. Returns rows
+    [len(source rows)] int and weights [len(source rows), e] float64 (zero rows where not read).
+    """
+    rows = np.asarray(blocks[source].rows)
+    w = np.zeros((len(rows), w_s.shape[1] if w_s.ndim == 2 else 0), np.float64)
+    for i, r in enumerate(s_rows):
+        hit = np.flatnonzero(rows == r)
+        if len(hit):
+            w[hit[0]] = w_s[i]
+    return rows, w
 
 
 def _coord(state: State, blocks: Dict[str, Block], row: int) -> Tuple[str, int]:
@@ -910,9 +932,14 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
             nm, j = _coord(state, blocks, int(r))
             if nm != src.label:
                 raise Unclean(f"union head {head.label}: the value reads the set {nm!r}, not {src.label!r}", {})
+        # every element of the source, also one the value reads with weight 0 (it must still be written)
+        all_rows, all_w = _every_source_row(state, blocks, src.label, vs_rows, wvo_s.reshape(len(vs_rows), -1)
+                                            if len(vs_rows) else np.zeros((0, wvo.shape[1])))
+        for i, r in enumerate(all_rows):
+            nm, j = _coord(state, blocks, int(r))
             e = blocks[nm].values[j]
             for k, v in _point_options(state, blocks, int(r), 1):
-                got = frozenset(labels[wvo_s[i] * v > 0].tolist())
+                got = frozenset(labels[all_w[i] * v > 0].tolist())
                 want = _as_set(apply_fn(read.read.fn, frozenset((e,)))) if v >= 0.5 else frozenset()
                 if got != want:
                     exp_, got_ = sorted(want, key=repr), sorted(got, key=repr)
@@ -921,13 +948,33 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
                                   {"element": rasp_value(e), "expected": exp_, "got": got_})
 
 
-def check_threshold_mlp(blocks: Dict[str, Block], out_name: str, table: Dict[int, Any]) -> None:
+def check_threshold_mlp(blocks: Dict[str, Block], out_name: str, table: Dict[int, Any],
+                        scratch_dom: Optional[SetDom] = None) -> None:
     """The threshold MLP writes element e exactly when the scratch coordinate of e is on (regular positions).
 
+    An element whose output row reads no scratch coordinate (or that no output row of the MLP
+    writes) is a constant 0; that agrees with the program only where the scratch coordinate of e
+    is never on at a regular position, which ``scratch_dom`` (the scratch block's
+    :class:`SetDom`) must show. Without it (None) such an element is refused.
+
     Raises:
-        Unclean: an output row that reads another element's scratch, or maps off / on otherwise.
+        Unclean: an output row that reads another element's scratch, or maps off / on otherwise,
+            or an element written as a constant 0 whose scratch may be on (or is not known).
     """
     out, scratch = blocks[out_name], blocks.get(out_name + SCRATCH)
+
+    def may_be_on(e: Any) -> bool:
+        if scratch is None or scratch_dom is None:
+            return True
+        hit = [c for c, v in enumerate(scratch.values) if v == e]
+        return not hit or bool(scratch_dom.can[1][1][hit[0]])
+
+    for row in out.rows:
+        e = out.values[int(np.flatnonzero(out.rows == row)[0])]
+        src = table[int(row)][0] if int(row) in table else None
+        if src is None and may_be_on(e):
+            raise Unclean(f"threshold of {out_name}: element {e!r} reads no scratch coordinate (a constant), "
+                          "but the union may hold it", {"element": e})
     for row, (src, points) in table.items():
         e = out.values[int(np.flatnonzero(out.rows == row)[0])]
         if src is not None:
@@ -969,10 +1016,17 @@ def check_set_copy(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[st
         nm, j = _coord(state, blocks, int(r))
         if nm != getattr(src, "label", None):
             raise Unclean(f"copy {out_name}: the value reads the set {nm!r}, not its source", {})
+    if getattr(src, "label", None) not in state.setdom:
+        raise NoSemantics(f"copy {out_name}: its source is not a set block")
+    # every element of the source, also one the value reads with weight 0 (it must still be written)
+    all_rows, all_w = _every_source_row(state, blocks, src.label, s_rows, w_s.reshape(len(s_rows), -1)
+                                        if len(s_rows) else np.zeros((0, wvo.shape[1])))
+    for i, r in enumerate(all_rows):
+        nm, j = _coord(state, blocks, int(r))
         e = blocks[nm].values[j]
         for c in (0, 1):
             for k, v in _point_options(state, blocks, int(r), c):
-                got = frozenset(lab for lab, wv in zip(labels, w_s[i] * v) if wv >= 0.5)
+                got = frozenset(lab for lab, wv in zip(labels, all_w[i] * v) if wv >= 0.5)
                 if c == 0:
                     want = _as_set(read.bos_value)
                 else:

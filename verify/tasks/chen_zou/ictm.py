@@ -18,7 +18,7 @@ Token layout (integers): content 0..V-1, labels V..V+C-1.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 from hypothesis import strategies as st
@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs import templates as tpl
+from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.tasks.chen_zou.common import NONE, ReadoutTask, check_range, letters
 
 
@@ -62,6 +63,56 @@ class ICTMTask(ReadoutTask):
                              f"(m' = 1..{p['m']}), so its length is one of "
                              f"{[k * (n + 1) + n for k in range(1, min(p['m'], 4) + 1)]}...; got {length}")
         return mm
+
+    def domain(self, p: Dict[str, Any]) -> str:
+        """The task's own inputs: m' example blocks with pairwise distinct templates, then a query block.
+
+        In words (what :meth:`row_in_domain` checks with :meth:`answer`): length m'(n+1)+n for
+        1 <= m' <= m, content tokens 0..V-1 at the content positions, label tokens V..V+C-1 at
+        the label positions, the m' example templates (the equality patterns of their blocks)
+        pairwise distinct, and the query's template one of them. Every sampled, edge-case and
+        hypothesis input of this task is in it (they are built from distinct pool templates).
+        ``ictm_parse_copy_match`` (softmax) is exact on every input of the layout; the ReLU
+        match head adds up every example whose template equals the query's, so it is not exact
+        outside it (two examples with the query's template: the program's answer is a set of
+        two labels, the read-out one).
+        """
+        return (f"ictm inputs: m' = 1..{p['m']} example blocks of n = {p['n']} content tokens and a label, then "
+                f"n query tokens; example templates pairwise distinct, the query's template one of them")
+
+    def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Whether one input [length] is a well-formed ICTM input (:meth:`answer` accepts it)."""
+        try:
+            self.answer(p, np.asarray(row, np.int64)[None, :])
+        except InputError:
+            return False
+        return True
+
+    def domain_precondition(self, p: Dict[str, Any]) -> Precondition:
+        """The domain's facts for the certifier: the lengths, and distinct patterns at the label positions.
+
+        * ``lengths``: a domain input is m' blocks of n + 1 tokens then n query tokens,
+          m'(n + 1) + n tokens, 1 <= m' <= m.
+        * ``patterns``: the group of every label-slot position j = k(n + 1) (k = 1..m, j <= N)
+          is its block's content positions (j - n, .., j - 1), all before j; other positions
+          have none. Proof that the domain implies the fact: the layout is periodic, so in a
+          domain input of length L = m'(n + 1) + n the positions j <= L with a group are exactly
+          the m' example label positions (the query block's positions have offsets 1..n, never
+          n + 1), and the group of the k-th is the k-th example's content block e^k. The
+          equality pattern {(a, b) : a < b, e^k_a = e^k_b} determines the block's canonical
+          pattern (its restricted growth string: position b repeats the number of the first
+          a < b with e^k_a = e^k_b, else takes the next new number) and is determined by it, so
+          two examples have one equality pattern exactly when they have one template; the
+          domain makes the m' example templates pairwise distinct. All groups have size n.
+
+        No ``classes``, ``slots`` or ``scored`` fact is given: the ReLU match head is clean at
+        every query position on the domain (at most one example label position holds a
+        pattern), so the certificate covers every position 1..n of a domain input.
+        """
+        n, b, big = p["n"], p["n"] + 1, self.max_seq_len(p)
+        groups = tuple(tuple(range(j - n, j)) if j >= 1 and j % b == 0 else None for j in range(big + 1))
+        return Precondition(predicate=self.domain(p),
+                            lengths=frozenset(k * b + n for k in range(1, p["m"] + 1)), patterns=groups)
 
     def pool(self, p) -> np.ndarray:
         """Every template the task draws from: [P, n] canonical patterns with at most V wildcards."""
@@ -224,6 +275,19 @@ class ICTMDenseTask(ICTMTask):
 
     def max_seq_len(self, p):
         return (p["m"] + p["queries"] - 1) * (p["n"] + 1) + p["n"]
+
+    def domain(self, p: Dict[str, Any]):
+        """None: a training variant, no domain declared (ICTM's domain and its facts speak of ICTM's
+        layout, one query block, which this one is not)."""
+        return None
+
+    def domain_precondition(self, p: Dict[str, Any]):
+        """None (no domain declared, :meth:`domain`)."""
+        return None
+
+    def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Every well-formed input (no domain declared, :meth:`domain`)."""
+        return True
 
     def query_positions(self, p) -> np.ndarray:
         """0-based input positions of the q scored tokens (the last content token of each query block)."""
