@@ -17,6 +17,11 @@ whose projections and q . k have as many dominant terms as the ideal inputs have
 entries, the others being input errors. A projection that only copies inputs
 (:func:`copies`) is exact.
 
+**MLP dot products (:func:`dot_rounding`).** Per input combination, per output: only the
+terms non-zero there count, a product with a weight +-1 or an exact input 0 / +-1 is exact,
+and each remaining rounding is within half an ulp of the binade of its largest possible
+magnitude (:func:`rounding`), whatever the order; never more than gamma_k.
+
 The functions here give the *relative* factors; the callers multiply them by the
 absolute values the float32 forward adds (ideal value plus radius), so every term is an
 upper bound on the real rounding error whatever the summation order.
@@ -220,3 +225,109 @@ def softmax_output_rel(n: int, w_v: np.ndarray, w_o: np.ndarray) -> float:
     Multiply by (|x| + r) |W_V| |W_O|.
     """
     return up(2 * gamma(n + 1, U32) + 6 * U32 + gamma(terms(w_v), U32) + gamma(terms(w_o), U32) + U32)
+
+
+def rounding(v: np.ndarray) -> np.ndarray:
+    """Bound on |fl(s) - s| for every real s with |s| <= v (elementwise, ``v`` >= 0, float64).
+
+    Round to nearest errs by at most half an ulp of the binade holding s: for
+    2^e <= |s| < 2^(e+1) (e >= -126) that is 2^(e-24), and |s| <= v gives e <= floor(log2 v),
+    so 2^(floor(log2 v) - 24) bounds it (never more than u v, up to half of it); below the
+    normal range the spacing is 2^-149, half of it 2^-150. v = 0: s = 0 is exact. ``v`` is
+    first rounded up by a relative 1e-12 (it was computed in float64).
+    """
+    v = np.asarray(v, np.float64) * (1.0 + 1e-12)
+    _, e = np.frexp(v)  # v = f 2^e, f in [0.5, 1): floor(log2 v) = e - 1
+    out = np.ldexp(1.0, e - 25)
+    out = np.where(v < 2.0 ** -126, 2.0 ** -150, out)
+    return np.where(v > 0, out, 0.0)
+
+
+#: Most (combination, output) pairs :func:`dot_rounding` bounds one by one; beyond, the
+#: order-independent gamma_k of each column (the cost of the tight bound is some twenty
+#: passes over an [m, out] array).
+TIGHT_LIMIT = 4_000_000
+#: Most (input, combination, output) products :func:`dot_rounding` bounds one by one.
+PER_PRODUCT_LIMIT = 4_000_000
+
+
+def dot_rounding(xl: np.ndarray, xh: np.ndarray, exact: np.ndarray, w: np.ndarray,
+                 bias: np.ndarray) -> np.ndarray:
+    """[m, out] bound on the float32 rounding of x @ w + bias, whatever the summation order, for
+    every real input x with xl <= x <= xh (each x a float32 vector).
+
+    Args:
+        xl, xh: [m, n] float64 bounds of each input per combination (m combinations).
+        exact: [m, n] bool: the input is exactly a float32 in {0, 1, -1} (no radius), so its
+            product with any float32 weight is exact; or a function returning that array
+            (called only where the bound is computed one by one, :data:`TIGHT_LIMIT`).
+        w: [n, out] float64 holding float32 weights; bias: [out] float32 values.
+    Returns:
+        [m, out] float64 (not rounded outward: the caller rounds).
+
+    Soundness argument. Output c is a sum of the non-zero terms t_i = x_i w[i, c] (a term with
+    w = 0, or with x_i exactly 0 (xl = xh = 0), is an exact zero, and adding it is exact) and of
+    a non-zero bias (an exact term). Let k be their number. (1) Each product is rounded once:
+    within :func:`rounding` (|t_i|) <= u |t_i| (u |t_i| itself beyond
+    :data:`PER_PRODUCT_LIMIT`), and exactly when |w| = 1 or the input is exact and in {0, +-1} (the result
+    is +-w or +-x, a float32). (2) Whatever the order (any binary tree, fused or not), there
+    are k - 1 additions; addition a rounds its real sum s_a within :func:`rounding` (|s_a|).
+    s_a is the computed sum of a subset S of the terms, so |s_a| <= V_S + gamma_k sum_S |t_i|
+    (the subtree's own error, Higham Lemma 3.1, products included). The root's S is every
+    term: V = max over the box of |sum t_i| = max(sum_i max t_i, -sum_i min t_i). The other
+    k - 2 additions have proper subsets, whose signed sums are at most
+    P = max(sum_i max(max t_i, 0), sum_i max(-min t_i, 0)) in magnitude. So the error is at
+    most sum_inexact rounding(|t_i|) + rounding(V') + (k - 2) rounding(P'), the primes adding
+    gamma_k sum |t_i|. A fused multiply-add rounds a product and an addition once (within the
+    addition's budget); a wider accumulator errs less in each addition than float32 and adds
+    one final rounding: its additions err by at most (k - 1) u64 max(P', V') in all, within
+    W = 2 (k + 1) u64 max(P', V'), so the root is bounded by rounding(V' + W) + W. The primes
+    add gamma_k sum |t_i| + k 2^-149 (a product below the normal range errs by 2^-150, not
+    u |t_i|). For k = 1 only the product rounds (exactly zero when it is exact).
+    The order-independent gamma_k sum |t_i| (Higham Lemma 3.1, plus k 2^-149 for products
+    below the normal range) is also a bound; the smaller of the two is returned, and it alone
+    (k: the column's non-zero weights and bias, :func:`column_gammas`) beyond
+    :data:`TIGHT_LIMIT` pairs (combination, output).
+    """
+    xl, xh = np.asarray(xl, np.float64), np.asarray(xh, np.float64)
+    w = np.asarray(w, np.float64)
+    bias = np.asarray(bias, np.float64)
+    aw = np.abs(w)
+    if xl.shape[0] * w.shape[1] > TIGHT_LIMIT:  # too many to bound one by one: Higham's gamma_k per column
+        mag = np.maximum(np.abs(xl), np.abs(xh))
+        return column_gammas(w, bias) * (mag @ aw + np.abs(bias)) + ((w != 0).sum(0) + 1) * 2.0 ** -149
+    exact = np.asarray(exact() if callable(exact) else exact, bool)
+    mag = np.maximum(np.abs(xl), np.abs(xh))  # [m, n]
+    nz_in = ~((xl == 0) & (xh == 0))
+    k = nz_in.astype(np.float64) @ (w != 0).astype(np.float64) + (bias != 0)  # [m, out] non-zero terms
+    absum = mag @ aw + np.abs(bias)
+    # the sum over the box: centre c +- radius (float64 rounding here is far inside the gamma_k slack)
+    mid, rad = ((xl + xh) / 2) @ w + bias, ((xh - xl) / 2) @ aw
+    v_all = np.abs(mid) + rad  # max(|max of the sum|, |min of the sum|)
+    # sums of the positive parts P = max(x w, 0) and of the negative parts, from P + N and P - N
+    hp, hn = np.maximum(xh, 0), np.maximum(-xl, 0)
+    both, diff = (hp + hn) @ aw + np.abs(bias), (hp - hn) @ w + bias
+    pos, neg = (both + diff) / 2, (both - diff) / 2
+    kmax = int(k.max(initial=0))
+    g = gamma(kmax, U32) if kmax else 0.0
+    slack = g * absum + k * 2.0 ** -149  # the subtrees' own errors (a product below the normal range: 2^-150)
+    inexact = np.abs(w) != 1.0  # [n, out]
+    # products that round: weight not +-1 and input not exactly 0 / +-1
+    amag = np.where(exact, 0.0, mag)
+    wi = aw * inexact
+    rows = np.flatnonzero(wi.any(1) & amag.any(0))
+    if len(rows) * amag.shape[0] * w.shape[1] <= PER_PRODUCT_LIMIT:  # each product within its half ulp
+        err = np.zeros((amag.shape[0], w.shape[1]))
+        for j in rows:
+            err += rounding(amag[:, j:j + 1] * wi[j][None, :])
+    else:  # within u of each product
+        err = U32 * (amag @ wi) + ((amag > 0).astype(np.float64) @ (wi > 0).astype(np.float64)) * 2.0 ** -150
+    part = np.maximum(pos, neg) + slack  # any partial sum's magnitude
+    wide = 2 * (k + 1) * U64 * np.maximum(part, v_all + slack)  # a wider accumulator's own additions
+    adds = k >= 2
+    err = err + np.where(adds, rounding(v_all + slack + wide) + wide, 0.0)
+    err = err + np.maximum(k - 2, 0) * rounding(part)
+    # never above the order-independent bound gamma_k sum |t_i| (Higham Lemma 3.1)
+    nu = k * U32
+    old = np.where(nu < 0.5, nu / np.maximum(1.0 - nu, 0.5), np.inf)
+    return np.minimum(err, old * absum + k * 2.0 ** -149)

@@ -23,9 +23,15 @@ the cancellation inside tracr's ReLU pairs). Where tracr's discretisation puts a
 threshold inside an interval (SelectorWidth beyond its exact length) the output is not a
 clean one-hot and the MLP is not certified, with that input as witness.
 
-The float32 terms count each hidden unit's and each output's own non-zero weights (and a
-non-zero bias), :func:`float32.column_gammas`: a zero weight gives an exact zero product and
-adding it is exact. The l1 bound of a written block is the largest, over the combinations, of
+The float32 terms are bounded per combination, per hidden unit and per output, whatever the
+summation order (:func:`float32.dot_rounding`): only the terms non-zero at that combination
+count (a zero weight, an input or a hidden unit that is exactly 0: adding an exact zero is
+exact), a product with a weight +-1 or with an exact input 0 or +-1 (:func:`exact_inputs`) does
+not round, and every other rounding is within half an ulp of its largest possible magnitude
+(the whole sum for the last addition, the sum of the positive or of the negative parts for the
+others); never more than gamma_k times the terms' magnitudes. The hidden values the second
+layer reads lie in [relu(pre - e), relu(pre + e)] (e: input error and first-layer rounding),
+so those intervals are its terms. The l1 bound of a written block is the largest, over the combinations, of
 the sum of that combination's column bounds (at a real input whose ideal is combination i,
 the block's error is at most that sum), never more than the sum of the row radii.
 """
@@ -36,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from depthcraft.verify.certify.float32 import U64, column_gammas, gamma, up
+from depthcraft.verify.certify.float32 import U64, dot_rounding, gamma, up
 from depthcraft.verify.certify.state import Block, Side, State, lin_err, side
 
 
@@ -65,8 +71,8 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
     r_in = state.radius[in_rows]
     pre = x @ w1 + b1
     hw = lin_err(state, list(blocks.values()), in_rows, w1)
-    # float32 rounding of x W_1 + b_1, per hidden unit (float32.column_gammas: its own terms)
-    pre_err = column_gammas(w1, b1) * ((np.abs(x) + r_in) @ np.abs(w1) + np.abs(b1))
+    # float32 rounding of x W_1 + b_1, per hidden unit and combination (float32.dot_rounding)
+    pre_err = dot_rounding(x - r_in, x + r_in, lambda: exact_inputs(x, r_in), w1, b1)
     hw = hw + pre_err
     h = np.maximum(pre, 0)
     lo, hi = np.maximum(pre - hw, 0), np.maximum(pre + hw, 0)
@@ -76,7 +82,7 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
         out_err = line_error(x, groups, w1, b1, w2, b2, pre_err)
     else:
         dev = np.maximum(hi - h, h - lo)  # [m, hidden]
-        out_err = dev @ np.abs(w2) + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2))
+        out_err = dev @ np.abs(w2) + dot_rounding(lo, hi, lambda: exact_inputs(lo, hi - lo), w2, b2)
     ideal = y.copy()
     for b in blocks.values():
         sel = np.isin(out_rows, b.rows)
@@ -107,6 +113,16 @@ def certify_mlp(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any],
             by_comb = float(per[:, sel].sum(1).max(initial=0.0) + own[sel].sum()) if len(per) else 0.0
             l1_out[b.name] = min(float(r_out[sel].sum()), up(by_comb))
     return ideal, sd, (r_out, l1_out)
+
+
+def exact_inputs(x: np.ndarray, r) -> np.ndarray:
+    """[m, n] bool: the input is exactly its ideal value ``x`` [m, n] (radius ``r`` 0, broadcast
+    against x) and that value is 0, 1 or -1, so its product with any float32 weight is exact
+    (:func:`float32.dot_rounding`). A hidden unit qualifies when its interval is the point 0
+    or 1 (tracr's ``start`` unit, ReLU(one) = 1 exactly)."""
+    x = np.asarray(x, np.float64)
+    r = np.broadcast_to(np.asarray(r, np.float64), x.shape)
+    return (r == 0) & ((x == 0) | (np.abs(x) == 1))
 
 
 def noisy_rows(state: State, blocks: Dict[str, Block], in_rows: np.ndarray, w1: np.ndarray
@@ -145,9 +161,9 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
     |b_1|)|W_2| + |b_2| (relu is 1-Lipschitz), counted twice (y(t) and y(0)). The float32 forward
     adds, per hidden unit, the rounding e_k of its pre-activation (|e_k| <= ``pre_err`` [m,
     hidden]): relu moves by at most |e_k|, and not at all for a unit whose pre-activation stays
-    <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2,
-    gamma_k (hi |W_2| + |b_2|) per output column (k: its non-zero weights, plus one for a
-    non-zero bias, :func:`float32.column_gammas`), hi the largest real hidden value.
+    <= 0 (pre_k + |W_1[j, k]| r + |e_k| <= 0); and the rounding of h W_2 + b_2 per output
+    column, :func:`float32.dot_rounding` over the real hidden values' intervals
+    [lo, hi] = [relu(pre - |W_1[j, k]| r - |e_k|), relu(pre + |W_1[j, k]| r + |e_k|)].
 
     Args:
         x: [m, Din] ideal inputs; groups: [(j, r)]; w1 [Din, hidden], b1 [hidden], w2 [hidden,
@@ -181,6 +197,7 @@ def line_error(x: np.ndarray, groups: List[Tuple[int, float]], w1: np.ndarray, b
         rad[j] = r
     mag = ((np.abs(x) + rad) @ np.abs(w1) + np.abs(b1)) @ np.abs(w2) + np.abs(b2)
     hi = np.maximum(pre + reach + pre_err, 0)
+    lo = np.maximum(pre - reach - pre_err, 0)
     f32 = (np.where(hi > 0, pre_err, 0.0) @ np.abs(w2)
-           + column_gammas(w2, b2) * (hi @ np.abs(w2) + np.abs(b2)))
+           + dot_rounding(lo, hi, lambda: exact_inputs(lo, hi - lo), w2, b2))
     return worst + lip[None, :] + 2 * g64 * mag + f32
