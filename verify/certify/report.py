@@ -372,6 +372,19 @@ def _read_later(model: CompiledModel, name: str, spec) -> bool:
     return False
 
 
+def _single_writer_position_reads(model: CompiledModel, blocks: Dict[str, Block], dec: Decoder):
+    """Yield ``(name, node)`` for each block the decoder reads whose RASP node is the read of a
+    hand-built position head (:class:`~constructions.nodes.PositionMapSpec`: ``prev_token``,
+    ``position_map``) and whose rows exactly one sublayer writes (the candidates of
+    :func:`copy_blocks` and :func:`pattern_copy_blocks`, which add their own conditions)."""
+    from depthcraft.constructions.nodes import HeadRead, PositionMapSpec
+    for nm in blocks:
+        node = dec.link.nodes.get(nm)
+        if isinstance(node, HeadRead) and isinstance(node.head.spec, PositionMapSpec) and dec.decodable(nm) \
+                and _single_writer(model, blocks, nm):
+            yield nm, node
+
+
 def copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], dec: Decoder
                 ) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
     """Blocks that hold, on every input, the token of another position (:class:`heads.DomainView`).
@@ -386,19 +399,11 @@ def copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Block], de
     is the token at target(j). Returns name -> ([N + 1] target(j), -1 where none or BOS; [m] the
     token id each regular ideal vector decodes to, -1 where none).
     """
-    from depthcraft.constructions.nodes import HeadRead, PositionMapSpec
     from tracr.rasp import rasp
     n = int(model.max_seq_len)
-    d = len(state.radius)
     out = {}
-    for nm, b in blocks.items():
-        node = dec.link.nodes.get(nm)
-        if not isinstance(node, HeadRead) or not isinstance(node.head.spec, PositionMapSpec):
-            continue
-        if node.read.source is not rasp.tokens or node.read.fn is not None or not dec.decodable(nm):
-            continue
-        writers = sum(bool(np.isin(sp.rows("out_rows", d), b.rows).any()) for sp in model.arch.sublayers)
-        if writers != 1:
+    for nm, node in _single_writer_position_reads(model, blocks, dec):
+        if node.read.source is not rasp.tokens or node.read.fn is not None:
             continue
         src = np.full(n + 1, -1, np.int64)
         for j in range(1, n + 1):
@@ -436,26 +441,18 @@ def pattern_copy_blocks(model: CompiledModel, state: State, blocks: Dict[str, Bl
     pairs (j', fn(j')) in position order; [m] the set each regular ideal vector decodes to, None
     where it holds no set).
     """
-    from depthcraft.constructions.nodes import POSITION, HeadRead, PositionMapSpec, apply_fn
+    from depthcraft.constructions.nodes import POSITION, HeadRead, apply_fn
     from tracr.rasp import rasp
     n = int(model.max_seq_len)
-    d = len(state.radius)
     out = {}
-    for nm, b in blocks.items():
-        node = dec.link.nodes.get(nm)
-        if not isinstance(node, HeadRead) or not isinstance(node.head.spec, PositionMapSpec):
-            continue
+    for nm, node in _single_writer_position_reads(model, blocks, dec):
         x = node.read.source
-        if (node.read.fn is not None or node.head.attention != "relu" or not isinstance(x, HeadRead)
-                or nm not in dec.sets or not dec.decodable(nm)):
+        if node.read.fn is not None or node.head.attention != "relu" or not isinstance(x, HeadRead) or nm not in dec.sets:
             continue
         spec = x.head.spec
         if (x.head.kind.selects != "match" or x.head.attention != "relu" or spec.select != "all"
                 or len(spec.pairs) != 1 or spec.pairs[0][0] is not rasp.tokens or spec.pairs[0][1] is not rasp.tokens
                 or x.read.source is not POSITION):
-            continue
-        writers = sum(bool(np.isin(sp.rows("out_rows", d), b.rows).any()) for sp in model.arch.sublayers)
-        if writers != 1:
             continue
         src = np.full(n + 1, -1, np.int64)
         windows: Dict[int, Tuple[Tuple[int, Any], ...]] = {}

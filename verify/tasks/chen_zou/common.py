@@ -51,6 +51,15 @@ class ReadoutTask(Task):
         """Every value a scored target can take (the read-out vocabulary), sorted."""
         raise NotImplementedError
 
+    def answer_accepts(self, p: Dict[str, Any], row: np.ndarray) -> bool:
+        """Whether :meth:`answer` accepts one input [n] (it raises no :class:`InputError`): the
+        domain test of tasks whose domain is exactly their well-formed instances (ICQA, ICTM)."""
+        try:
+            self.answer(p, np.asarray(row, np.int64)[None, :])
+        except InputError:
+            return False
+        return True
+
     def reference(self, p, tokens) -> Tuple[np.ndarray, np.ndarray]:
         tokens = np.asarray(tokens)
         if tokens.ndim != 2 or tokens.shape[1] == 0:

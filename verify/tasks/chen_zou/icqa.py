@@ -93,11 +93,7 @@ class ICQATask(ReadoutTask):
 
     def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
         """Whether one input [n] is a well-formed ICQA input (:meth:`answer` accepts it)."""
-        try:
-            self.answer(p, np.asarray(row, np.int64)[None, :])
-        except InputError:
-            return False
-        return True
+        return self.answer_accepts(p, row)
 
     def domain_precondition(self, p: Dict[str, Any]) -> Precondition:
         """The domain's facts for the certifier: odd lengths, question slots distinct, a question last.

@@ -82,11 +82,7 @@ class ICTMTask(ReadoutTask):
 
     def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
         """Whether one input [length] is a well-formed ICTM input (:meth:`answer` accepts it)."""
-        try:
-            self.answer(p, np.asarray(row, np.int64)[None, :])
-        except InputError:
-            return False
-        return True
+        return self.answer_accepts(p, row)
 
     def domain_precondition(self, p: Dict[str, Any]) -> Precondition:
         """The domain's facts for the certifier: the lengths, and distinct patterns at the label positions.
