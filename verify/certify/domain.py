@@ -52,8 +52,8 @@ Likewise a block that such a head writes as a copy of a certified ReLU ``match``
 input, fn of the set of window positions j' <= t = target(j) with x_{j'} = x_t: where fn
 is injective on the window, the decoded set names exactly which window positions hold
 x_t's token, which is a statement about the input's equalities. Nothing else is assumed: in
-particular no relation between derived SOps at different
-positions that is a construction's induction invariant is a precondition here.
+particular no relation between derived SOps at different positions that is a construction's
+induction invariant is a precondition here.
 
 What is proved with a precondition holds for the domain's inputs only; the report's
 ``scope`` then says "every input in the domain ..." and ``domain.used_as_precondition`` is
@@ -136,7 +136,6 @@ class Precondition:
                 return False
             seen.add(key)
         return True
-
 
     def _patterns_hold(self, toks: List[int]) -> bool:
         """The ``patterns`` fact on one input (tokens at positions 1..n): every group of a position
