@@ -256,20 +256,12 @@ def _position_part(state: "State", blocks: Dict[str, "Block"], read, pos_names, 
     return pc, pa, positions
 
 
-def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> Side:
-    """Enumerate the combinations read through ``w`` ([len(rows), e]) at BOS and regular positions.
-
-    Raises:
-        TooLarge: more than :data:`MAX_TUPLES` combinations at one kind of position.
-        Unclean: ``w`` reads a set-valued block (:mod:`.sets`: a product domain, not a finite set).
-    """
+def _reads(blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray):
+    """The live rows of ``w`` ([len(rows), e]) grouped by block: (rows, w, read, names, pos_names),
+    read[name] = [(row index into w, row index into the block)], names the non-position blocks."""
     w = np.asarray(w, np.float64)
     live = np.abs(w).sum(1) > 0
     rows, w = rows[live], w[live]
-    for nm, srows in state.setdom.items():
-        if np.isin(rows, srows).any():
-            raise Unclean(f"the set-valued block {nm!r} is read by a sublayer the set analysis does not know",
-                          {"block": nm})
     row_block = {}
     for name, b in blocks.items():
         for j, r in enumerate(b.rows):
@@ -280,38 +272,74 @@ def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray
         read.setdefault(name, []).append((i, j))
     pos_names = [nm for nm in read if blocks[nm].kind == "position"]
     names = [nm for nm in read if blocks[nm].kind != "position"]
-    out, reps = [], {}
+    return rows, w, read, names, pos_names
+
+
+def _block_tables(state: State, blocks: Dict[str, Block], read, names: List[str], w: np.ndarray, kind: int):
+    """Per non-position block read, its ideal vectors deduplicated by their projection through
+    ``w``: [(name, contrib [m, e], absval [m, e], guard [m], first [m], inv [vectors])], contrib
+    the projection, absval (|x| + r) |w|, guard the smallest of the merged vectors' guards, first
+    the index of each group's first vector, inv each vector's group."""
+    out = []
+    for nm in names:
+        idx = read[nm]
+        wi = w[[i for i, _ in idx]]
+        proj, first, inv = np.unique(state.sets[kind][nm][:, [j for _, j in idx]], axis=0, return_index=True,
+                                     return_inverse=True)
+        inv = inv.ravel()
+        g = np.full(len(proj), np.iinfo(np.int64).max)
+        np.minimum.at(g, inv, state.guard[kind][nm])
+        r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
+        out.append((nm, proj @ wi, (np.abs(proj) + r) @ np.abs(wi), g, first, inv))
+    return out
+
+
+def _cross(pc: np.ndarray, pa: np.ndarray, pos_col: np.ndarray, kind: int, factors, limit: int, what: str):
+    """The product of the position part (pc, pa, pos_col) and the blocks' ``factors``
+    [(contrib, absval, guard, rep)]: (contrib, absval, kind, position, parts, guard), one entry
+    per combination.
+
+    Raises:
+        TooLarge: more than ``limit`` combinations (checked before any is built); ``what`` names them.
+    """
+    count = len(pc) * int(np.prod([len(f[0]) for f in factors], dtype=np.int64))
+    if count > limit:
+        raise TooLarge(f"{count} combinations of {what}")
+    grids = np.meshgrid(np.arange(len(pc)), *[np.arange(len(f[0])) for f in factors], indexing="ij")
+    flat = [g.ravel() for g in grids]
+    contrib, absval = pc[flat[0]].copy(), pa[flat[0]].copy()
+    guard = np.maximum(pos_col[flat[0]], kind)
+    for f, ix in zip(factors, flat[1:]):
+        contrib += f[0][ix]
+        absval += f[1][ix]
+        guard = np.maximum(guard, f[2][ix])
+    parts = np.stack([f[3][ix] for f, ix in zip(factors, flat[1:])], 1) if factors else \
+        np.zeros((len(flat[0]), 0), int)
+    return contrib, absval, np.full(len(contrib), kind), pos_col[flat[0]], parts, guard
+
+
+def side(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> Side:
+    """Enumerate the combinations read through ``w`` ([len(rows), e]) at BOS and regular positions.
+
+    Raises:
+        TooLarge: more than :data:`MAX_TUPLES` combinations at one kind of position.
+        Unclean: ``w`` reads a set-valued block (:mod:`.sets`: a product domain, not a finite set).
+    """
+    rows, w, read, names, pos_names = _reads(blocks, rows, w)
+    for nm, srows in state.setdom.items():
+        if np.isin(rows, srows).any():
+            raise Unclean(f"the set-valued block {nm!r} is read by a sublayer the set analysis does not know",
+                          {"block": nm})
+    out = []
     member: Dict[str, np.ndarray] = {}
     for kind in (0, 1):
         pc, pa, pos_col = _position_part(state, blocks, read, pos_names, w, kind, n)
-        tables = []
-        for nm in names:
-            idx = read[nm]
-            wi = w[[i for i, _ in idx]]
-            vecs = state.sets[kind][nm]
-            proj = vecs[:, [j for _, j in idx]]
-            proj, first, inv = np.unique(proj, axis=0, return_index=True, return_inverse=True)  # values this
-            reps.setdefault(kind, {})[nm] = first  # projection cannot tell apart are one combination
-            if kind == 1:
-                member[nm] = first[inv.ravel()]
-            g = np.full(len(proj), np.iinfo(np.int64).max)
-            np.minimum.at(g, inv.ravel(), state.guard[kind][nm])
-            r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
-            tables.append((proj @ wi, (np.abs(proj) + r) @ np.abs(wi), g))
-        count = len(pc) * int(np.prod([len(t[0]) for t in tables], dtype=np.int64))
-        if count > MAX_TUPLES:
-            raise TooLarge(f"{count} combinations of {names + pos_names}")
-        grids = np.meshgrid(np.arange(len(pc)), *[np.arange(len(t[0])) for t in tables], indexing="ij")
-        flat = [g.ravel() for g in grids]
-        contrib, absval = pc[flat[0]].copy(), pa[flat[0]].copy()
-        guard = np.maximum(pos_col[flat[0]], kind)
-        for t, f in zip(tables, flat[1:]):
-            contrib += t[0][f]
-            absval += t[1][f]
-            guard = np.maximum(guard, t[2][f])
-        parts = np.stack([reps[kind][nm][f] for nm, f in zip(names, flat[1:])], 1) if tables else \
-            np.zeros((len(flat[0]), 0), int)
-        out.append((contrib, absval, np.full(len(contrib), kind), pos_col[flat[0]], parts, guard))
+        factors = []
+        for nm, c, a, g, first, inv in _block_tables(state, blocks, read, names, w, kind):
+            if kind == 1:  # values this projection cannot tell apart are one combination
+                member[nm] = first[inv]
+            factors.append((c, a, g, first))
+        out.append(_cross(pc, pa, pos_col, kind, factors, MAX_TUPLES, f"{names + pos_names}"))
     contrib, absval, kinds, position, parts, guard = (np.concatenate(x) for x in zip(*out))
     pinned = (kinds == 0) | (position >= 0)
     return Side(contrib, absval, kinds, position, pinned, parts, names, pos_names, guard, member)
@@ -423,33 +451,11 @@ class SideTables:
 
 def side_tables(state: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n: int) -> SideTables:
     """The factors of :func:`side` (same projections, deduplication and guards), without the product."""
-    w = np.asarray(w, np.float64)
-    live = np.abs(w).sum(1) > 0
-    rows, w = rows[live], w[live]
-    row_block = {}
-    for name, b in blocks.items():
-        for j, r in enumerate(b.rows):
-            row_block[int(r)] = (name, j)
-    read: Dict[str, List[Tuple[int, int]]] = {}
-    for i, r in enumerate(rows):
-        name, j = row_block[int(r)]
-        read.setdefault(name, []).append((i, j))
-    pos_names = [nm for nm in read if blocks[nm].kind == "position"]
-    names = [nm for nm in read if blocks[nm].kind != "position"]
+    rows, w, read, names, pos_names = _reads(blocks, rows, w)
     kinds = []
     for kind in (0, 1):
         pc, pa, pos_col = _position_part(state, blocks, read, pos_names, w, kind, n)
-        tabs = []
-        for nm in names:
-            idx = read[nm]
-            wi = w[[i for i, _ in idx]]
-            proj, first, inv = np.unique(state.sets[kind][nm][:, [j for _, j in idx]], axis=0, return_index=True,
-                                         return_inverse=True)
-            g = np.full(len(proj), np.iinfo(np.int64).max)
-            np.minimum.at(g, inv.ravel(), state.guard[kind][nm])
-            r = state.radius[blocks[nm].rows[[j for _, j in idx]]]
-            tabs.append((nm, proj @ wi, (np.abs(proj) + r) @ np.abs(wi), g, first, inv.ravel()))
-        kinds.append((pc, pa, pos_col, tabs))
+        kinds.append((pc, pa, pos_col, _block_tables(state, blocks, read, names, w, kind)))
     return SideTables(kinds, names, pos_names)
 
 
@@ -482,23 +488,10 @@ def reduce_side(st: SideTables, queries: np.ndarray, max_count: Optional[int] = 
             np.maximum.at(amax, grp, a)
             gmin = np.full(ng, np.iinfo(np.int64).max)
             np.minimum.at(gmin, grp, g)
-            groups.append((nm, c[rep], amax, gmin, first[rep]))
+            groups.append((c[rep], amax, gmin, first[rep]))
             if kind == 1:
                 member[nm] = first[rep][grp][vec_to_row]
-        count = len(pc) * int(np.prod([len(x[1]) for x in groups], dtype=np.int64))
-        if count > limit:
-            raise TooLarge(f"{count} combinations of {st.names + st.pos_names} (grouped by score)")
-        grids = np.meshgrid(np.arange(len(pc)), *[np.arange(len(x[1])) for x in groups], indexing="ij")
-        flat = [x.ravel() for x in grids]
-        contrib, absval = pc[flat[0]].copy(), pa[flat[0]].copy()
-        guard = np.maximum(pos_col[flat[0]], kind)
-        for x, f in zip(groups, flat[1:]):
-            contrib += x[1][f]
-            absval += x[2][f]
-            guard = np.maximum(guard, x[3][f])
-        parts = np.stack([x[4][f] for x, f in zip(groups, flat[1:])], 1) if groups else \
-            np.zeros((len(flat[0]), 0), int)
-        out.append((contrib, absval, np.full(len(contrib), kind), pos_col[flat[0]], parts, guard))
+        out.append(_cross(pc, pa, pos_col, kind, groups, limit, f"{st.names + st.pos_names} (grouped by score)"))
     contrib, absval, kinds, position, parts, guard = (np.concatenate(x) for x in zip(*out))
     pinned = (kinds == 0) | (position >= 0)
     return Side(contrib, absval, kinds, position, pinned, parts, list(st.names), list(st.pos_names), guard, member)
