@@ -86,7 +86,7 @@ from depthcraft.constructions.model import BOS, PAD, CompiledModel, ProgramLink
 from depthcraft.constructions.angles import position_features
 from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_fn, is_multi, is_pointer
 from depthcraft.verify.certify.float32 import U64, gamma
-from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean
+from depthcraft.verify.certify.state import MAX_TUPLES, Block, State, TooLarge, Unclean, head_weights
 
 
 class NoSemantics(Exception):
@@ -691,11 +691,7 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         TooLarge: too many combinations.
     """
     d = len(state.radius)
-    q_rows, k_rows, v_rows = spec.rows("q_rows", d), spec.rows("k_rows", d), spec.rows("v_rows", d)
-    out_rows = spec.rows("out_rows", d)
-    wq = np.asarray(p["w_q"][h], np.float64) * float(spec.qk_scale)
-    wk = np.asarray(p["w_k"][h], np.float64)
-    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    q_rows, k_rows, v_rows, out_rows, wq, wk, wvo = head_weights(spec, p, h, d)
     written = [nm for nm, b in blocks.items() if np.isin(out_rows[np.abs(wvo).sum(0) > 0], b.rows).any()]
     sw = selector_width_of(dec.link, written)
     if sw is not None:

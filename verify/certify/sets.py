@@ -83,7 +83,7 @@ import numpy as np
 from depthcraft.constructions.nodes import HeadRead, HeadSpec, SetMeet, apply_fn
 from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, gamma, pointer_output_rel, score_rel,
                                                softmax_output_rel, terms, up)
-from depthcraft.verify.certify.state import Block, State, TooLarge, Unclean, lin_err, side
+from depthcraft.verify.certify.state import Block, State, TooLarge, Unclean, head_weights, lin_err, side
 
 #: Suffix of a union head's scratch block (the mean before the threshold MLP), see constructions.heads.
 SCRATCH = "_sum"
@@ -811,11 +811,7 @@ def check_union_head(state: State, blocks: Dict[str, Block], dec, spec, p: Dict[
     if head.kind.selects != "union" or head.attention != "softmax":
         raise NoSemantics(f"{head.label}: not a softmax union head")
     d = len(state.radius)
-    q_rows, k_rows, v_rows = spec.rows("q_rows", d), spec.rows("k_rows", d), spec.rows("v_rows", d)
-    out_rows = spec.rows("out_rows", d)
-    wq = np.asarray(p["w_q"][h], np.float64) * float(spec.qk_scale)
-    wk = np.asarray(p["w_k"][h], np.float64)
-    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    q_rows, k_rows, v_rows, out_rows, wq, wk, wvo = head_weights(spec, p, h, d)
     qf_rows, wq_f, qs_rows, wq_s = _split(state, q_rows, wq)
     q_is_set = head.query.label in state.setdom
     klab = head.key.label

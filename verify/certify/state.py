@@ -495,3 +495,18 @@ def reduce_side(st: SideTables, queries: np.ndarray, max_count: Optional[int] = 
     contrib, absval, kinds, position, parts, guard = (np.concatenate(x) for x in zip(*out))
     pinned = (kinds == 0) | (position >= 0)
     return Side(contrib, absval, kinds, position, pinned, parts, list(st.names), list(st.pos_names), guard, member)
+
+
+def head_weights(spec, p, h: int, d: int):
+    """Head ``h``'s rows and matrices in float64: (q_rows, k_rows, v_rows, out_rows, wq, wk, wvo).
+
+    ``spec`` is the sublayer's :class:`~constructions.runtime.SublayerSpec`, ``p`` its weights
+    (``w_q``, ``w_k``: [heads, rows, d_head]; ``w_v``: [heads, rows, d_v]; ``w_o``: [heads, d_v,
+    rows]), ``d`` the residual width. ``wq`` is W_Q times the sublayer's ``qk_scale``; ``wvo`` is
+    W_V W_O ([len(v_rows), len(out_rows)]).
+    """
+    q_rows, k_rows, v_rows = spec.rows("q_rows", d), spec.rows("k_rows", d), spec.rows("v_rows", d)
+    wq = np.asarray(p["w_q"][h], np.float64) * float(spec.qk_scale)
+    wk = np.asarray(p["w_k"][h], np.float64)
+    wvo = np.asarray(p["w_v"][h], np.float64) @ np.asarray(p["w_o"][h], np.float64)
+    return q_rows, k_rows, v_rows, spec.rows("out_rows", d), wq, wk, wvo
