@@ -479,6 +479,20 @@ def token_codes(ks: Side, dom: Optional[DomainView]) -> Optional[np.ndarray]:
     return None
 
 
+def _level_range(vals: np.ndarray, flat: np.ndarray, shape: Tuple[int, int], cid: np.ndarray):
+    """Per (query row, level) the smallest and largest of ``vals`` over the level's live keys.
+
+    ``vals`` [live keys] int, ``flat`` their flat (row, level) index into ``shape`` = [rows,
+    levels], ``cid`` [rows, keys] the level of each key. Returns two [rows, keys] int arrays, each
+    key's level's min and max (no live key: int64 max and -2)."""
+    lo = np.full(shape[0] * shape[1], np.iinfo(np.int64).max)
+    hi = np.full(shape[0] * shape[1], -2)
+    np.minimum.at(lo, flat, vals)
+    np.maximum.at(hi, flat, vals)
+    return (np.take_along_axis(lo.reshape(shape[0], -1), cid, 1),
+            np.take_along_axis(hi.reshape(shape[0], -1), cid, 1))
+
+
 def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Block], state: State,
                    n_values: int, dom: Optional[DomainView] = None,
                    eps: Optional[float] = None) -> Optional[Dict[str, Any]]:
@@ -499,22 +513,12 @@ def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Bloc
     live = lv.cand & lv.valid
     flat = (np.arange(len(ss))[:, None] * ss.shape[1] + cid)[live]
     kpos = np.where(ks.pinned, np.where(ks.kind == 0, 0, ks.position), -1)[lv.order]
-    lo = np.full(len(ss) * ss.shape[1], np.iinfo(np.int64).max)
-    hi = np.full(len(ss) * ss.shape[1], -2)
-    np.minimum.at(lo, flat, kpos[live])
-    np.maximum.at(hi, flat, kpos[live])
-    lo_at = np.take_along_axis(lo.reshape(len(ss), -1), cid, 1)
-    hi_at = np.take_along_axis(hi.reshape(len(ss), -1), cid, 1)
+    lo_at, hi_at = _level_range(kpos[live], flat, ss.shape, cid)
     bad = live & ((lo_at < 0) | (lo_at != hi_at))
     codes = token_codes(ks, dom) if bad.any() else None
     if codes is not None:  # one class, one token: at most one of the level's keys is in a domain input
         kc = codes[lv.order]
-        clo = np.full(len(ss) * ss.shape[1], np.iinfo(np.int64).max)
-        chi = np.full(len(ss) * ss.shape[1], -2)
-        np.minimum.at(clo, flat, kc[live])
-        np.maximum.at(chi, flat, kc[live])
-        clo_at = np.take_along_axis(clo.reshape(len(ss), -1), cid, 1)
-        chi_at = np.take_along_axis(chi.reshape(len(ss), -1), cid, 1)
+        clo_at, chi_at = _level_range(kc[live], flat, ss.shape, cid)
         one = (clo_at >= 0) & (clo_at == chi_at)
         if (bad & one).any():
             dom.used.add("classes")

@@ -366,6 +366,20 @@ def sop_column(state: State, blocks: Dict[str, Block], dec: Decoder, c: Combos, 
     return out
 
 
+def _value_codes(col: Sequence[Any]) -> Tuple[List[Any], np.ndarray]:
+    """The distinct values of ``col`` (first occurrence order; values of different types are
+    distinct, None is one value) and [len(col)] int each entry's index among them."""
+    uniq, code = [], np.empty(len(col), int)
+    where: Dict[Any, int] = {}
+    for i, v in enumerate(col):
+        key = (type(v).__name__, v) if v is not None else None
+        if key not in where:
+            where[key] = len(uniq)
+            uniq.append(v)
+        code[i] = where[key]
+    return uniq, code
+
+
 def pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.ndarray,
                 skip_none: bool) -> Tuple[np.ndarray, Optional[Tuple[Any, Any, Exception]]]:
     """[nq, nk] bool ``pred(key, query)`` over the columns' values, each distinct pair evaluated once.
@@ -374,18 +388,8 @@ def pair_table(pred: Callable[[Any, Any], Any], keys: np.ndarray, queries: np.nd
     predicate is called on None too (tracr's evaluator). Returns the table and the first
     (key, query, exception) where the predicate raises (there the table says False).
     """
-    def codes(col):
-        uniq, code = [], np.empty(len(col), int)
-        where: Dict[Any, int] = {}
-        for i, v in enumerate(col):
-            key = (type(v).__name__, v) if v is not None else None
-            if key not in where:
-                where[key] = len(uniq)
-                uniq.append(v)
-            code[i] = where[key]
-        return uniq, code
-    uk, kc = codes(keys)
-    uq, qc = codes(queries)
+    uk, kc = _value_codes(keys)
+    uq, qc = _value_codes(queries)
     table = np.zeros((len(uq), len(uk)), bool)
     raised = None
     for a, q in enumerate(uq):
@@ -1255,17 +1259,8 @@ def _check_scored_head(state, blocks, dec, head: HeadSpec, q_rows, k_rows, wq, w
 def _pair_values(f: Callable[[Any, Any], float], keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """[nq, nk] float ``f(key, query)`` over the columns' values (0 where either is None), each distinct
     pair evaluated once."""
-    def codes(col):
-        uniq, code, where = [], np.empty(len(col), int), {}
-        for i, v in enumerate(col):
-            key = (type(v).__name__, v) if v is not None else None
-            if key not in where:
-                where[key] = len(uniq)
-                uniq.append(v)
-            code[i] = where[key]
-        return uniq, code
-    uk, kc = codes(keys)
-    uq, qc = codes(queries)
+    uk, kc = _value_codes(keys)
+    uq, qc = _value_codes(queries)
     table = np.zeros((len(uq), len(uk)))
     for a, q in enumerate(uq):
         for b_, k in enumerate(uk):
