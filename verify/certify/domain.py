@@ -85,6 +85,9 @@ class Precondition:
         patterns: [N + 1] per model position its group (a tuple of earlier positions; entry 0
             unused; None: no group), or None: no such fact. Distinct positions with groups of
             one size have different equality patterns (module docstring).
+        symmetry: the domain as a union of orbits of a group of token and position renamings
+            (:class:`.symmetry.Symmetry`), or None. The certifier then tries the symmetry route
+            (:mod:`.symmetry`) first.
     """
 
     predicate: str
@@ -94,6 +97,7 @@ class Precondition:
     scored: Optional[FrozenSet[int]] = None
     slots: Optional[Tuple[Optional[FrozenSet[int]], ...]] = None
     patterns: Optional[Tuple[Optional[Tuple[int, ...]], ...]] = None
+    symmetry: Optional[Any] = None
 
     def reach(self, n: int) -> np.ndarray:
         """[n + 1] int: for a query at position i (0..n), the last position that exists on every

@@ -32,7 +32,7 @@ from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
-from depthcraft.verify.certify import links, sets
+from depthcraft.verify.certify import links, sets, symmetry
 from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
@@ -709,6 +709,46 @@ def _token_of(model: CompiledModel, state: State, blocks: Dict[str, Block]) -> D
     return out
 
 
+def _by_symmetry(model: CompiledModel, atol: float, domain: str, precondition: Precondition,
+                 t0: float) -> Dict[str, Any]:
+    """:func:`certify` where the domain declares a symmetry: the symmetry route first (:mod:`.symmetry`).
+
+    If it proves the domain, the tables route is tried without the domain (a proof for every
+    input is the stronger one, and is reported when it holds); otherwise the tables route runs
+    with the precondition as usual. Either way the report's ``symmetry`` entry says what the
+    symmetry route found (``certified``, ``why``, ``orbits``, ``generators``, ``group``).
+    """
+    sym = symmetry.certify_by_symmetry(model, precondition.symmetry, domain)
+    summary = {k: sym[k] for k in ("certified", "why", "layer", "head", "orbits", "generators", "group", "proof",
+                                   "seconds")}
+    if not sym["certified"]:
+        cert = certify(model, atol, domain=domain, precondition=dataclasses.replace(precondition, symmetry=None))
+        cert["symmetry"] = summary
+        return cert
+    plain = certify(model, atol, domain=domain)
+    if plain["certified"]:
+        plain["symmetry"] = summary
+        return plain
+    n = int(model.max_seq_len)
+    readout = next((e for e in sym["per_layer"] if e["layer"] == "read-out"), {})
+    scope = (f"every input in the domain ({domain}) of length 1..{n} over the {len(model.vocab)}-token "
+             f"vocabulary (BOS first), every position 1..n; inputs outside the domain are not covered: the "
+             f"float32 forward decodes to the RASP program's output (tracr's evaluator, with the hand-built "
+             f"heads' reference semantics). Proved by symmetry: the domain is {sym['orbits']} orbits of "
+             f"{sym['group']} (proof: {sym['proof']}); the weights and every node of the program commute with "
+             f"the group's {sym['generators']} generators (exact comparisons), and each orbit's representative "
+             f"has a bounded float32 forward (any summation order) that decodes to the program's output")
+    return {"certified": True, "float32_matches_hardmax": True, "scope": scope, "method": "symmetry",
+            "per_layer": [{**{k: e.get(k) for k in ("layer", "head", "min_gap", "leak_bound")}, "radius_in": None,
+                           "radius_out": e.get("radius_out")} for e in sym["per_layer"] if e["layer"] != "read-out"],
+            "uncertified": [], "readout": {"margin": readout.get("min_gap"), "error": readout.get("radius_out")},
+            "float32": float32.DESCRIPTION, "seconds": round(time.perf_counter() - t0, 3),
+            "domain": {"predicate": domain, "used_as_precondition": True,
+                       "uses": [{"layer": None, "head": None, "fact": "symmetry"}]},
+            "symmetry": summary,
+            "without_domain": (plain["uncertified"] or [{}])[0].get("why")}
+
+
 def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = None,
             precondition: Optional[Precondition] = None) -> Dict[str, Any]:
     """Prove (or fail to prove) that ``model`` computes its RASP program on every input of length 1..N.
@@ -748,6 +788,8 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
     n = int(model.max_seq_len)
     if domain is None and precondition is not None:
         domain = precondition.predicate
+    if precondition is not None and precondition.symmetry is not None:
+        return _by_symmetry(model, atol, domain, precondition, t0)
     scopes = _scopes(model)
     cert: Dict[str, Any] = {"certified": False, "float32_matches_hardmax": False, "scope": scopes["none"],
                             "per_layer": [], "uncertified": [], "readout": None, "seconds": None,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import string
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from hypothesis import strategies as st
@@ -38,6 +38,7 @@ from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
 from depthcraft.verify.certify.domain import Precondition
+from depthcraft.verify.certify.symmetry import Generator, Orbit, Symmetry
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 
@@ -67,6 +68,28 @@ def layout(chains: np.ndarray, order: np.ndarray, marker: int) -> np.ndarray:
     out[:, -2] = marker
     out[:, -1] = chains[:, 0, d]
     return out
+
+
+def _partitions(m: int, most: Optional[int] = None) -> Iterator[Tuple[int, ...]]:
+    """Every partition of m into parts >= 1, each a non-increasing tuple (m = 0: the empty one)."""
+    most = m if most is None else most
+    if m == 0:
+        yield ()
+        return
+    for first in range(min(m, most), 0, -1):
+        for rest in _partitions(m - first, first):
+            yield (first,) + rest
+
+
+def _representative(d: int, parts: Tuple[int, ...], s: int) -> List[int]:
+    """One input of a shape (:meth:`RetrievalTask.symmetry`): the queried chain of d facts and one chain per part,
+    consecutive symbols from 0, the facts in chain order, then ``?`` (= s) and the queried symbol."""
+    facts, nxt = [], 0
+    for length in (d,) + tuple(parts):
+        chain = list(range(nxt, nxt + length + 1))  # chain[h] = x_h
+        nxt += length + 1
+        facts += [(chain[h], chain[h - 1]) for h in range(length, 0, -1)]
+    return [t for fact in facts for t in fact] + [s, d]
 
 
 def follow(tokens: np.ndarray, hops: int, num_syms: int) -> np.ndarray:
@@ -194,7 +217,67 @@ class RetrievalTask(Task):
         """
         n = self.max_seq_len(p)
         return Precondition(predicate=self.domain(p), lengths=frozenset(range(2, n + 1, 2)),
-                            classes=tuple(pos % 2 for pos in range(n + 1)))
+                            classes=tuple(pos % 2 for pos in range(n + 1)), symmetry=self.symmetry(p))
+
+    def symmetry(self, p: Dict[str, Any]) -> Optional[Symmetry]:
+        """The domain as orbits of renamings: any permutation of the symbols and of the fact slots.
+
+        The group G_F, for inputs with F facts, is Sym(S) x Sym(F): sigma permutes the symbols
+        0..S-1 (``?``, BOS and PAD fixed); pi permutes the F fact slots, slot f being the model
+        positions (2f + 1, 2f + 2) (key, value), and fixes ``?`` and the queried symbol at 2F + 1 and
+        2F + 2. It acts by (g . x)_{pi(i)} = sigma(x_i). Generators: the transposition (0 1) and the
+        cycle (0 1 ... S-1) of the symbols, and the same two on the slots (F >= 2).
+
+        Proof that the orbits cover the domain. In a domain input (:meth:`domain`) every symbol is
+        the key of at most one fact and the value of at most one, and there is no cycle, so the
+        facts form disjoint paths; the queried symbol x_D starts one of them (it is no fact's
+        value) and that path has exactly D facts. Call the *shape* of an input its fact count F
+        and the multiset of the other paths' lengths (a partition of F - D into parts >= 1). Two
+        domain inputs x, y with one shape are one orbit: map each path of x to a path of y of the
+        same length (the queried ones to each other) node by node; this is a bijection between
+        the symbols they use, which extends to a permutation sigma of 0..S-1; the fact (a, b) in
+        slot f of x goes to the fact (sigma a, sigma b), which y holds in some slot pi(f), a
+        bijection of the slots; then g . x = y (``?`` and the query position are fixed, and
+        sigma(x_D) = y_D). Conversely every shape with 2F + 2 <= N and F + 1 + (number of
+        other paths) <= S symbols occurs. So one representative per shape (:meth:`orbits`)
+        covers the domain; ``tests/test_certify_symmetry.py`` checks this by brute force on small
+        instances.
+        """
+        d, s, n = p["d"], num_symbols(p), self.max_seq_len(p)
+        if asked_hops(p) != d:
+            return None
+        fmax = (n - 2) // 2
+        swap = lambda m: {0: 1, 1: 0} if m >= 2 else {}  # noqa: E731
+        cycle = lambda m: {i: (i + 1) % m for i in range(m)}  # noqa: E731
+
+        def on_slots(perm: Dict[int, int]) -> Tuple[int, ...]:
+            pos = list(range(n + 1))
+            for a, b in perm.items():
+                pos[2 * a + 1], pos[2 * a + 2] = 2 * b + 1, 2 * b + 2
+            return tuple(pos)
+
+        gens = [Generator(tuple(swap(s).items()), tuple(range(n + 1))),
+                Generator(tuple(cycle(s).items()), tuple(range(n + 1))),
+                Generator((), on_slots(swap(2)))]
+        slot_cycles = {}
+        for f in range(max(d, 3), fmax + 1):
+            slot_cycles[f] = len(gens)
+            gens.append(Generator((), on_slots(cycle(f))))
+
+        def orbits() -> List[Orbit]:
+            out = []
+            for f in range(d, fmax + 1):
+                for parts in _partitions(f - d):
+                    if f + 1 + len(parts) > s:
+                        continue
+                    out.append(Orbit(tuple(_representative(d, parts, s)),
+                                     (0, 1) + ((2,) if f >= 2 else ()) + ((slot_cycles[f],) if f >= 3 else ()),
+                                     f"F = {f} facts; other chains of {list(parts)} facts"))
+            return out
+
+        return Symmetry(group="Sym(symbols) x Sym(fact slots) (renaming symbols, reordering facts)",
+                        generators=tuple(gens), orbits=orbits,
+                        proof="depthcraft.verify.tasks.retrieval.RetrievalTask.symmetry")
 
     def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
         """Whether one well-formed input [n] satisfies :meth:`domain` beyond its format."""
@@ -328,6 +411,10 @@ class RetrievalSlotsTask(RetrievalTask):
 
     def check(self, p):
         check_params({**p, "hops": 0})
+
+    def symmetry(self, p):
+        """None: the answer slots are not a renaming-closed layout the symmetry route knows (training only)."""
+        return None
 
     def slot_token(self, p) -> int:
         """The answer-slot token ``#`` (= S + 1)."""
