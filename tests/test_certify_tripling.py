@@ -21,7 +21,9 @@ error of the model:
 
 The state (:mod:`depthcraft.verify.certify.state`) keeps one set of ideal vectors per block and
 kind of position (BOS / regular): no relation between blocks, none to the position, none
-between positions. docs/tripling_certification.md states what would be needed.
+between positions. docs/tripling_certification.md states what would be needed. (The task's domain
+also declares a symmetry, and the symmetry route, :mod:`depthcraft.verify.certify.symmetry`,
+certifies every depth; these tests switch it off to test the tables route alone.)
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ TASK = get_task("retrieval")
 D1 = {"d": 1, "distractors": 2, "symbols": 0, "hops": 0}  # n = 8, 4320 domain inputs
 D2 = {"d": 2, "distractors": 1, "symbols": 0, "hops": 0}  # n = 10, 17280 domain inputs
 TINY = {"d": 1, "distractors": 1, "symbols": 0, "hops": 0}  # n = 6, 48 domain inputs
+
+
+def tables_pre(p):
+    """The domain's precondition without its symmetry: these tests are about the tables route (the
+    symmetry route, tried first otherwise, is tested in test_certify_symmetry.py)."""
+    return dataclasses.replace(TASK.domain_precondition(p), symmetry=None)
 
 
 def domain_inputs(p):
@@ -131,7 +139,7 @@ def test_first_layer_names_are_certified_and_exact(which, d1_inputs, d2_inputs):
     sop = dict(zip(("CR1", "FR1", "CL1", "FL1"), tripling_first_layer()))[which]
     for p, xs in ((D1, d1_inputs), (D2, d2_inputs)):
         model = compile_program(sop, vocab=TASK.vocab(p), max_seq_len=TASK.max_seq_len(p), causal=False)
-        cert = certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
+        cert = certify(model, domain=TASK.domain(p), precondition=tables_pre(p))
         assert cert["certified"] is True, cert["uncertified"]
         out = model.run(xs, none_value=BOT)
         want = np.array([[BOT if v is None else v for v in names_by_definition(x)[which][1:]] for x in xs])
@@ -145,7 +153,7 @@ def test_retrieval_tripling_two_layers_is_certified_and_exact(d1_inputs, d2_inpu
     precondition nothing is certified."""
     for p, xs in ((D1, d1_inputs), (D2, d2_inputs)):
         model = lookup.resolve("retrieval_tripling", p).build()
-        cert = certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
+        cert = certify(model, domain=TASK.domain(p), precondition=tables_pre(p))
         assert cert["certified"] is True, cert["uncertified"]
         assert [(e["layer"], e["head"]) for e in cert["per_layer"]] == \
             [("attn 1", 0), ("attn 1", 1), ("MLP 1", None), ("attn 2", 0)]
@@ -162,7 +170,7 @@ def test_without_links_the_fetch_head_stops(monkeypatch):
     from depthcraft.verify.certify import links
     monkeypatch.setattr(links, "collect", lambda *a, **k: False)
     model = lookup.resolve("retrieval_tripling", D2).build()
-    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    cert = certify(model, domain=TASK.domain(D2), precondition=tables_pre(D2))
     assert cert["certified"] is False
     (u,) = cert["uncertified"]
     assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "float32")
@@ -225,7 +233,7 @@ def _unclean_levels(monkeypatch, model, p, limit=400):
 
     monkeypatch.setattr(heads, "unclean_level", spy)
     monkeypatch.setattr(links, "collect", lambda *a, **k: False)  # the block-wise state alone
-    certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
+    certify(model, domain=TASK.domain(p), precondition=tables_pre(p))
     return found
 
 
@@ -294,7 +302,7 @@ def test_a_wrong_program_is_certified_as_that_program(d2_inputs):
     model = compile_program(prog, vocab=TASK.vocab(D2), max_seq_len=TASK.max_seq_len(D2), causal=False)
     out = model.run(d2_inputs, none_value=BOT)[:, -1]
     assert (out != TASK.reference(D2, d2_inputs)[0][:, -1]).all()
-    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    cert = certify(model, domain=TASK.domain(D2), precondition=tables_pre(D2))
     assert cert["certified"] is True, cert["uncertified"]
     for x, o in zip(d2_inputs[::7], out[::7]):
         v = Evaluator().evaluate(prog, list(x))[-1]
@@ -316,7 +324,7 @@ def test_weights_that_ignore_the_query_f_name_are_not_certified(d2_inputs):
     layers[2]["w_q"] = wq
     bad = dataclasses.replace(model, params=dict(model.params, layers=layers))
     assert (bad.run(d2_inputs, none_value=BOT)[:, -1] != TASK.reference(D2, d2_inputs)[0][:, -1]).all()
-    cert = certify(bad, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    cert = certify(bad, domain=TASK.domain(D2), precondition=tables_pre(D2))
     assert cert["certified"] is False
     assert cert["uncertified"][0]["layer"] == "attn 2"
 
@@ -330,7 +338,7 @@ def test_a_first_layer_head_with_a_tie_is_not_certified(d2_inputs):
          (rasp.tokens, rasp.tokens, lambda a, b: 2.0 * (a == b))],
         [Read(rasp.tokens, name="RT1")], bos_score=1.0, name="right1")[0]
     model = compile_program(right, vocab=TASK.vocab(D2), max_seq_len=TASK.max_seq_len(D2), causal=False)
-    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    cert = certify(model, domain=TASK.domain(D2), precondition=tables_pre(D2))
     assert cert["certified"] is False
     u = cert["uncertified"][0]
     assert (u["layer"], u["head"], u["check"]) == ("attn 1", 0, "float32")
@@ -356,7 +364,7 @@ def test_a_fetch_whose_top_holds_two_slots_is_not_certified(d2_inputs):
     assert fr and any(names["FL1"][u] == fr for u in range(1, n + 1) if u != fr + 1)
     model = compile_program(_fetch(tripling_first_layer(), near=4.0, bonus=0.0), vocab=TASK.vocab(D2),
                             max_seq_len=TASK.max_seq_len(D2), causal=False)
-    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    cert = certify(model, domain=TASK.domain(D2), precondition=tables_pre(D2))
     assert cert["certified"] is False
     u = cert["uncertified"][0]
     assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "float32")
@@ -372,7 +380,7 @@ def test_links_need_the_token_match_that_made_them():
         [Read(POSITION, fn=lambda p: p - 1 if p >= 2 and p % 2 == 0 else NO_LINK, name="FL1")],
         bos_score=1.0, name="left1")[0]
     model = compile_program(left, vocab=TASK.vocab(D2), max_seq_len=TASK.max_seq_len(D2), causal=False)
-    cert = certify(model, domain=TASK.domain(D2), precondition=TASK.domain_precondition(D2))
+    cert = certify(model, domain=TASK.domain(D2), precondition=tables_pre(D2))
     assert cert["certified"] is False
     assert cert["uncertified"][0]["layer"] == "attn 1"
 
@@ -401,7 +409,7 @@ def test_corrupted_weights_certified_only_when_they_compute_the_program(d1_input
         w[h, k] *= np.float32(rng.choice([0.0, 0.5, 0.8, 1.2, 1.5, 2.0, -1.0]))
         layers[li][key] = w
         bad = dataclasses.replace(model, params=dict(model.params, layers=layers))
-        cert = certify(bad, domain=TASK.domain(D1), precondition=TASK.domain_precondition(D1))
+        cert = certify(bad, domain=TASK.domain(D1), precondition=tables_pre(D1))
         outcomes.append(cert["certified"])
         if cert["certified"]:
             assert (bad.run(d1_inputs, none_value=BOT)[:, -1] == ref).all()

@@ -257,10 +257,6 @@ def _topological(prog) -> List[Any]:
     return order
 
 
-def _moved(kind: str, g: Generator, vals: Sequence[Any]) -> List[Any]:
-    return [v for v in vals if not _same(act(kind, g, v), v)]
-
-
 def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator], fixed=()) -> str:
     """The first action under which f(g a_1, ..., g a_k) = g f(a_1, ..., a_k) on every combination."""
     combos = list(itertools.product(*[vals for _, vals in sides]))
@@ -290,22 +286,38 @@ def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator
 
 def _terms_commute(head: HeadSpec, kinds_: Dict[str, str], values, vocab, n: int,
                    generators: Sequence[Generator]) -> None:
-    """Every score term of a scored_lookup head is invariant: score(g q, g k) = score(q, k) on every pair."""
+    """Every score term of a scored_lookup head is invariant: score(g q, g k) = score(q, k) on every pair.
+
+    The term's table over its query and key value sets is computed once; each generator then
+    permutes its rows and columns (a value whose image is not in its set is refused).
+    """
     for t in head.spec.terms:
         qk, qv = _side_values(t.query, kinds_, values, n)
         kk, kv = _side_values(t.key, kinds_, values, n)
-        qv, kv = [v for v in (vocab if qv is None else qv) if v is not None], \
-            [v for v in (vocab if kv is None else kv) if v is not None]
+        qv = [v for v in (vocab if qv is None else qv) if v is not None]
+        kv = [v for v in (vocab if kv is None else kv) if v is not None]
+        table = np.array([[float(t.score(q, k)) for k in kv] for q in qv], np.float64).reshape(len(qv), len(kv))
         for gi, g in enumerate(generators):
-            mq, mk = set(map(repr, _moved(qk, g, qv))), set(map(repr, _moved(kk, g, kv)))
-            for q in qv:
-                for k in kv:
-                    if repr(q) not in mq and repr(k) not in mk:
-                        continue
-                    a, b = float(t.score(q, k)), float(t.score(act(qk, g, q), act(kk, g, k)))
-                    if a != b:
-                        raise NotProved(f"head {head.label}: a score term is not invariant under generator {gi}: "
-                                        f"score({q!r}, {k!r}) = {a:g} but {b:g} on the moved values")
+            gq, gk = _images(qk, g, qv, head.label), _images(kk, g, kv, head.label)
+            bad = np.argwhere(table[np.ix_(gq, gk)] != table)
+            if len(bad):
+                i, j = (int(x) for x in bad[0])
+                raise NotProved(f"head {head.label}: a score term is not invariant under generator {gi}: "
+                                f"score({qv[i]!r}, {kv[j]!r}) = {table[i, j]:g} but "
+                                f"{table[gq[i], gk[j]]:g} on the moved values")
+
+
+def _images(kind: str, g: Generator, vals: Sequence[Any], where: str) -> np.ndarray:
+    """[len(vals)] int: the index in ``vals`` of g applied to each value (NotProved: not closed)."""
+    at = {_key(v): i for i, v in enumerate(vals)}
+    out = []
+    for v in vals:
+        j = at.get(_key(act(kind, g, v)))
+        if j is None:
+            raise NotProved(f"{where}: the value {v!r} goes to {act(kind, g, v)!r} under the group, which is not "
+                            f"one of its values")
+        out.append(j)
+    return np.asarray(out, np.int64)
 
 
 # ------------------------------------------------------------------------------------------------
