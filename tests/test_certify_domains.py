@@ -29,6 +29,12 @@ from depthcraft.verify.tasks import get_task
 
 TASK = get_task("retrieval")
 SMALL = {"d": 1, "distractors": 1, "symbols": 0, "hops": 0}  # n = 6, symbols 0..3, ? = 4
+
+
+def tables_pre(p):
+    """The domain's precondition without its symmetry: these tests are about the tables route's use of
+    the facts (the symmetry route is tested in test_certify_symmetry.py)."""
+    return dataclasses.replace(TASK.domain_precondition(p), symmetry=None)
 QUERY = 4
 
 
@@ -82,7 +88,7 @@ def test_precondition_facts_by_definition():
 
 def test_certified_on_the_domain_and_scoped_to_it(small):
     _, model = small
-    cert = certify(model, domain=TASK.domain(SMALL), precondition=TASK.domain_precondition(SMALL))
+    cert = certify(model, domain=TASK.domain(SMALL), precondition=tables_pre(SMALL))
     assert cert["certified"] is True and cert["float32_matches_hardmax"] is True, cert["uncertified"]
     assert cert["domain"]["used_as_precondition"] is True
     assert {"layer": "attn 1", "head": 0, "fact": "classes"} in cert["domain"]["uses"]
@@ -156,10 +162,10 @@ def test_a_wrong_scored_head_is_not_certified_on_the_domain():
     sum ranks above BOS: the program check names the head, and a domain input shows the error."""
     prog = tripling_first_layer()[2].fst  # LT1: the token of the slot the left head attends to
     model = compile_program(prog, vocab=TASK.vocab(SMALL), max_seq_len=TASK.max_seq_len(SMALL), causal=False)
-    good = certify(model, domain=TASK.domain(SMALL), precondition=TASK.domain_precondition(SMALL))
+    good = certify(model, domain=TASK.domain(SMALL), precondition=tables_pre(SMALL))
     assert good["certified"] is True, good["uncertified"]
     bad = _scale_bos_key(model, 2.5)
-    cert = certify(bad, domain=TASK.domain(SMALL), precondition=TASK.domain_precondition(SMALL))
+    cert = certify(bad, domain=TASK.domain(SMALL), precondition=tables_pre(SMALL))
     assert cert["certified"] is False and cert["float32_matches_hardmax"] is True
     u = cert["uncertified"][0]
     assert (u["layer"], u["head"], u["check"]) == ("attn 1", 0, "program") and "scored_lookup" in u["why"]
@@ -183,7 +189,7 @@ def test_retrieval_tripling_layer_one_is_proved_on_the_domain_only():
     not certified."""
     p = {"d": 2, "distractors": 2, "symbols": 0, "hops": 0}
     model = lookup.resolve("retrieval_tripling", p).build()
-    cert = certify(model, domain=TASK.domain(p), precondition=TASK.domain_precondition(p))
+    cert = certify(model, domain=TASK.domain(p), precondition=tables_pre(p))
     assert cert["certified"] is False
     proved = [(e["layer"], e["head"]) for e in cert["per_layer"]]
     assert proved == [("attn 1", 0), ("attn 1", 1), ("MLP 1", None)]
@@ -211,10 +217,10 @@ def test_keys_grouped_by_score_give_the_same_certificate(case, monkeypatch, smal
     if case == "khop_doubling":
         model, pre = lookup.resolve("khop_doubling", dict(k=4, n=16, vocab=4)).build(), None
     elif case == "fl1":
-        model, pre = small[1], TASK.domain_precondition(SMALL)
+        model, pre = small[1], tables_pre(SMALL)
     else:
         p = {"d": 2, "distractors": 2, "symbols": 0, "hops": 0}
-        model, pre = lookup.resolve("retrieval_tripling", p).build(), TASK.domain_precondition(p)
+        model, pre = lookup.resolve("retrieval_tripling", p).build(), tables_pre(p)
     plain = certify(model, precondition=pre)
     monkeypatch.setattr(heads, "MAX_TABLE", 0)
     grouped = certify(model, precondition=pre)

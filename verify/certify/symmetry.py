@@ -73,6 +73,10 @@ from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_f
 from depthcraft.constructions.reference import Evaluator, score_table
 from depthcraft.verify.certify.float32 import U32, U64, gamma, up
 
+#: Most orbits the route enumerates (each costs one bounded forward of its representative); a domain
+#: with more is refused up front, naming the count.
+MAX_ORBITS = 5000
+
 #: The actions an SOp's values can carry, tried in this order (the first that commutes is used).
 ACTIONS = ("fixed", "token", "position", "index")
 
@@ -120,12 +124,15 @@ class Symmetry:
         orbits: a callable giving the :class:`Orbit` s (one representative per orbit; may be
             many: it is called when the symmetry route runs, not when the task is built).
         proof: where the proof that the orbits cover the domain is (a docstring's qualified name).
+        count: the number of orbits, computed without enumerating them (checked against
+            :data:`MAX_ORBITS` before any work).
     """
 
     group: str
     generators: Tuple[Generator, ...]
     orbits: Callable[[], Sequence[Orbit]]
     proof: str
+    count: Callable[[], int]
 
 
 class NotProved(Exception):
@@ -633,6 +640,10 @@ def certify_by_symmetry(model: CompiledModel, symmetry: Symmetry, predicate: str
                            "orbits": 0, "generators": len(symmetry.generators), "per_layer": [],
                            "group": symmetry.group, "proof": symmetry.proof}
     try:
+        count = symmetry.count()
+        if count > MAX_ORBITS:
+            raise NotProved(f"the domain is {count:.3g} orbits of {symmetry.group}, above the budget of "
+                            f"{MAX_ORBITS} representatives (each needs its own bounded forward)")
         _applicable(model, symmetry)
         kinds_ = kinds(model, symmetry.generators)
         out_kind = kinds_[model.program.sink]

@@ -81,6 +81,18 @@ def _partitions(m: int, most: Optional[int] = None) -> Iterator[Tuple[int, ...]]
             yield (first,) + rest
 
 
+def _partition_count(m: int, most_parts: int) -> int:
+    """The number of partitions of m into parts >= 1 with at most ``most_parts`` parts (0 when negative)."""
+    if m < 0 or most_parts < 0:
+        return 0
+    # table[k][j]: partitions of j into at most k parts = partitions of j into parts of size <= k
+    ways = [1] + [0] * m
+    for size in range(1, min(most_parts, m) + 1):
+        for j in range(size, m + 1):
+            ways[j] += ways[j - size]
+    return ways[m] if m == 0 or most_parts > 0 else 0
+
+
 def _representative(d: int, parts: Tuple[int, ...], s: int) -> List[int]:
     """One input of a shape (:meth:`RetrievalTask.symmetry`): the queried chain of d facts and one chain per part,
     consecutive symbols from 0, the facts in chain order, then ``?`` (= s) and the queried symbol."""
@@ -219,8 +231,12 @@ class RetrievalTask(Task):
         return Precondition(predicate=self.domain(p), lengths=frozenset(range(2, n + 1, 2)),
                             classes=tuple(pos % 2 for pos in range(n + 1)), symmetry=self.symmetry(p))
 
-    def symmetry(self, p: Dict[str, Any]) -> Optional[Symmetry]:
+    def symmetry(self, p: Dict[str, Any], sampled_only: bool = False) -> Optional[Symmetry]:
         """The domain as orbits of renamings: any permutation of the symbols and of the fact slots.
+
+        ``sampled_only``: only the orbit of the sampler's shape (c distractor chains of exactly D
+        facts, all (c + 1) D facts present: what :meth:`sample` and :meth:`exhaustive` produce), a
+        *sub-domain*; a certificate over it must say so. None when ``hops`` asks for fewer than D hops.
 
         The group G_F, for inputs with F facts, is Sym(S) x Sym(F): sigma permutes the symbols
         0..S-1 (``?``, BOS and PAD fixed); pi permutes the F fact slots, slot f being the model
@@ -259,24 +275,31 @@ class RetrievalTask(Task):
         gens = [Generator(tuple(swap(s).items()), tuple(range(n + 1))),
                 Generator(tuple(cycle(s).items()), tuple(range(n + 1))),
                 Generator((), on_slots(swap(2)))]
-        slot_cycles = {}
-        for f in range(max(d, 3), fmax + 1):
-            slot_cycles[f] = len(gens)
-            gens.append(Generator((), on_slots(cycle(f))))
+        slot_cycles = {}  # F -> the index of the generator cycling F slots
+        for f in ([fmax] if sampled_only else range(d, fmax + 1)):
+            if f >= 3:
+                slot_cycles[f] = len(gens)
+                gens.append(Generator((), on_slots(cycle(f))))
 
-        def orbits() -> List[Orbit]:
-            out = []
+        def shapes():
+            if sampled_only:
+                yield fmax, (d,) * p["distractors"]
+                return
             for f in range(d, fmax + 1):
                 for parts in _partitions(f - d):
-                    if f + 1 + len(parts) > s:
-                        continue
-                    out.append(Orbit(tuple(_representative(d, parts, s)),
-                                     (0, 1) + ((2,) if f >= 2 else ()) + ((slot_cycles[f],) if f >= 3 else ()),
-                                     f"F = {f} facts; other chains of {list(parts)} facts"))
-            return out
+                    if f + 1 + len(parts) <= s:
+                        yield f, parts
+
+        def count() -> int:
+            return 1 if sampled_only else sum(_partition_count(f - d, s - f - 1) for f in range(d, fmax + 1))
+
+        def orbits() -> List[Orbit]:
+            return [Orbit(tuple(_representative(d, parts, s)),
+                          (0, 1) + ((2,) if f >= 2 else ()) + ((slot_cycles[f],) if f >= 3 else ()),
+                          f"F = {f} facts; other chains of {list(parts)} facts") for f, parts in shapes()]
 
         return Symmetry(group="Sym(symbols) x Sym(fact slots) (renaming symbols, reordering facts)",
-                        generators=tuple(gens), orbits=orbits,
+                        generators=tuple(gens), orbits=orbits, count=count,
                         proof="depthcraft.verify.tasks.retrieval.RetrievalTask.symmetry")
 
     def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
