@@ -187,6 +187,7 @@ def render_status(root: pathlib.Path) -> str:
 
 CERTIFY = "results/certify/certify.json"
 CERTIFY_SPEED = "results/performance/certify_speed.json"
+CERTIFY_SYMMETRY = "results/certify/tripling_symmetry.json"
 
 
 def render_certify_worked(root: pathlib.Path) -> str:
@@ -221,6 +222,25 @@ def render_certify_scale(root: pathlib.Path) -> str:
             f"(`{d['command']}`, {link(CERTIFY)}; peak RSS of the whole run so far):\n\n"
             + table(["construction", "parameters", "d_model", "certify", "peak RSS", "certificate",
                      "theorem's half (program vs Definition 4.1)"], rows))
+
+
+def render_certify_symmetry(root: pathlib.Path) -> str:
+    """docs/certification.md and docs/tripling_certification.md: retrieval_tripling certified by symmetry."""
+    d = load_json(root, CERTIFY_SYMMETRY)
+    rows = []
+    for r in d["rows"]:
+        dom, sub = r["domain"], r["sampled_shape"]
+        whole = (f"**certified** ({dom['seconds']:.1f} s, {count(dom['peak_rss_mib'])} MiB)" if dom["certified"]
+                 else f"not certified: {dom.get('why')}")
+        part = (f"**certified** ({sub['seconds']:.1f} s, {count(sub['peak_rss_mib'])} MiB)" if sub["certified"]
+                else f"not certified: {sub['why']}")
+        rows.append([params_text(r["params"]), str(r["n"]), count(r["d_model"]), count(r["domain_orbits"]), whole,
+                     part, f"{sub['min_gap']:.2f}", f"{sub['max_leak_bound']:.2g}", f"{sub['max_radius']:.2g}"])
+    return (f"`retrieval_tripling` by symmetry (`{d['command']}`, {link(CERTIFY_SYMMETRY)}; peak RSS of the "
+            f"whole run so far; the whole domain is tried only within the budget of {d['rows'][0]['max_orbits']} "
+            f"orbits; gap, leak and radius are the sampler's shape's):\n\n"
+            + table(["parameters", "n", "d_model", "orbits of the domain", "whole domain",
+                     "sampler's shape only (sub-domain)", "min gap (nats)", "leak", "radius"], rows))
 
 
 def render_certify_speed(root: pathlib.Path) -> str:
@@ -1348,6 +1368,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "certify_worked": render_certify_worked,
     "certify_scale": render_certify_scale,
     "certify_speed": render_certify_speed,
+    "certify_symmetry": render_certify_symmetry,
     "ablation": render_ablation,
     "cost_model": render_cost_model,
     "sparse_scores": render_sparse_scores,

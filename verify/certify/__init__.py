@@ -22,6 +22,9 @@ a teacher). The modules follow the method's parts, each with its soundness argum
 * :mod:`.float32`: the float32 rounding model (u = 2^-24, gamma_n sums, exp within 4 ulp).
 * :mod:`.program`: the program check (selection, OV and look-up tables against the RASP
   expressions, through ``model.program``), and the causal-selector check of every report.
+* :mod:`.symmetry`: the symmetry route: a domain that is a few orbits of token and position
+  renamings, proved by one bounded float32 forward per representative once the weights and the
+  program are checked to commute with the renamings (tried first where a task declares one).
 * :mod:`.report`: the driver over the sublayers, the read-out and the report.
 
 What is NOT proved here: that the RASP program computes the task (the theorem's half,
