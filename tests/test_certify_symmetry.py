@@ -269,3 +269,29 @@ def test_a_declared_orbit_outside_the_program_semantics_fails_at_the_read_out():
     assert res["certified"] is False
     assert res["layer"] == "read-out" and "decodes to" in res["why"]
     assert res["witness"]["input"] == [1, 0, 4, 1]
+
+
+@pytest.mark.parametrize("d,c", [(5, 2), (7, 2), (14, 2), (3, 4)])
+def test_the_orbit_count_is_the_number_of_representatives(d, c):
+    """The count (partitions, by a recurrence) equals the representatives the orbits enumerate, and each
+    representative is a distinct, in-domain input."""
+    p = P(d, c)
+    sym = TASK.symmetry(p)
+    reps = [o.tokens for o in sym.orbits()]
+    assert sym.count() == len(reps) == len(set(reps))
+    for length in {len(r) for r in reps}:
+        xs = np.array([r for r in reps if len(r) == length])
+        assert TASK.in_domain(p, xs).all()
+
+
+def test_a_domain_with_too_many_orbits_is_refused_up_front():
+    """d = 64 (2 distractors): 5.4e9 orbits, refused before any work, naming the count and the budget."""
+    from depthcraft.verify.certify.symmetry import MAX_ORBITS
+    p = P(64, 2)
+    sym = TASK.symmetry(p)
+    assert sym.count() > 5 * 10 ** 9
+    model = lookup.resolve("retrieval_tripling", P(1, 1)).build()  # never reached
+    res = certify_by_symmetry(model, sym, TASK.domain(p))
+    assert res["certified"] is False and res["orbits"] == 0
+    assert f"above the budget of {MAX_ORBITS}" in res["why"]
+    assert TASK.symmetry(p, sampled_only=True).count() == 1
