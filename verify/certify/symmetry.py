@@ -162,12 +162,24 @@ def act(kind: str, g: Generator, v: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return a == b and type(a is None) == type(b is None)  # noqa: E721  None equals only None
+    """Equal values, a bool never equal to an int (True == 1 in Python, not in a value set)."""
+    return _key(a) == _key(b)
+
+
+class _ValueSets(dict):
+    """SOp label -> its values (the residual directions the compiler gave it). An SOp with none (computed
+    inside a sublayer, never written) is refused: its checks would hold vacuously."""
+
+    def __missing__(self, label: str) -> List[Any]:
+        raise NotProved(f"{label} has no values in the residual stream (computed inside a sublayer): its "
+                        f"equivariance cannot be checked on its value set")
+
+    def get(self, label, default=None):  # noqa: D102  every look-up goes through __missing__
+        return self[label]
 
 
 def _value_sets(model: CompiledModel) -> Dict[str, List[Any]]:
-    """SOp label -> its values (the residual directions the compiler gave it)."""
-    out: Dict[str, List[Any]] = {}
+    out: Dict[str, List[Any]] = _ValueSets()
     for _, (sop, v) in model.program.values.items():
         out.setdefault(sop, []).append(v)
     return out
