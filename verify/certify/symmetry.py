@@ -533,7 +533,10 @@ def forward_bound(model: CompiledModel, xs: Sequence[Any], want: Sequence[Any]) 
                 a_err = np.abs(q) @ ek.T + eq @ np.abs(k).T + eq @ ek.T
                 mag = (np.abs(q) + eq) @ (np.abs(k) + ek).T
                 gd = gamma(q.shape[1], U32) + gamma(q.shape[1] + 1, U64)
-                delta = up(1.0) * (sc * (a_err + gd * mag) * (1 + U32) + U32 * sc * (np.abs(dot) + a_err + gd * mag))
+                # the product q . k, then x qk_scale: the scale is rounded to float32 first (a Python float times
+                # a float32 array), then the product: 2u (+ u^2) of the scaled score
+                delta = up(1.0) * (sc * (a_err + gd * mag) * (1 + 2 * U32 + U32 ** 2)
+                                   + (2 * U32 + U32 ** 2) * sc * (np.abs(dot) + a_err + gd * mag))
                 best = s_hat.argmax(1)
                 rr = np.arange(t)
                 top_lo = s_hat[rr, best] - delta[rr, best]
