@@ -264,7 +264,7 @@ def test_a_declared_orbit_outside_the_program_semantics_fails_at_the_read_out():
     u[:, [0, 1]] = u[:, [1, 0]]
     model.params["unembed"]["w"] = u
     ident = Generator((), tuple(range(TASK.max_seq_len(p) + 1)))
-    sym = Symmetry("trivial", (ident,), lambda: [Orbit((1, 0, 4, 1), (0,), "one input")], "this test")
+    sym = Symmetry("trivial", (ident,), lambda: [Orbit((1, 0, 4, 1), (0,), "one input")], "this test", lambda: 1)
     res = certify_by_symmetry(model, sym, "one input")
     assert res["certified"] is False
     assert res["layer"] == "read-out" and "decodes to" in res["why"]
