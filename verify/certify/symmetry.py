@@ -22,7 +22,9 @@ RASP index i is model position i + 1: i -> pi(i + 1) - 1), found per SOp (:func:
 1. *The program commutes with G* (:func:`kinds`): for every generator, every node maps g-acted
    inputs to g-acted outputs on every value of its value set: a Map f(g a) = g f(a), a
    SequenceMap alike on every pair, a ``scored_lookup`` term score(g q, g k) = score(q, k) on
-   every pair, a head read fn(g v) = g fn(v) and its BOS value fixed. By induction over the
+   every pair, a head read fn(g v) = g fn(v) and its BOS value fixed; equality is with the type (1,
+   1.0 and True differ), and every value a node takes is one of its residual values (the values its
+   readers are checked on), with its type. By induction over the
    program, if at input x every scored head's best key is unique (or its tied keys read equal
    values, so the tie-break by position does not matter; checked at each representative), the
    program's value at g . x and position pi(i) is g applied to its value at x and i.
@@ -161,9 +163,20 @@ def act(kind: str, g: Generator, v: Any) -> Any:
     return g.positions[int(v)] if 0 <= int(v) < len(g.positions) else v
 
 
+def _strict(v: Any) -> Tuple[type, Any]:
+    """A value with its type (numpy scalars as Python ones): 1, 1.0 and True are three values here.
+
+    Python's == (and so a set, or a dict key) takes them for one, but a program's functions can tell
+    them apart (``type``, ``isinstance``); the compiler's value sets are Python sets, so they may keep
+    only one of them.
+    """
+    v = v.item() if isinstance(v, np.generic) else v
+    return type(v), v
+
+
 def _same(a: Any, b: Any) -> bool:
-    """Equal values, a bool never equal to an int (True == 1 in Python, not in a value set)."""
-    return _key(a) == _key(b)
+    """Equal values of the same type (:func:`_strict`; None equals only None)."""
+    return _strict(a) == _strict(b)
 
 
 class _ValueSets(dict):
@@ -224,11 +237,11 @@ def kinds(model: CompiledModel, generators: Sequence[Generator]) -> Dict[str, st
             src = expr.inner
             vals = vocab if src is rasp.tokens else values.get(src.label, [])
             out[lab] = _first_action(lab, [(_action_of(src, out), vals)],
-                                     lambda a: expr.f(*a), generators)
+                                     lambda a: expr.f(*a), generators, own=values.get(lab, []))
         elif isinstance(expr, rasp.SequenceMap):
             sides = [(_action_of(s, out), vocab if s is rasp.tokens else values.get(s.label, []))
                      for s in (expr.fst, expr.snd)]
-            out[lab] = _first_action(lab, sides, lambda a: expr.f(*a), generators)
+            out[lab] = _first_action(lab, sides, lambda a: expr.f(*a), generators, own=values.get(lab, []))
         elif isinstance(expr, HeadRead):
             head = expr.head
             if head.kind.selects != "score" or expr.multi:
@@ -239,7 +252,7 @@ def kinds(model: CompiledModel, generators: Sequence[Generator]) -> Dict[str, st
             if vals is None:
                 vals = vocab
             out[lab] = _first_action(lab, [(kind, vals)], lambda a: apply_fn(read.fn, a[0]), generators,
-                                     fixed=(expr.bos_value,))
+                                     fixed=(expr.bos_value,), own=values.get(lab, []))
         else:
             raise NotProved(f"{lab}: a {type(expr).__name__} (the symmetry route handles Map, SequenceMap and "
                             f"scored_lookup reads)")
@@ -276,10 +289,20 @@ def _topological(prog) -> List[Any]:
     return order
 
 
-def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator], fixed=()) -> str:
-    """The first action under which f(g a_1, ..., g a_k) = g f(a_1, ..., a_k) on every combination."""
+def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator], fixed=(), own=()) -> str:
+    """The first action under which f(g a_1, ..., g a_k) = g f(a_1, ..., a_k) on every combination.
+
+    Every value f takes (and the BOS value) must be one of ``own``, the SOp's residual values, with its
+    type (:func:`_strict`): the nodes that read this SOp are checked on ``own`` only.
+    """
     combos = list(itertools.product(*[vals for _, vals in sides]))
-    results = {c: f(c) for c in combos}
+    key = lambda c: tuple(_strict(a) for a in c)  # noqa: E731
+    results = {key(c): f(c) for c in combos}
+    have = {_strict(v) for v in own}
+    for c, r in itertools.chain(zip(combos, results.values()), (((), v) for v in fixed)):
+        if r is not None and _strict(r) not in have:
+            raise NotProved(f"{label}: the value {r!r} (of {c!r}) is not one of its residual values {list(own)!r} "
+                            f"(with its type): the nodes that read it are checked on those only")
     last = None
     for kind in ACTIONS:
         ok = True
@@ -289,10 +312,10 @@ def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator
                 break
             for c in combos:
                 gc = tuple(act(k, g, a) for (k, _), a in zip(sides, c))
-                if gc == c and kind == "fixed":
+                if key(gc) == key(c) and kind == "fixed":
                     continue
-                want = act(kind, g, results[c])
-                got = results[gc] if gc in results else f(gc)
+                want = act(kind, g, results[key(c)])
+                got = results[key(gc)] if key(gc) in results else f(gc)
                 if not _same(got, want):
                     ok, last = False, f"at {c!r} under generator {gi}: f(g a) = {got!r}, g f(a) = {want!r}"
                     break
@@ -669,6 +692,10 @@ def certify_by_symmetry(model: CompiledModel, symmetry: Symmetry, predicate: str
         for orbit in symmetry.orbits():
             ev = Evaluator()
             xs = list(orbit.tokens)
+            for gi in orbit.generators:
+                if sorted(symmetry.generators[gi].positions[1:len(xs) + 1]) != list(range(1, len(xs) + 1)):
+                    raise NotProved(f"generator {gi} does not map the positions 1..{len(xs)} of the representative "
+                                    f"{xs} onto themselves", (None, None), {"input": xs})
             _ties_resolved(model, xs, ev)
             want = ev.evaluate(sink, xs)
             for s in forward_bound(model, xs, want):
@@ -702,6 +729,10 @@ def _applicable(model: CompiledModel, symmetry: Symmetry) -> None:
             raise NotProved("a generator moves BOS (position 0)")
         if len(g.positions) != model.max_seq_len + 1 or sorted(g.positions) != list(range(len(g.positions))):
             raise NotProved(f"a generator's positions are not a permutation of 0..{model.max_seq_len}")
+        for v in model.input_values:  # the embedding is checked against sigma, the program against act
+            if not _same(g.sigma(v), act("token", g, v)):
+                raise NotProved(f"a generator moves the token {v!r} to {g.sigma(v)!r}, which the token action "
+                                f"does not (bools and foreign values are fixed)")
         img = [b for _, b in g.tokens]
         if sorted(map(repr, img)) != sorted(map(repr, (a for a, _ in g.tokens))) or any(
                 a in (BOS, PAD) for a, _ in g.tokens):
