@@ -14,6 +14,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 from tracr.rasp import rasp
 
 from depthcraft.constructions.errors import CompileError
@@ -142,26 +143,83 @@ def term_values(side: Any, ev: "Evaluator", xs: Sequence[Any]) -> Tuple[List[Any
 
 
 def score_table(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> List[List[float]]:
-    """``selects="score"``: scores[i-1][j] of key j = 0 (BOS) .. n for query i = 1..n (units of hardness)."""
+    """``selects="score"``: scores[i-1][j] of key j = 0 (BOS) .. n for query i = 1..n (units of hardness).
+
+    Row i starts at ``bos_score`` for BOS and 0 elsewhere, and each term in order adds
+    ``float(score(query value at i, key value at j))`` where both values exist. Each distinct
+    value pair is scored once (kept per term across calls, :data:`_TERM_SCORES`); the additions
+    are numpy's, in the same order, so the sums are the same floats as one addition at a time.
+    """
     spec: ScoreSpec = head.spec
     n = len(xs)
-    table = [[spec.bos_score] + [0.0] * n for _ in range(n)]
+    table = np.zeros((n, n + 1))
+    table[:, 0] = spec.bos_score
     for term in spec.terms:
         qv, _ = term_values(term.query, ev, xs)
         kv, kbos = term_values(term.key, ev, xs)
-        cache: Dict[Tuple[Any, Any], float] = {}
-        for i in range(n):
-            if qv[i] is None:
-                continue
-            row = table[i]
-            for j, k in enumerate([kbos] + kv):
-                if k is None:
-                    continue
-                pair = (qv[i], k)
-                if pair not in cache:
-                    cache[pair] = float(term.score(*pair))
-                row[j] += cache[pair]
-    return table
+        qd, qi = _distinct(qv)
+        kd, ki = _distinct([kbos] + kv)
+        if not qd or not kd:
+            continue
+        tab = _TERM_SCORES.get(id(term))
+        if tab is None:  # keyed by identity (a term's SOps are not hashable), dropped with the term
+            tab = _TERM_SCORES[id(term)] = _TermScores(term.score)
+            weakref.finalize(term, _TERM_SCORES.pop, id(term), None)
+        vals = tab.scores(qd, kd)
+        rows, cols = qi >= 0, ki >= 0
+        add = np.zeros((n, n + 1))
+        add[np.ix_(rows, cols)] = vals[np.ix_(qi[rows], ki[cols])]
+        table += add
+    return table.tolist()
+
+
+class _TermScores:
+    """One term's ``float(score(q, k))`` for every query and key value seen so far (a growing table)."""
+
+    def __init__(self, score: Callable[[Any, Any], float]):
+        self.score = score
+        self.q: Dict[Any, int] = {}
+        self.k: Dict[Any, int] = {}
+        self.qv: List[Any] = []
+        self.kv: List[Any] = []
+        self.m = np.zeros((0, 0))
+
+    def scores(self, qd: Sequence[Any], kd: Sequence[Any]) -> np.ndarray:
+        """[len(qd), len(kd)]: the term's score of every pair (values with their types)."""
+        nq, nk = len(self.qv), len(self.kv)
+        for vals, index, seen in ((qd, self.q, self.qv), (kd, self.k, self.kv)):
+            for v in vals:
+                if (type(v), v) not in index:
+                    index[(type(v), v)] = len(seen)
+                    seen.append(v)
+        if len(self.qv) > nq or len(self.kv) > nk:
+            m = np.empty((len(self.qv), len(self.kv)))
+            m[:nq, :nk] = self.m
+            for a in range(len(self.qv)):
+                for b in range(nk if a < nq else 0, len(self.kv)):
+                    m[a, b] = float(self.score(self.qv[a], self.kv[b]))
+            self.m = m
+        return self.m[np.ix_([self.q[(type(v), v)] for v in qd], [self.k[(type(v), v)] for v in kd])]
+
+
+#: Each ``scored_lookup`` term's scores (:class:`_TermScores`) by the term's id, kept while the term exists.
+_TERM_SCORES: Dict[int, _TermScores] = {}
+
+
+def _distinct(values: Sequence[Any]) -> Tuple[List[Any], np.ndarray]:
+    """(distinct non-None values, [len(values)] index of each into them, -1 for None)."""
+    seen: Dict[Any, int] = {}
+    out, idx = [], np.full(len(values), -1, np.int64)
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        key = (type(v), v)
+        j = seen.get(key)
+        if j is None:
+            j = seen[key] = len(out)
+            out.append(v)
+        idx[i] = j
+    return out, idx
 
 
 def _score_keys(head: HeadSpec, ev: "Evaluator", xs: Sequence[Any]) -> Attended:

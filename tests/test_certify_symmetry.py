@@ -285,13 +285,113 @@ def test_the_orbit_count_is_the_number_of_representatives(d, c):
 
 
 def test_a_domain_with_too_many_orbits_is_refused_up_front():
-    """d = 64 (2 distractors): 5.4e9 orbits, refused before any work, naming the count and the budget."""
+    """d = 64 (2 distractors): 5.4e9 orbits, refused before any work, naming the count and the budget (without
+    its locality declaration, which the route uses instead where it has one)."""
     from depthcraft.verify.certify.symmetry import MAX_ORBITS
     p = P(64, 2)
     sym = TASK.symmetry(p)
     assert sym.count() > 5 * 10 ** 9
     model = lookup.resolve("retrieval_tripling", P(1, 1)).build()  # never reached
-    res = certify_by_symmetry(model, sym, TASK.domain(p))
+    res = certify_by_symmetry(model, dataclasses.replace(sym, locality=None), TASK.domain(p))
     assert res["certified"] is False and res["orbits"] == 0
     assert f"above the budget of {MAX_ORBITS}" in res["why"]
     assert TASK.symmetry(p, sampled_only=True).count() == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Locality: pieces instead of orbits (certify_by_locality)
+# ------------------------------------------------------------------------------------------------
+
+def chains_of(x):
+    """The chains of one retrieval input (tuple): the queried one's length, and the others' lengths (sorted)."""
+    facts = [(x[i], x[i + 1]) for i in range(0, len(x) - 2, 2)]
+    nxt = dict(facts)
+    values = {b for _, b in facts}
+    lengths = []
+    for a, _ in facts:
+        if a in values:
+            continue  # not a chain's start
+        n, cur = 0, a
+        while cur in nxt:
+            cur, n = nxt[cur], n + 1
+        lengths.append((a == x[-1], n))
+    queried = [n for q, n in lengths if q]
+    return queried, sorted(n for q, n in lengths if not q)
+
+
+@pytest.mark.parametrize("p", SMALL, ids=str)
+def test_every_chain_of_every_domain_input_has_its_piece(p):
+    """The decomposition the locality route relies on, by brute force: every domain input is the queried
+    chain (D facts) plus other chains, each of a length some piece holds; every piece is in the domain."""
+    loc = TASK.locality(p)
+    pieces = loc.pieces()
+    assert loc.count() == len(pieces)
+    held = {tuple(chains_of(pc.tokens)[1]) for pc in pieces}
+    assert () in held
+    for x in every_domain_input(p):
+        queried, others = chains_of(x)
+        assert queried == [p["d"]]
+        assert all((n,) in held for n in others), (x, others)
+    for pc in pieces:
+        assert TASK.in_domain(p, np.array([pc.tokens])).all()
+        assert len(pc.components) == len(pc.tokens)
+
+
+@pytest.mark.parametrize("p", SMALL, ids=str)
+def test_locality_certifies_tripling_and_it_is_exact_on_every_domain_input(p):
+    """Soundness on the whole domain: certified by locality, and exact at every position of every
+    enumerated domain input (every shape, every length)."""
+    from depthcraft.verify.certify.symmetry import certify_by_locality
+    model = lookup.resolve("retrieval_tripling", p).build()
+    res = certify_by_locality(model, TASK.locality(p), TASK.domain(p))
+    assert res["certified"] is True, res["why"]
+    ok, bad = exact_on(model, sorted(every_domain_input(p), key=lambda x: (len(x), x)))
+    assert ok, bad
+
+
+def test_locality_perturbed_models_are_certified_only_where_exact(d1c2):
+    """120 single-entry perturbations (as for the orbit route): every model the locality route certifies
+    is exact on every domain input."""
+    from depthcraft.verify.certify.symmetry import certify_by_locality
+    p, xs = d1c2
+    base = lookup.resolve("retrieval_tripling", p).build()
+    loc = TASK.locality(p)
+    rng = np.random.default_rng(1)
+    certified = wrong = 0
+    for trial in range(120):
+        model = _copy(base)
+        li = int(rng.integers(len(model.params["layers"])))
+        key = sorted(k for k in model.params["layers"][li] if k.startswith("w_"))[int(rng.integers(2))]
+        w = model.params["layers"][li][key]
+        nz = np.argwhere(w != 0)
+        idx = tuple(nz[int(rng.integers(len(nz)))]) if trial % 4 else tuple(int(rng.integers(s)) for s in w.shape)
+        w[idx] = (w[idx] * (0.5, 0.9, 1.1)[trial % 3]) if trial % 4 else 1.0
+        res = certify_by_locality(model, loc, TASK.domain(p))
+        ok, bad = exact_on(model, xs)
+        certified += res["certified"]
+        wrong += not ok
+        assert not (res["certified"] and not ok), (trial, li, key, idx, bad)
+    assert wrong > 0 and certified > 0
+
+
+def test_locality_without_the_owned_marker_is_not_local():
+    """``?`` is no renaming's object, but it occurs once, in the queried chain; without declaring it
+    owned, a foreign key may hold it and the program's choice at ``?`` is not provably local."""
+    from depthcraft.verify.certify.symmetry import certify_by_locality
+    p = P(2, 1)
+    model = lookup.resolve("retrieval_tripling", p).build()
+    loc = dataclasses.replace(TASK.locality(p), owned_tokens=())
+    res = certify_by_locality(model, loc, TASK.domain(p))
+    assert res["certified"] is False
+    assert "not local" in res["why"] or "a foreign key (another chain's) may score" in res["why"]
+
+
+def test_locality_refuses_the_fetch_without_its_f_name(d1c2):
+    from depthcraft.verify.certify.symmetry import certify_by_locality
+    p, xs = d1c2
+    model = _copy(lookup.resolve("retrieval_tripling", p).build())
+    spec = model.arch.sublayers[2]
+    rows = [spec.q_rows.index(r) for r in _row(model, "FR1") if r in spec.q_rows]
+    model.params["layers"][2]["w_q"][:, rows, :] = 0.0
+    assert certify_by_locality(model, TASK.locality(p), TASK.domain(p))["certified"] is False
+    assert not exact_on(model, xs)[0]

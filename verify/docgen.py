@@ -230,15 +230,18 @@ def render_certify_symmetry(root: pathlib.Path) -> str:
     rows = []
     for r in d["rows"]:
         dom, sub = r["domain"], r["sampled_shape"]
-        whole = (f"**certified** ({dom['seconds']:.1f} s, {count(dom['peak_rss_mib'])} MiB)" if dom["certified"]
-                 else f"not certified: {dom.get('why')}")
+        how = (f"{count(dom['pieces'])} pieces" if dom.get("method") == "locality" else
+               f"{count(dom['orbits'])} orbits" if dom.get("orbits") else dom.get("method") or "")
+        whole = (f"**certified** by {dom.get('method')} ({how}; {dom['seconds']:.1f} s, "
+                 f"{count(dom['peak_rss_mib'])} MiB)" if dom["certified"] else f"not certified: {dom.get('why')}")
         part = (f"**certified** ({sub['seconds']:.1f} s, {count(sub['peak_rss_mib'])} MiB)" if sub["certified"]
                 else f"not certified: {sub['why']}")
         rows.append([params_text(r["params"]), str(r["n"]), count(r["d_model"]), count(r["domain_orbits"]), whole,
                      part, f"{sub['min_gap']:.2f}", f"{sub['max_leak_bound']:.2g}", f"{sub['max_radius']:.2g}"])
     return (f"`retrieval_tripling` by symmetry (`{d['command']}`, {link(CERTIFY_SYMMETRY)}; peak RSS of the "
-            f"whole run so far; the whole domain is tried only within the budget of {d['rows'][0]['max_orbits']} "
-            f"orbits; gap, leak and radius are the sampler's shape's):\n\n"
+            f"whole run so far; orbits are enumerated up to {d['rows'][0]['max_orbits']}, above that the route "
+            f"uses locality; the whole-domain time includes the tables route's try without the domain; gap, "
+            f"leak and radius are the sampler's shape's):\n\n"
             + table(["parameters", "n", "d_model", "orbits of the domain", "whole domain",
                      "sampler's shape only (sub-domain)", "min gap (nats)", "leak", "radius"], rows))
 

@@ -721,6 +721,7 @@ def _by_symmetry(model: CompiledModel, atol: float, domain: str, precondition: P
     sym = symmetry.certify_by_symmetry(model, precondition.symmetry, domain)
     summary = {k: sym[k] for k in ("certified", "why", "layer", "head", "orbits", "generators", "group", "proof",
                                    "seconds")}
+    summary.update({k: sym[k] for k in ("method", "pieces", "domain_orbits", "radius") if k in sym})
     if not sym["certified"]:
         cert = certify(model, atol, domain=domain, precondition=dataclasses.replace(precondition, symmetry=None))
         cert["symmetry"] = summary
@@ -734,17 +735,27 @@ def _by_symmetry(model: CompiledModel, atol: float, domain: str, precondition: P
     scope = (f"every input in the domain ({domain}) of length 1..{n} over the {len(model.vocab)}-token "
              f"vocabulary (BOS first), every position 1..n; inputs outside the domain are not covered: the "
              f"float32 forward decodes to the RASP program's output (tracr's evaluator, with the hand-built "
-             f"heads' reference semantics). Proved by symmetry: the domain is {sym['orbits']} orbits of "
-             f"{sym['group']} (proof: {sym['proof']}); the weights and every node of the program commute with "
-             f"the group's {sym['generators']} generators (exact comparisons), and each orbit's representative "
-             f"has a bounded float32 forward (any summation order) that decodes to the program's output")
-    return {"certified": True, "float32_matches_hardmax": True, "scope": scope, "method": "symmetry",
+             f"heads' reference semantics). " + (
+                 f"Proved by symmetry: the domain is {sym['orbits']} orbits of "
+                 f"{sym['group']} (proof: {sym['proof']}); the weights and every node of the program commute with "
+                 f"the group's {sym['generators']} generators (exact comparisons), and each orbit's representative "
+                 f"has a bounded float32 forward (any summation order) that decodes to the program's output"
+                 if sym.get("method") != "locality" else
+                 f"Proved by locality: every domain input is a union of components, each one as in one of "
+                 f"{sym['pieces']} pieces up to a renaming in {sym['group']} (proof: {sym['proof']}; the domain "
+                 f"has {sym.get('domain_orbits')} orbits, too many to enumerate); the weights and every node of "
+                 f"the program commute with the group's {sym['generators']} generators (exact comparisons); at "
+                 f"each piece every query's best own key beats every key another component can hold, in the "
+                 f"program and in the bounded float32 forward (any summation order), every position holds only "
+                 f"its component's symbols and positions, within a checked radius of its one-hot, and every "
+                 f"position decodes to the program's output"))
+    return {"certified": True, "float32_matches_hardmax": True, "scope": scope, "method": sym.get("method", "symmetry"),
             "per_layer": [{**{k: e.get(k) for k in ("layer", "head", "min_gap", "leak_bound")}, "radius_in": None,
                            "radius_out": e.get("radius_out")} for e in sym["per_layer"] if e["layer"] != "read-out"],
             "uncertified": [], "readout": {"margin": readout.get("min_gap"), "error": readout.get("radius_out")},
             "float32": float32.DESCRIPTION, "seconds": round(time.perf_counter() - t0, 3),
             "domain": {"predicate": domain, "used_as_precondition": True,
-                       "uses": [{"layer": None, "head": None, "fact": "symmetry"}]},
+                       "uses": [{"layer": None, "head": None, "fact": sym.get("method", "symmetry")}]},
             "symmetry": summary,
             "without_domain": (plain["uncertified"] or [{}])[0].get("why")}
 

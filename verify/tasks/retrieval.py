@@ -38,7 +38,7 @@ from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
 from depthcraft.verify.certify.domain import Precondition
-from depthcraft.verify.certify.symmetry import Generator, Orbit, Symmetry
+from depthcraft.verify.certify.symmetry import Generator, Locality, Orbit, Piece, Symmetry
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 
@@ -300,7 +300,54 @@ class RetrievalTask(Task):
 
         return Symmetry(group="Sym(symbols) x Sym(fact slots) (renaming symbols, reordering facts)",
                         generators=tuple(gens), orbits=orbits, count=count,
-                        proof="depthcraft.verify.tasks.retrieval.RetrievalTask.symmetry")
+                        proof="depthcraft.verify.tasks.retrieval.RetrievalTask.symmetry",
+                        locality=None if sampled_only else self.locality(p))
+
+    def locality(self, p: Dict[str, Any]) -> Locality:
+        """The domain as chains: every chain of a domain input computes as in a piece with that chain.
+
+        Pieces: the queried chain alone (D facts, ``?``, x_D), and the queried chain with one other
+        chain of l facts, for every l a domain input can hold (l <= F_max - D and l + 1 <= S - D - 1
+        symbols); the queried chain's positions and ``?`` and x_D are component 0, the other chain's
+        component 1. The group: Sym(symbols) x Sym(every slot), a slot being positions (2k + 1, 2k + 2)
+        for k = 0 .. N/2 - 1 (the query's ``? x_D`` included).
+
+        Proof of the decomposition. A domain input's facts are disjoint paths (:meth:`symmetry`); its
+        components are the queried chain (with ``?`` and x_D) and each other chain. For the queried
+        chain, a renaming g of symbols and slots maps the piece "queried chain alone" onto it (its
+        facts' slots onto the input's, the query slot onto the input's query slot); for another chain
+        of l facts, one maps the piece "queried chain + l" onto the queried chain and that chain. The
+        objects (symbols, slot positions) of distinct components are disjoint, and ``?`` occurs once,
+        in the queried chain (an owned token). :func:`~depthcraft.verify.certify.symmetry.certify_by_locality` checks the rest.
+        """
+        d, s, n = p["d"], num_symbols(p), self.max_seq_len(p)
+        fmax = (n - 2) // 2
+        slots = n // 2
+        top = min(fmax - d, s - d - 2)
+        swap = lambda m: {0: 1, 1: 0} if m >= 2 else {}  # noqa: E731
+        cycle = lambda m: {i: (i + 1) % m for i in range(m)}  # noqa: E731
+
+        def on_slots(perm: Dict[int, int]) -> Tuple[int, ...]:
+            pos = list(range(n + 1))
+            for a, b in perm.items():
+                pos[2 * a + 1], pos[2 * a + 2] = 2 * b + 1, 2 * b + 2
+            return tuple(pos)
+
+        ident = tuple(range(n + 1))
+        gens = (Generator(tuple(swap(s).items()), ident), Generator(tuple(cycle(s).items()), ident),
+                Generator((), on_slots(swap(slots))), Generator((), on_slots(cycle(slots))))
+
+        def pieces() -> List[Piece]:
+            out = [Piece(tuple(_representative(d, (), s)), (0,) * (2 * d + 2), "the queried chain alone")]
+            for l in range(1, top + 1):
+                toks = _representative(d, (l,), s)
+                comps = (0,) * (2 * d) + (1,) * (2 * l) + (0, 0)
+                out.append(Piece(tuple(toks), comps, f"the queried chain and a chain of {l} facts"))
+            return out
+
+        return Locality(group="Sym(symbols) x Sym(slots) (renaming symbols, reordering facts and the query)",
+                        generators=gens, pieces=pieces, count=lambda: 1 + max(top, 0), owned_tokens=(query_token(p),),
+                        proof="depthcraft.verify.tasks.retrieval.RetrievalTask.locality")
 
     def row_in_domain(self, p: Dict[str, Any], row: np.ndarray) -> bool:
         """Whether one well-formed input [n] satisfies :meth:`domain` beyond its format."""
