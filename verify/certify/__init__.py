@@ -24,7 +24,9 @@ a teacher). The modules follow the method's parts, each with its soundness argum
   expressions, through ``model.program``), and the causal-selector check of every report.
 * :mod:`.symmetry`: the symmetry route: a domain that is a few orbits of token and position
   renamings, proved by one bounded float32 forward per representative once the weights and the
-  program are checked to commute with the renamings (tried first where a task declares one).
+  program are checked to commute with the renamings (tried first where a task declares one); where
+  the orbits are too many, *locality*: components proved one piece each, with every key of another
+  component bounded below each query's top.
 * :mod:`.report`: the driver over the sublayers, the read-out and the report.
 
 What is NOT proved here: that the RASP program computes the task (the theorem's half,
