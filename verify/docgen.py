@@ -240,8 +240,7 @@ def render_certify_symmetry(root: pathlib.Path) -> str:
                      part, f"{sub['min_gap']:.2f}", f"{sub['max_leak_bound']:.2g}", f"{sub['max_radius']:.2g}"])
     return (f"`retrieval_tripling` by symmetry (`{d['command']}`, {link(CERTIFY_SYMMETRY)}; peak RSS of the "
             f"whole run so far; orbits are enumerated up to {d['rows'][0]['max_orbits']}, above that the route "
-            f"uses locality; the whole-domain time includes the tables route's try without the domain; gap, "
-            f"leak and radius are the sampler's shape's):\n\n"
+            f"uses locality; gap, leak and radius are the sampler's shape's):\n\n"
             + table(["parameters", "n", "d_model", "orbits of the domain", "whole domain",
                      "sampler's shape only (sub-domain)", "min gap (nats)", "leak", "radius"], rows))
 
