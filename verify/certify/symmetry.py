@@ -970,6 +970,46 @@ class _Local:
                             {"input": xs, "position": i})
 
 
+def _inputs_one_hot(model: CompiledModel, dirs: _Directions) -> None:
+    """What the foreign-key bound takes for a foreign key's ``tokens`` / ``indices`` / ``one`` blocks, and for its
+    SOp blocks before the first sublayer: the embedding writes, per token v (not BOS / PAD), exactly 1 at
+    ``tokens:v`` and at ``one`` and nothing else; per position p >= 1, exactly 1 at ``indices:{p - 1}`` and
+    nothing else; and no sublayer writes a non-SOp direction (its output columns there are exactly zero)."""
+    labels = model.residual_labels
+    at = {lab: i for i, lab in enumerate(labels)}
+    one = [i for i, b in enumerate(dirs.block) if b == "one"]
+    tok = np.asarray(model.params["embed"]["token"], np.float64)
+    for r, v in enumerate(model.input_values):
+        if v in (BOS, PAD):
+            continue
+        want = np.zeros(len(labels))
+        want[one] = 1.0
+        if f"tokens:{v}" in at:
+            want[at[f"tokens:{v}"]] = 1.0
+        if not np.array_equal(tok[r], want):
+            raise NotProved(f"the token embedding of {v!r} is not its one-hot (tokens:{v} and one): the foreign-key "
+                            f"bound takes every other component's key to hold one token's one-hot", ("embed", None))
+    pos = np.asarray(model.params["embed"]["pos"], np.float64)
+    for r in range(1, pos.shape[0]):
+        want = np.zeros(len(labels))
+        if f"indices:{r - 1}" in at:
+            want[at[f"indices:{r - 1}"]] = 1.0
+        if not np.array_equal(pos[r], want):
+            raise NotProved(f"the position embedding of position {r} is not its one-hot (indices:{r - 1}): the "
+                            f"foreign-key bound takes every other component's key to hold one", ("embed", None))
+    fixed = ~dirs.sop
+    for name, spec, p in zip(sublayer_names(model.arch), model.arch.sublayers, model.params["layers"]):
+        cols = np.arange(len(labels)) if spec.out_rows is None else np.asarray(spec.out_rows)
+        bad = fixed[cols]
+        if not bad.any():
+            continue
+        outs = ([np.asarray(w)[:, bad] for w in p["w_o"]] if spec.kind == "attn"
+                else [np.asarray(p["w_2"])[:, bad], np.asarray(p["b_2"])[bad]])
+        if any(np.any(o != 0) for o in outs):
+            raise NotProved(f"{name} writes a tokens / indices / one direction: the foreign-key bound takes those "
+                            f"to hold the embedding's one-hots", (name, None))
+
+
 def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Directions, kinds_: Dict[str, str],
                    tables: Dict[int, Any]) -> None:
     """The program's side of locality at one piece: every SOp value is an object of its position's component (or
@@ -1061,6 +1101,7 @@ def certify_by_locality(model: CompiledModel, locality: Locality, predicate: str
         for g in locality.generators:
             weight_check(model, residual_permutation(model, kinds_, g), g, out_kind)
         dirs = _Directions(model, kinds_, locality.generators, locality.owned_tokens)
+        _inputs_one_hot(model, dirs)
         sink = model.program.nodes[model.program.sink]
         tables: Dict[int, Any] = {}
         pieces = list(locality.pieces())
