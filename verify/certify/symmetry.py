@@ -875,8 +875,8 @@ class _Local:
 
     def _block_max(self, a: np.ndarray, rows: np.ndarray, absolute: bool = False) -> np.ndarray:
         """[t]: per query row, the sum over residual blocks of the largest entry of ``a`` [t, rows] over the
-        directions a foreign key of another component may hold (0 where an SOp block may be empty; the
-        ``one`` block's entries added)."""
+        directions a foreign key of another component may hold (0 where an SOp block may be empty or where an
+        allowed direction of the block is not among ``rows``; the ``one`` block's entries added)."""
         out = np.zeros(len(a))
         where = {int(r): j for j, r in enumerate(rows)}
         comps = sorted(set(self.comp.tolist()))
@@ -891,7 +891,10 @@ class _Local:
                 sel = self.comp == c
                 ok = self.allowed(c)[rows[cols]]
                 best = np.where(ok[None], a[np.ix_(sel, cols)], -np.inf).max(1)
-                if self.dirs.sop[ix[0]] or absolute:
+                # 0 too where the block may be empty (an SOp's None) or the foreign key's direction may be one
+                # the head does not read (an allowed direction of the block outside ``rows``)
+                unread = np.setdiff1d(ix[self.allowed(c)[ix]], rows[cols]).size > 0
+                if self.dirs.sop[ix[0]] or absolute or unread:
                     best = np.maximum(best, 0.0)
                 out[sel] += best
         return out
