@@ -875,8 +875,8 @@ class _Local:
 
     def _block_max(self, a: np.ndarray, rows: np.ndarray, absolute: bool = False) -> np.ndarray:
         """[t]: per query row, the sum over residual blocks of the largest entry of ``a`` [t, rows] over the
-        directions a foreign key of another component may hold (0 where an SOp block may be empty; the
-        ``one`` block's entries added)."""
+        directions a foreign key of another component may hold (0 where an SOp block may be empty or where an
+        allowed direction of the block is not among ``rows``; the ``one`` block's entries added)."""
         out = np.zeros(len(a))
         where = {int(r): j for j, r in enumerate(rows)}
         comps = sorted(set(self.comp.tolist()))
@@ -891,7 +891,10 @@ class _Local:
                 sel = self.comp == c
                 ok = self.allowed(c)[rows[cols]]
                 best = np.where(ok[None], a[np.ix_(sel, cols)], -np.inf).max(1)
-                if self.dirs.sop[ix[0]] or absolute:
+                # 0 too where the block may be empty (an SOp's None) or the foreign key's direction may be one
+                # the head does not read (an allowed direction of the block outside ``rows``)
+                unread = np.setdiff1d(ix[self.allowed(c)[ix]], rows[cols]).size > 0
+                if self.dirs.sop[ix[0]] or absolute or unread:
                     best = np.maximum(best, 0.0)
                 out[sel] += best
         return out
@@ -968,6 +971,46 @@ class _Local:
             raise NotProved(f"after {name}, position {i} is {worst.max():.3g} from its one-hot, above the radius "
                             f"{self.after[name]:.3g} assumed for foreign keys", (name, None),
                             {"input": xs, "position": i})
+
+
+def _inputs_one_hot(model: CompiledModel, dirs: _Directions) -> None:
+    """What the foreign-key bound takes for a foreign key's ``tokens`` / ``indices`` / ``one`` blocks, and for its
+    SOp blocks before the first sublayer: the embedding writes, per token v (not BOS / PAD), exactly 1 at
+    ``tokens:v`` and at ``one`` and nothing else; per position p >= 1, exactly 1 at ``indices:{p - 1}`` and
+    nothing else; and no sublayer writes a non-SOp direction (its output columns there are exactly zero)."""
+    labels = model.residual_labels
+    at = {lab: i for i, lab in enumerate(labels)}
+    one = [i for i, b in enumerate(dirs.block) if b == "one"]
+    tok = np.asarray(model.params["embed"]["token"], np.float64)
+    for r, v in enumerate(model.input_values):
+        if v in (BOS, PAD):
+            continue
+        want = np.zeros(len(labels))
+        want[one] = 1.0
+        if f"tokens:{v}" in at:
+            want[at[f"tokens:{v}"]] = 1.0
+        if not np.array_equal(tok[r], want):
+            raise NotProved(f"the token embedding of {v!r} is not its one-hot (tokens:{v} and one): the foreign-key "
+                            f"bound takes every other component's key to hold one token's one-hot", ("embed", None))
+    pos = np.asarray(model.params["embed"]["pos"], np.float64)
+    for r in range(1, pos.shape[0]):
+        want = np.zeros(len(labels))
+        if f"indices:{r - 1}" in at:
+            want[at[f"indices:{r - 1}"]] = 1.0
+        if not np.array_equal(pos[r], want):
+            raise NotProved(f"the position embedding of position {r} is not its one-hot (indices:{r - 1}): the "
+                            f"foreign-key bound takes every other component's key to hold one", ("embed", None))
+    fixed = ~dirs.sop
+    for name, spec, p in zip(sublayer_names(model.arch), model.arch.sublayers, model.params["layers"]):
+        cols = np.arange(len(labels)) if spec.out_rows is None else np.asarray(spec.out_rows)
+        bad = fixed[cols]
+        if not bad.any():
+            continue
+        outs = ([np.asarray(w)[:, bad] for w in p["w_o"]] if spec.kind == "attn"
+                else [np.asarray(p["w_2"])[:, bad], np.asarray(p["b_2"])[bad]])
+        if any(np.any(o != 0) for o in outs):
+            raise NotProved(f"{name} writes a tokens / indices / one direction: the foreign-key bound takes those "
+                            f"to hold the embedding's one-hots", (name, None))
 
 
 def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Directions, kinds_: Dict[str, str],
@@ -1061,6 +1104,7 @@ def certify_by_locality(model: CompiledModel, locality: Locality, predicate: str
         for g in locality.generators:
             weight_check(model, residual_permutation(model, kinds_, g), g, out_kind)
         dirs = _Directions(model, kinds_, locality.generators, locality.owned_tokens)
+        _inputs_one_hot(model, dirs)
         sink = model.program.nodes[model.program.sink]
         tables: Dict[int, Any] = {}
         pieces = list(locality.pieces())
