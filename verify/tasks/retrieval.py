@@ -70,6 +70,24 @@ def layout(chains: np.ndarray, order: np.ndarray, marker: int) -> np.ndarray:
     return out
 
 
+def _swap(m: int) -> Dict[int, int]:
+    """The transposition (0 1) of m things (none when m < 2)."""
+    return {0: 1, 1: 0} if m >= 2 else {}
+
+
+def _cycle(m: int) -> Dict[int, int]:
+    """The cycle (0 1 ... m-1) of m things."""
+    return {i: (i + 1) % m for i in range(m)}
+
+
+def _on_slots(perm: Dict[int, int], n: int) -> Tuple[int, ...]:
+    """A permutation of fact slots as one of the model positions 0..n: slot k is positions (2k + 1, 2k + 2)."""
+    pos = list(range(n + 1))
+    for a, b in perm.items():
+        pos[2 * a + 1], pos[2 * a + 2] = 2 * b + 1, 2 * b + 2
+    return tuple(pos)
+
+
 def _partitions(m: int, most: Optional[int] = None) -> Iterator[Tuple[int, ...]]:
     """Every partition of m into parts >= 1, each a non-increasing tuple (m = 0: the empty one)."""
     most = m if most is None else most
@@ -263,14 +281,8 @@ class RetrievalTask(Task):
         if asked_hops(p) != d:
             return None
         fmax = (n - 2) // 2
-        swap = lambda m: {0: 1, 1: 0} if m >= 2 else {}  # noqa: E731
-        cycle = lambda m: {i: (i + 1) % m for i in range(m)}  # noqa: E731
-
-        def on_slots(perm: Dict[int, int]) -> Tuple[int, ...]:
-            pos = list(range(n + 1))
-            for a, b in perm.items():
-                pos[2 * a + 1], pos[2 * a + 2] = 2 * b + 1, 2 * b + 2
-            return tuple(pos)
+        swap, cycle = _swap, _cycle
+        on_slots = lambda perm: _on_slots(perm, n)  # noqa: E731
 
         gens = [Generator(tuple(swap(s).items()), tuple(range(n + 1))),
                 Generator(tuple(cycle(s).items()), tuple(range(n + 1))),
@@ -324,14 +336,8 @@ class RetrievalTask(Task):
         fmax = (n - 2) // 2
         slots = n // 2
         top = min(fmax - d, s - d - 2)
-        swap = lambda m: {0: 1, 1: 0} if m >= 2 else {}  # noqa: E731
-        cycle = lambda m: {i: (i + 1) % m for i in range(m)}  # noqa: E731
-
-        def on_slots(perm: Dict[int, int]) -> Tuple[int, ...]:
-            pos = list(range(n + 1))
-            for a, b in perm.items():
-                pos[2 * a + 1], pos[2 * a + 2] = 2 * b + 1, 2 * b + 2
-            return tuple(pos)
+        swap, cycle = _swap, _cycle
+        on_slots = lambda perm: _on_slots(perm, n)  # noqa: E731
 
         ident = tuple(range(n + 1))
         gens = (Generator(tuple(swap(s).items()), ident), Generator(tuple(cycle(s).items()), ident),
