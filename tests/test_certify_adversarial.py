@@ -118,13 +118,24 @@ def test_a_union_head_that_drops_an_element_is_not_certified(key, index):
     assert (u["layer"], u["head"], u["check"]) == ("attn 2", 0, "program")
 
 
+def _wrong_and_refused(base, model, x):
+    """The base model is right on x and ``model`` wrong (against the RASP program); ``model`` is not
+    certified. Returns its first uncertified entry."""
+    from depthcraft.constructions.reference import evaluate
+    want = evaluate(base.program.nodes[base.program.sink], x)
+    assert list(base.run([x], -1)[0]) == list(want)
+    assert list(model.run([x], -1)[0]) != list(want)
+    cert = certify(model)
+    assert cert["certified"] is False
+    return cert["uncertified"][0]
+
+
 def test_a_threshold_mlp_that_ignores_its_scratch_is_not_certified():
     """``graph_connectivity`` (n = 4): MLP 1 thresholds the union's scratch scratch (R1_k_sum) into the
     set R1_k, element by element. With the W_1 row of scratch element 0 zeroed, output element 0
     reads no set coordinate: it is a constant 0. The program check accepted a constant 0 for an
     output that reads no scratch ("off"), although the program writes element 0 whenever the
     scratch of 0 is on; the model was certified and is wrong on [0, 0]."""
-    from depthcraft.constructions.reference import evaluate
     base = _connectivity()
     sp = base.arch.sublayers[1]
     assert base.residual_labels[sp.in_rows[0]].endswith("_sum:0")  # the scratch of element 0 (label ids vary)
@@ -133,13 +144,7 @@ def test_a_threshold_mlp_that_ignores_its_scratch_is_not_certified():
     w1[0] = 0
     layers[1]["w_1"] = w1
     model = dataclasses.replace(base, params=dict(base.params, layers=layers))
-    x = [0, 0]
-    want = evaluate(base.program.nodes[base.program.sink], x)
-    assert list(base.run([x], -1)[0]) == list(want)
-    assert list(model.run([x], -1)[0]) != list(want)
-    cert = certify(model)
-    assert cert["certified"] is False
-    u = cert["uncertified"][0]
+    u = _wrong_and_refused(base, model, [0, 0])
     assert (u["layer"], u["check"]) == ("MLP 1", "program")
 
 
@@ -147,16 +152,9 @@ def test_a_set_copy_that_drops_an_element_is_not_certified():
     """``graph_connectivity`` (n = 4): attn 3 copies a set from one position (a set copy). With the
     W_V entry of element 2 zeroed it never writes element 2. The program check compared only the
     set rows read with a non-zero weight; the model was certified and is wrong on [2, 2]."""
-    from depthcraft.constructions.reference import evaluate
     base = _connectivity()
     wv = np.asarray(base.params["layers"][4]["w_v"])[0]
     assert wv[2, 2] != 0
     model = scaled(base, 4, "w_v", (0, 2, 2), 0.0)
-    x = [2, 2]
-    want = evaluate(base.program.nodes[base.program.sink], x)
-    assert list(base.run([x], -1)[0]) == list(want)
-    assert list(model.run([x], -1)[0]) != list(want)
-    cert = certify(model)
-    assert cert["certified"] is False
-    u = cert["uncertified"][0]
+    u = _wrong_and_refused(base, model, [2, 2])
     assert (u["layer"], u["check"]) == ("attn 3", "program") and "element 2" in u["why"]
