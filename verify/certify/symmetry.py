@@ -93,6 +93,7 @@ Aggregate (refused, with the reason), inputs outside the declared orbits.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -127,8 +128,13 @@ class Generator:
     tokens: Tuple[Tuple[Any, Any], ...]
     positions: Tuple[int, ...]
 
+    @functools.cached_property
+    def _sigma(self) -> Dict[Any, Any]:
+        return dict(self.tokens)
+
     def sigma(self, v: Any) -> Any:
-        return dict(self.tokens).get(v, v) if self.tokens else v
+        """sigma(v): the image of a token value (v itself where sigma does not name it)."""
+        return self._sigma.get(v, v) if self.tokens else v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -722,12 +728,17 @@ def _weights64(model: CompiledModel) -> Dict[str, Any]:
     return got
 
 
-def _ties_resolved(model: CompiledModel, xs: Sequence[Any], ev: Evaluator) -> None:
-    """Step 1's premise at x: every scored head's best key is unique, or its tied keys read equal values."""
+def _ties_resolved(model: CompiledModel, xs: Sequence[Any], ev: Evaluator) -> Dict[str, List[List[float]]]:
+    """Step 1's premise at x: every scored head's best key is unique, or its tied keys read equal values.
+
+    Returns:
+        head label -> its score table at x (:func:`constructions.reference.score_table`), for reuse.
+    """
+    tables: Dict[str, List[List[float]]] = {}
     for node in model.program.nodes.values():
         if not (isinstance(node, HeadSpec) and node.kind.selects == "score"):
             continue
-        table = score_table(node, ev, list(xs))
+        table = tables[node.label] = score_table(node, ev, list(xs))
         reads = []
         for r in node.reads:
             src = list(range(1, len(xs) + 1)) if r.source is POSITION else list(ev.evaluate(r.source, list(xs)))
@@ -740,6 +751,7 @@ def _ties_resolved(model: CompiledModel, xs: Sequence[Any], ev: Evaluator) -> No
                                 f"score is tied between positions {tied} that read different values (the "
                                 f"tie-break by position does not commute with the group)",
                                 (None, None), {"input": list(xs), "position": i + 1})
+    return tables
 
 
 # ------------------------------------------------------------------------------------------------
@@ -848,7 +860,7 @@ class _Local:
         """``after``: sublayer name -> R, the radius of every SOp direction of every position after it (checked
         here at the piece's positions, assumed for foreign keys); None: measure it (:attr:`seen`) instead of
         checking it, which proves nothing."""
-        self.model, self.dirs, self.after = model, dirs, after
+        self.dirs, self.after = dirs, after
         self.seen: Dict[str, float] = {}
         names = sublayer_names(model.arch)
         self.before = {nm: (names[i - 1] if i else None) for i, nm in enumerate(names)}
@@ -1014,7 +1026,7 @@ def _inputs_one_hot(model: CompiledModel, dirs: _Directions) -> None:
 
 
 def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Directions, kinds_: Dict[str, str],
-                   tables: Dict[int, Any]) -> None:
+                   tables: Dict[int, Any], scores: Dict[str, List[List[float]]]) -> None:
     """The program's side of locality at one piece: every SOp value is an object of its position's component (or
     fixed), and every scored head's best own key beats every foreign key the term tables allow, strictly."""
     xs = list(piece.tokens)
@@ -1044,7 +1056,7 @@ def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Dir
     for node in model.program.nodes.values():
         if not (isinstance(node, HeadSpec) and node.kind.selects == "score"):
             continue
-        table = score_table(node, ev, xs)
+        table = scores[node.label]
         fmax = np.zeros(len(xs))
         for t in node.spec.terms:
             qk, qv = _side_values(t.query, kinds_, values, n)
@@ -1126,8 +1138,8 @@ def certify_by_locality(model: CompiledModel, locality: Locality, predicate: str
             for piece in pieces:
                 ev = Evaluator()
                 xs = list(piece.tokens)
-                _ties_resolved(model, xs, ev)
-                _program_local(model, piece, ev, dirs, kinds_, tables)
+                scores = _ties_resolved(model, xs, ev)
+                _program_local(model, piece, ev, dirs, kinds_, tables, scores)
                 for s_ in forward_bound(model, xs, ev.evaluate(sink, xs), _Local(model, dirs, piece, after), w64):
                     key = (s_["layer"], s_["head"])
                     w = worst.setdefault(key, dict(s_))
