@@ -158,18 +158,17 @@ def metadata(model: CompiledModel, bound: Optional[Mapping[str, Optional[int]]] 
     }
 
 
-def save(model: CompiledModel, path: str, *, bound: Optional[Mapping[str, Optional[int]]] = None) -> Dict[str, Any]:
-    """Write ``model`` to ``path`` (safetensors + JSON metadata), atomically.
+def to_bytes(model: CompiledModel, *, bound: Optional[Mapping[str, Optional[int]]] = None,
+             certificate: Optional[bytes] = None) -> Tuple[bytes, Dict[str, Any]]:
+    """The bytes of ``model``'s file (see :func:`save`) and the metadata they hold.
 
-    Args:
-        model: the compiled model.
-        path: output file (conventionally ``*.safetensors``); replaced if it exists.
-        bound: bound values to record (default: the registered construction's).
-    Returns:
-        The metadata written (JSON dict).
+    ``certificate``: a certificate file's bytes (:mod:`depthcraft.checker.certificate`) to bundle in
+    the header (key ``depthcraft_certificate``, base64); it is not part of the checksum.
     Raises:
-        ParameterError: unwritable path, or a token/output value JSON cannot hold.
+        ParameterError: a token/output value JSON cannot hold.
     """
+    import base64
+
     from safetensors.numpy import save as st_save
 
     tensors: Dict[str, np.ndarray] = {}
@@ -177,8 +176,27 @@ def save(model: CompiledModel, path: str, *, bound: Optional[Mapping[str, Option
     meta = metadata(model, bound)
     meta["tree"] = skeleton
     meta["sha256"] = _digest(tensors, meta)
-    blob = st_save(tensors, metadata={"format": FORMAT, _META_KEY: json.dumps(meta)})
+    header = {"format": FORMAT, _META_KEY: json.dumps(meta)}
+    if certificate is not None:
+        header["depthcraft_certificate"] = base64.b64encode(certificate).decode("ascii")
+    return st_save(tensors, metadata=header), meta
 
+
+def save(model: CompiledModel, path: str, *, bound: Optional[Mapping[str, Optional[int]]] = None,
+         certificate: Optional[bytes] = None) -> Dict[str, Any]:
+    """Write ``model`` to ``path`` (safetensors + JSON metadata), atomically.
+
+    Args:
+        model: the compiled model.
+        path: output file (conventionally ``*.safetensors``); replaced if it exists.
+        bound: bound values to record (default: the registered construction's).
+        certificate: a certificate file's bytes to bundle with the weights (see :func:`to_bytes`).
+    Returns:
+        The metadata written (JSON dict).
+    Raises:
+        ParameterError: unwritable path, or a token/output value JSON cannot hold.
+    """
+    blob, meta = to_bytes(model, bound=bound, certificate=certificate)
     write_bytes_atomic(path, blob, suffix=".safetensors")
     return meta
 
@@ -322,4 +340,4 @@ def _expect(path: str, meta: Mapping[str, Any], construction: Optional[str],
                 raise ParameterError(f"{path} holds {k}={held[k]!r}, expected {k}={v!r}")
 
 
-__all__: List[str] = ["save", "load", "read_metadata", "metadata", "FORMAT", "FORMAT_VERSION"]
+__all__: List[str] = ["save", "to_bytes", "load", "read_metadata", "metadata", "FORMAT", "FORMAT_VERSION"]

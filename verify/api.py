@@ -104,7 +104,7 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
                   params: Optional[Mapping[str, Any]] = None, causal: bool = False, compiler: str = "depthcraft",
                   mlp_exactness: int = 100, numerical: Optional[bool] = None, atol: float = 1e-3,
                   name: Optional[str] = None, attention: str = "softmax", certify: bool = False,
-                  max_memory: Union[int, str, None] = None) -> Dict[str, Any]:
+                  max_memory: Union[int, str, None] = None, certificate_path: Optional[str] = None) -> Dict[str, Any]:
     """Verify a RASP program, a registered construction or a compiled model; return the report.
 
     Args:
@@ -150,6 +150,9 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
             finite tables (:func:`verify.certify.certify`; report key ``certificate``: certified,
             or the head that cannot be proved with a witness). A certificate that holds at
             N >= 256 lets the sampled checks run fewer inputs (``sampling`` says so).
+        certificate_path: with ``certify``, write the certificate file (:mod:`depthcraft.checker`
+            format; gzip when it ends in ``.gz``) there when the model is certified; report key
+            ``certificate_file``. Re-check it with ``depthcraft check-certificate``.
         max_memory: refuse (ParameterError) a program or construction whose estimated peak memory
             (:mod:`verify.cost`, from the value sets, before compiling) is above this budget: bytes
             (int; 0: no limit) or a size such as ``"8G"``; None: 60% of the available memory. The
@@ -178,8 +181,13 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
         raise ParameterError(f"reference must be a function (list of tokens -> list of outputs) or None, "
                              f"got {reference!r}")
     user_bound = None if bound is None else check_bound(bound)
+    if certificate_path is not None and not certify:
+        raise ParameterError("certificate_path needs certify=True (a certificate file holds a proof)")
+    if certificate_path is not None:
+        from depthcraft.constructions.files import check_writable
+        check_writable(str(certificate_path))
     run = dict(samples=samples, exhaustive=bool(exhaustive), seed=int(seed), hypothesis_examples=hypothesis_examples,
-               certify=bool(certify))
+               certify=bool(certify), certificate_path=None if certificate_path is None else str(certificate_path))
     from depthcraft.verify import cost
 
     limit = cost.budget(max_memory)

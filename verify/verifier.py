@@ -134,7 +134,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
                  extra: Optional[Dict[str, Any]] = None, shrink: bool = True,
                  bound_kinds: Optional[Mapping[str, str]] = None,
                  progress: Optional[Callable[[str, int, int], None]] = None, certify: bool = False,
-                 exhaustive_is_domain: bool = False) -> Dict[str, Any]:
+                 exhaustive_is_domain: bool = False, certificate_path: Optional[str] = None) -> Dict[str, Any]:
     """Measure, bound-check and exactness-check a compiled model; return the report dict.
 
     Each failing check's counterexample is shrunk by :func:`verify.shrink.shrink`
@@ -163,8 +163,11 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
             inputs each and the ablation skips the edge cases (``sampling`` in the report says so;
             the edge-case check still runs every edge case).
         exhaustive_is_domain: the exhaustive check enumerates the task's whole input set (a
-            memorised dataset, every template instance): when it ran and was exact, it is the
-            certificate (``method: "exhaustive"``) where the tables prove nothing.
+            memorised dataset, every template instance): where the tables prove nothing, the
+            certificate is the exhaustive route over that set (``route: "exhaustive"``: the
+            independent checker bounds every input's float32 forward, :mod:`verify.certify.certificate`).
+        certificate_path: with ``certify``, write the certificate file there when the model is
+            certified with one (report key ``certificate_file``: the path, or why none was written).
     Returns:
         The JSON-serialisable report (SPEC §6 keys, plus bound_checks, ablation, warnings,
         certificate and sampling when certifying).
@@ -176,11 +179,11 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     bounds = bound_check(structure, bound, bound_kinds)
     certificate, sampling, ablation_samples, ablation_edges = None, None, ABLATION_SAMPLES, True
     if certify:
-        from depthcraft.verify.certify import certify as certify_model
+        from depthcraft.verify.certify import prove
 
-        certificate = certify_model(model, atol=float(getattr(task, "atol", 1e-3)), domain=task.domain(p),
-                                    precondition=task.domain_precondition(p))
-        if certificate["certified"] and model.max_seq_len >= CERTIFIED_FEWER_FROM:
+        certificate = prove(model, atol=float(getattr(task, "atol", 1e-3)), domain=task.domain(p),
+                            precondition=task.domain_precondition(p))
+        if certificate.certified and model.max_seq_len >= CERTIFIED_FEWER_FROM:
             sampling = {"reduced_by_certificate": True, "requested": {
                 "samples": samples, "hypothesis_examples": hypothesis_examples, "ablation": ABLATION_SAMPLES}}
             samples, hypothesis_examples = min(samples, CERTIFIED_SAMPLES), min(hypothesis_examples, CERTIFIED_SAMPLES)
@@ -235,13 +238,18 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     }
     if certificate is not None:
         ex = checks.get("exhaustive")
-        if not certificate["certified"] and exhaustive_is_domain and ex is not None and ex.exact and ex.inputs:
-            certificate.update(certified=True, method="exhaustive", scope=(
-                f"every input of the task's finite input set: {ex.inputs} inputs, each run through the float32 "
-                f"model and compared with the reference (the tables prove nothing here: see uncertified)"))
+        if not certificate.certified and exhaustive_is_domain and ex is not None and ex.exact and ex.inputs:
+            batches = [np.asarray(batch) for batch in task.exhaustive(p)[1]]
+            scored = np.concatenate([task.reference(p, b)[1] for b in batches])
+            last_only = bool(scored[:, -1].all() and not scored[:, :-1].any())
+            inputs = [row.tolist() for b in batches for row in b]
+            certificate.exhaustive(model, inputs, f"the task's finite input set ({task.name})",
+                                   positions="last" if last_only else "all")
         _never_certified_beside_a_failure(certificate, report)
-        report["certificate"] = certificate
+        report["certificate"] = certificate.to_json()
         report["sampling"] = sampling or {"reduced_by_certificate": False}
+        if certificate_path is not None:
+            report["certificate_file"] = _write_certificate(certificate, model, certificate_path)
     if cx is not None:
         report["counterexample"]["tokens_text"] = task.format_tokens(p, cx.tokens)
         report["counterexample"]["expected_text"] = task.format_tokens(p, cx.expected)
@@ -251,7 +259,29 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     return report
 
 
-def _never_certified_beside_a_failure(certificate: Dict[str, Any], report: Dict[str, Any]) -> None:
+def _write_certificate(certificate, model: CompiledModel, path: str) -> Dict[str, Any]:
+    """Write the certificate and the weights it is about (atomically): ``{"path", "model", "bytes"}``, or
+    ``{"path": None, "why"}``. A ``*.safetensors`` path gets the model with the certificate bundled;
+    any other path the certificate, and the model beside it (:func:`certificate.model_path_for`)."""
+    from depthcraft.constructions import io
+    from depthcraft.constructions.files import write_bytes_atomic
+    from depthcraft.verify.certify.certificate import model_path_for
+
+    if not certificate.certified:
+        return {"path": None, "why": "not certified: no certificate file is written"}
+    if certificate.file is None:
+        return {"path": None, "why": f"no certificate file: {certificate.check.failure if certificate.check else ''}"}
+    if path.endswith(".safetensors"):
+        data = certificate.file_bytes(path + ".gz")
+        io.save(model, path, certificate=data)
+        return {"path": path, "model": path, "bytes": len(data)}
+    data = certificate.file_bytes(path)
+    write_bytes_atomic(path, data)
+    io.save(model, model_path_for(path))
+    return {"path": path, "model": model_path_for(path), "bytes": len(data)}
+
+
+def _never_certified_beside_a_failure(certificate, report: Dict[str, Any]) -> None:
     """Belt for the invariant "no ``certified: true`` beside ``passed: false``" (the program check
     in :mod:`verify.certify.program` is what makes it hold; this names any breach instead of
     printing both).
@@ -260,30 +290,29 @@ def _never_certified_beside_a_failure(certificate: Dict[str, Any], report: Dict[
     program is not the reference's (or a bug): the certificate is withdrawn with that reason.
     A report that fails only its bound or ablation keeps no certificate either, with that reason.
     """
-    if not certificate["certified"] or report["passed"]:
+    if not certificate.certified or report["passed"]:
         return
-    certificate["certified"] = False
     if not report["exact"]:
         why = ("a check found an input where the output differs from the reference: the certificate "
                "cannot stand beside it (the RASP program is not the reference, or the certifier erred)")
     else:
         why = ("the report fails its bound, ablation or causal-selector checks: no certificate is given to "
                "a failing report (the tables themselves were proved)")
-    certificate["uncertified"].append({"layer": None, "head": None, "check": "report", "why": why,
-                                       "witness": report["counterexample"]})
+    certificate.withdraw(why, report["counterexample"])
 
 
 def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: int = DEFAULT_SAMPLES,
            exhaustive: bool = False, seed: int = 0, hypothesis_examples: int = DEFAULT_HYPOTHESIS,
            task: Optional[Task] = None, bound: Optional[Mapping[str, Optional[int]]] = None,
-           progress: Optional[Callable[[str, int, int], None]] = None, certify: bool = False) -> Dict[str, Any]:
+           progress: Optional[Callable[[str, int, int], None]] = None, certify: bool = False,
+           certificate_path: Optional[str] = None) -> Dict[str, Any]:
     """Verify the registered construction ``name`` at ``params`` (strings or values).
 
     ``task`` replaces the construction's task for the checks (e.g. a
     :class:`~verify.tasks.program.ProgramTask` with a user's reference) and
     ``bound`` its bound values (see :mod:`verify.api`). ``progress(check, inputs_done,
-    inputs_total)`` is called while the random and exhaustive checks run. ``certify``: see
-    :func:`verify_model`; it also adds ``theorem``, the theorem's half
+    inputs_total)`` is called while the random and exhaustive checks run. ``certify`` and
+    ``certificate_path``: see :func:`verify_model`; it also adds ``theorem``, the theorem's half
     (:func:`verify.theorem.theorem_check`: the program's array semantics against the task on every
     input of length <= 6 and :data:`THEOREM_SAMPLES` random inputs; None where the construction
     has no array semantics).
@@ -305,6 +334,7 @@ def verify(name: str, params: Optional[Mapping[str, Any]] = None, *, samples: in
     report = verify_model(model, task, p, bound, name=c.name, samples=samples, exhaustive=exhaustive,
                         seed=seed, hypothesis_examples=hypothesis_examples, started=t0,
                         bound_kinds=kinds, progress=progress, certify=certify,
+                        certificate_path=certificate_path,
                         exhaustive_is_domain=c.exhaustive_in_all and exhaustive,
                         extra={"source": c.source, "attention": model.arch.attention, "causal": c.causal,
                                "bound_formulas": {k: b.text for k, b in c.bounds.items()}})

@@ -28,14 +28,25 @@ a teacher). The modules follow the method's parts, each with its soundness argum
   the orbits are too many, *locality*: components proved one piece each, with every key of another
   component bounded below each query's top.
 * :mod:`.report`: the driver over the sublayers, the read-out and the report.
+* :mod:`.certificate`: the typed :class:`Certificate` (the only place "certified" is set), its
+  file, and the independent checker's verdict on it (:mod:`depthcraft.checker`).
 
 What is NOT proved here: that the RASP program computes the task (the theorem's half,
 :mod:`depthcraft.verify.theorem` checks it on the cheap reference semantics).
 """
 
+from depthcraft.verify.certify.certificate import Certificate, issue
 from depthcraft.verify.certify.float32 import U32, U64
 from depthcraft.verify.certify.heads import MAX_TABLE, ROW_CHUNK_ENTRIES
 from depthcraft.verify.certify.report import certify
 from depthcraft.verify.certify.state import MAX_TUPLES, Block, blocks_of
 
-__all__ = ["certify", "Block", "blocks_of", "U32", "U64", "MAX_TABLE", "MAX_TUPLES", "ROW_CHUNK_ENTRIES"]
+def prove(model, atol: float = 1e-3, domain=None, precondition=None) -> Certificate:
+    """:func:`certify`'s proof as a typed :class:`Certificate`: with the certificate file and the
+    independent checker's verdict on it (:mod:`.certificate`; the one place "certified" is decided)."""
+    proof = certify(model, atol, domain=domain, precondition=precondition)
+    premises = proof.pop("checker_premises", None)
+    return issue(model, proof, premises)
+
+
+__all__ = ["prove", "Certificate", "certify", "Block", "blocks_of", "U32", "U64", "MAX_TABLE", "MAX_TUPLES", "ROW_CHUNK_ENTRIES"]

@@ -5,6 +5,7 @@ library and printing: :mod:`~depthcraft.verify.cli.catalogue` (``list``),
 :mod:`~depthcraft.verify.cli.verify` (``verify``), :mod:`~depthcraft.verify.cli.run`
 (``run``, ``show``), :mod:`~depthcraft.verify.cli.explore` (``explore``),
 :mod:`~depthcraft.verify.cli.saved` (``save``, ``verify-saved``),
+:mod:`~depthcraft.verify.cli.certificates` (``check-certificate``),
 :mod:`~depthcraft.verify.cli.precision` (``precision``), :mod:`~depthcraft.verify.cli.dedupe` (``dedupe``),
 :mod:`~depthcraft.verify.cli.train` (``train``), :mod:`~depthcraft.verify.cli.claims` (``claims``), :mod:`~depthcraft.verify.cli.docs` (``docs``)
 and :mod:`~depthcraft.verify.cli.published` (``published``). Shared options live in
@@ -26,7 +27,8 @@ import click
 from depthcraft.constructions.allocator import keep_freed_memory
 from depthcraft.constructions.devices import use_cpu_devices
 from depthcraft.constructions.errors import DepthcraftError
-from depthcraft.verify.cli import catalogue, claims, dedupe, docs, explore, precision, published, run, saved, train, verify
+from depthcraft.verify.cli import (catalogue, certificates, claims, dedupe, docs, explore, precision, published, run,
+                                   saved, train, verify)
 from depthcraft.verify.cli.render import err_console
 
 #: The one line printed (on stderr) when a run is interrupted.
@@ -55,7 +57,7 @@ def cli() -> None:
 #: Every command of the group.
 COMMANDS = (catalogue.list_cmd, verify.verify_cmd, run.run_cmd, run.show_cmd, explore.explore_cmd,
             saved.save_cmd, saved.verify_saved_cmd, precision.precision_cmd, train.train_cmd, claims.claims_cmd, docs.docs_cmd,
-            dedupe.dedupe_cmd, published.published_cmd)
+            dedupe.dedupe_cmd, published.published_cmd, certificates.check_certificate_cmd)
 for _command in COMMANDS:
     cli.add_command(_command)
 

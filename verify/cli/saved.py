@@ -28,8 +28,10 @@ from depthcraft.verify.views.text import wrap
 @options.params_option()
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Output file (.safetensors); written atomically.")
+@click.option("--certify", is_flag=True, help="Also certify the model and bundle the certificate in the file "
+              "(re-check it with depthcraft check-certificate FILE).")
 @options.max_memory_option()
-def save_cmd(name, params, out, max_memory) -> None:
+def save_cmd(name, params, out, certify, max_memory) -> None:
     """Compile a construction and save its weights + metadata (safetensors)."""
     from depthcraft.verify import lookup
     from depthcraft.verify.cost import gate
@@ -40,9 +42,22 @@ def save_cmd(name, params, out, max_memory) -> None:
     p = r.params
     click.echo(f"compiling {name} {params_text(p)} ...", err=True)
     model = r.build()
-    meta = io.save(model, out)
+    bundle = None
+    if certify:
+        from depthcraft.verify.certify import prove
+
+        click.echo("certifying ...", err=True)
+        cert = prove(model, atol=float(getattr(r.task, "atol", 1e-3)), domain=r.task.domain(p),
+                     precondition=r.task.domain_precondition(p))
+        if cert.file is None or not cert.certified:
+            why = cert.check.failure if cert.check is not None else "; ".join(
+                u["why"] for u in cert.proof.get("uncertified", [])[:1])
+            raise ParameterError(f"{name} is not certified with a certificate file ({why}); nothing was written")
+        bundle = cert.file_bytes(out + ".gz")
+    meta = io.save(model, out, certificate=bundle)
     for line in wrap(f"saved {name} ({params_text(p)}) to {out}: {len(meta['arch']['sublayers'])} sublayers, "
-                     f"d_model={len(meta['residual_labels'])}, format v{meta['format_version']}", width()):
+                     f"d_model={len(meta['residual_labels'])}, format v{meta['format_version']}"
+                     + (", certificate bundled" if bundle else ""), width()):
         echo(line)
 
 

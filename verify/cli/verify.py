@@ -57,10 +57,13 @@ def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Se
                              f"{DEFAULT_SAMPLES_ALL} with --all).")
 @click.option("--certify", is_flag=True, help="Also prove exactness for every input up to N from the heads' "
               "finite tables (docs/certification.md).")
+@click.option("--certificate", "cert_path", type=click.Path(dir_okay=False),
+              help="With --certify: write the certificate file there (gzip when it ends in .gz); re-check it with "
+                   "depthcraft check-certificate.")
 @options.max_memory_option()
 @options.json_option()
 @options.markdown_option()
-def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, max_memory, json_path,
+def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, cert_path, max_memory, json_path,
                md_path) -> None:
     """Compile a construction, measure it, check its bound and its exactness.
 
@@ -80,7 +83,11 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, m
     if run_all and exhaustive:
         raise click.UsageError("--exhaustive cannot be combined with --all (most defaults have far too many inputs; "
                                "--all already checks every input where the input set is small)")
-    check_outputs([json_path, md_path])
+    if cert_path and not certify:
+        raise click.UsageError("--certificate needs --certify (a certificate file holds a proof)")
+    if cert_path and run_all:
+        raise click.UsageError("--certificate writes one file: give one construction, not --all")
+    check_outputs([json_path, md_path, cert_path])
     given = parse_assignments(params)
     bar = progress_bar()
     if run_all:
@@ -92,10 +99,13 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, m
                              seed=seed, hypothesis_examples=hyp, certify=certify)
     else:
         varying, sweep = expand_sweeps(given)
+        if cert_path and len(sweep) > 1:
+            raise click.UsageError("--certificate writes one file: give one parameter set, not a sweep")
         plan = [(name, resolve(name, p).params) for p in sweep]  # a bad value anywhere fails before any compile
         labels = [params_text(p, list(given)) for _, p in plan]
         reports = (verify(name, p, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive,
-                          seed=seed, hypothesis_examples=hyp, progress=inputs_progress(bar), certify=certify)
+                          seed=seed, hypothesis_examples=hyp, progress=inputs_progress(bar), certify=certify,
+                          certificate_path=cert_path)
                    for p in sweep)
     # every parameter set estimated (value sets only) and held to the memory budget before any build
     count = DEFAULT_SAMPLES_ALL if run_all else DEFAULT_SAMPLES

@@ -1,0 +1,114 @@
+"""``depthcraft check-certificate CERT``: re-check a certificate file with the independent checker.
+
+The checker (:mod:`depthcraft.checker`) needs three things: the certificate, the weights and the
+program. The weights come from ``--model FILE``, from CERT itself when it is a model file with a
+bundled certificate (``depthcraft save --certify``), or else from the model file written beside
+it (``x.json.gz`` -> ``x.safetensors``); their SHA-256 must be the certificate's. The program
+comes from ``--program FILE.py:NAME`` or from the registered construction the certificate names
+(compiled again; only its RASP graph is used). Only the checker decides.
+
+Exit status: 0 valid (one line: what is proved); 1 an obligation fails, or the checker does not
+check this route (named, with its numbers); 2 not a certificate, weights whose SHA-256 differs, a
+program that is not the certificate's, or bad usage.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from typing import Any, Optional
+
+import click
+
+from depthcraft.constructions.errors import InputError, ParameterError
+from depthcraft.verify.cli.render import echo, width
+from depthcraft.verify.views.text import wrap
+
+
+def load_program(spec: str) -> Any:
+    """The RASP SOp ``NAME`` of the Python file in ``spec`` = ``FILE.py:NAME`` (NAME defaults to ``program``).
+
+    Raises:
+        InputError: no such file, the file raises on import, or NAME is not a RASP SOp.
+    """
+    from tracr.rasp import rasp
+
+    path, _, name = spec.partition(":")
+    name = name or "program"
+    if not os.path.isfile(path):
+        raise InputError(f"--program {spec}: no such file {path!r}")
+    mod_spec = importlib.util.spec_from_file_location(f"_depthcraft_user_{abs(hash(path))}", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - a user's file: one line, no traceback
+        raise InputError(f"--program {spec}: importing {path} raised {type(e).__name__}: {e}") from None
+    sop = getattr(module, name, None)
+    if not isinstance(sop, rasp.RASPExpr):
+        raise InputError(f"--program {spec}: {name!r} in {path} is {type(sop).__name__}, not a RASP SOp")
+    return sop
+
+
+def _registered(cert: dict) -> Optional[Any]:
+    """The compiled model of the construction the certificate names (None when it names none)."""
+    by = cert.get("issued_by") or {}
+    if not by.get("construction"):
+        return None
+    from depthcraft.verify.lookup import resolve
+
+    return resolve(by["construction"], {k: str(v) for k, v in (by.get("params") or {}).items()}).build()
+
+
+@click.command("check-certificate")
+@click.argument("cert_path", metavar="CERT", type=click.Path(dir_okay=False))
+@click.option("--model", "model_path", type=click.Path(dir_okay=False),
+              help="The model file the certificate is about (default: CERT itself when it bundles one, else the "
+                   "registered construction it names, recompiled).")
+@click.option("--program", "program_spec", metavar="FILE.py[:NAME]",
+              help="The RASP program (default: the registered construction's).")
+def check_certificate_cmd(cert_path, model_path, program_spec) -> None:
+    """Re-check a certificate with the independent checker (depthcraft.checker)."""
+    from depthcraft import checker
+    from depthcraft.constructions.dedupe import dedupe_program
+
+    started = time.perf_counter()
+    try:
+        cert = checker.read(cert_path)
+    except checker.NotACertificate as e:
+        raise InputError(str(e)) from None
+    from depthcraft.verify.certify.certificate import model_path_for
+
+    if model_path is None:
+        with open(cert_path, "rb") as f:
+            bundled = f.read(1) not in (b"{", b"\x1f")
+        model_path = cert_path if bundled else model_path_for(cert_path)
+    try:
+        model = checker.load_model(model_path)
+    except checker.ModelFileError as e:
+        raise InputError(f"{e} (give the model file with --model)") from None
+    if program_spec is not None:
+        sink = dedupe_program(load_program(program_spec)).program
+    else:
+        compiled = _registered(cert)
+        if compiled is None or compiled.program is None:
+            raise ParameterError("the certificate names no registered construction: give --program FILE.py:NAME")
+        sink = compiled.program.nodes[compiled.program.sink]
+    try:
+        verdict = checker.check(cert, model, sink)
+    except checker.NotACertificate as e:
+        raise InputError(f"{cert_path}: {e}") from None
+    cols = width()
+    took = f"{time.perf_counter() - started:.1f} s"
+    if verdict.valid:
+        for line in wrap(f"valid ({cert['route']} route, checked in {took}): {verdict.proved}", cols):
+            echo(line)
+        sys.exit(0)
+    head = "not independently checked" if verdict.unsupported else "invalid"
+    for line in wrap(f"{head}: {verdict.failure}", cols):
+        echo(line)
+    sys.exit(1)
+
+
+__all__ = ["check_certificate_cmd", "load_program"]
