@@ -64,12 +64,18 @@ class Verdict:
     seconds: float = 0.0
     #: the route or a block of it is one this checker version does not check (``failure`` says which)
     unsupported: bool = False
+    #: ``valid``; ``rejected`` (a table differs from the program, or a claim is not supported); ``unproved``
+    #: (the checker's float32 bounds or rules do not prove it); ``unsupported`` (not independently checked)
+    status: str = "valid"
 
 
 def scope(route: str, n: int, vocab: Sequence[Any], premises: Dict[str, Any]) -> str:
     """The one sentence the checker proves for a route (the certificate must carry exactly this)."""
     what = "the float32 forward (any summation order) decodes to the RASP program's output at every position"
     if route == "tables":
+        if "atol" in premises:
+            what = (f"the float32 forward (any summation order) is within {premises['atol']:g} of the RASP program's "
+                    f"(numerical) output at every position")
         return f"every input of length 1..{n} over the {len(vocab)}-token vocabulary (BOS first): {what}"
     if route == "exhaustive":
         where = "at its last position" if premises.get("positions") == "last" else "at every position"
@@ -111,7 +117,8 @@ def _state_claim(ctx: T.Context, written: List[str]) -> Dict[str, Any]:
     return out
 
 
-def derive_tables(model: Model, sink: Any) -> Tuple[Dict[str, Any], Optional[S.Refused], Optional[str]]:
+def derive_tables(model: Model, sink: Any, premises: Optional[Dict[str, Any]] = None
+                  ) -> Tuple[Dict[str, Any], Optional[S.Refused], Optional[str]]:
     """(claims, the first refusal or None, where it happened) of the tables route."""
     nodes = prog.graph(sink)
     vocab = [model.input_values[i] for i in model.vocab_ids]
@@ -120,6 +127,8 @@ def derive_tables(model: Model, sink: Any) -> Tuple[Dict[str, Any], Optional[S.R
     try:
         blocks = S.blocks_of(model, prog.value_sets(nodes, vocab, model.n))
         ctx = T.Context(model, sink, blocks, S.initial(model, blocks))
+        if not model.categorical:
+            ctx.atol = float((premises or {}).get("atol", 1e-3))
         count = {"attn": 0, "mlp": 0}
         for sub, p in zip(model.subs, model.layers):
             count[sub["kind"]] += 1
@@ -155,7 +164,7 @@ def derive_exhaustive(model: Model, sink: Any, inputs: Sequence[Sequence[Any]], 
     if not model.categorical:
         return claims, S.Unsupported("a numerical read-out (the exhaustive route checks categorical outputs)"), None
     if positions not in ("all", "last"):
-        return claims, S.Refused(f"scored positions {positions!r}: expected 'all' or 'last'"), "premises"
+        return claims, S.Mismatch(f"scored positions {positions!r}: expected 'all' or 'last'"), "premises"
 
     def decoded(lg):
         best = lg.argmax(-1)
@@ -163,13 +172,13 @@ def derive_exhaustive(model: Model, sink: Any, inputs: Sequence[Sequence[Any]], 
 
     for n, group in sorted(by_len.items()):
         if not 1 <= n <= model.n:
-            return claims, S.Refused(f"a listed input has length {n}, outside 1..{model.n}"), "inputs"
+            return claims, S.Mismatch(f"a listed input has length {n}, outside 1..{model.n}"), "inputs"
         for s in range(0, len(group), 256):
             batch = group[s:s + 256]
             try:
                 ids = np.array([[model.bos_id] + [ids_of[_key(v, ids_of)] for v in xs] for xs in batch])
             except KeyError as e:
-                return claims, S.Refused(f"a listed input holds {e.args[0]!r}, not a token of the vocabulary"), "inputs"
+                return claims, S.Mismatch(f"a listed input holds {e.args[0]!r}, not a token of the vocabulary"), "inputs"
             logits, err = forward.bounded(model, ids)
             lg32 = forward.float32(model, ids)
             lg, er = logits[:, 1:], np.nan_to_num(err[:, 1:], nan=np.inf)
@@ -190,7 +199,7 @@ def derive_exhaustive(model: Model, sink: Any, inputs: Sequence[Sequence[Any]], 
                 for got_all in views:
                     for i in scored:
                         if not prog.same(got_all[i], want[i]):
-                            return claims, S.Refused(
+                            return claims, S.Mismatch(
                                 f"input {[T.prog_value(v) for v in xs]!r}, position {i + 1}: the model outputs "
                                 f"{got_all[i]!r}, the program {want[i]!r}",
                                 {"tokens": [T.prog_value(v) for v in xs], "position": i + 1,
@@ -206,9 +215,23 @@ def _key(v: Any, ids_of: Dict[Any, int]) -> Any:
 
 
 def derive(model: Model, sink: Any, route: str, premises: Dict[str, Any]):
-    """(claims, refusal or None, where) of ``route`` (see the module docstring)."""
+    """(claims, refusal or None, where) of ``route`` (see the module docstring). The checker fails
+    closed: an error inside it is a refusal naming the error, never a valid certificate."""
+    if route not in ROUTES:
+        raise NotACertificate(f"unknown route {route!r}; expected one of {ROUTES}")
+    if not isinstance(premises, dict):
+        return {}, S.Mismatch("the certificate's premises are not an object"), "premises"
+    try:
+        return _derive(model, sink, route, premises)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - fail closed
+        return {}, S.Refused(f"the checker could not check this certificate ({type(e).__name__}: {e})"), None
+
+
+def _derive(model: Model, sink: Any, route: str, premises: Dict[str, Any]):
     if route == "tables":
-        return derive_tables(model, sink)
+        return derive_tables(model, sink, premises)
     if route == "exhaustive":
         return derive_exhaustive(model, sink, [[prog_decode(v) for v in xs] for xs in premises.get("inputs", [])],
                                  premises.get("positions", "all"))
@@ -260,8 +283,10 @@ def clean(x: Any) -> Any:
 
 def _verdict(cert: Dict[str, Any], bad: Optional[S.Refused], where: Optional[str], seconds: float) -> Verdict:
     if bad is not None:
+        status = "unsupported" if isinstance(bad, S.Unsupported) else "rejected" if isinstance(bad, S.Mismatch) \
+            else "unproved"
         return Verdict(False, "nothing", f"{where + ': ' if where and not bad.why.startswith(where) else ''}{bad.why}",
-                       bad.witness, seconds, unsupported=isinstance(bad, S.Unsupported))
+                       bad.witness, seconds, unsupported=status == "unsupported", status=status)
     return Verdict(True, cert["scope"], seconds=seconds)
 
 
@@ -339,7 +364,7 @@ def check(cert: Dict[str, Any], model: Model, sink: Any) -> Verdict:
         raise NotACertificate(f"unknown route {route!r}")
 
     def fail(why: str, witness: Any = None) -> Verdict:
-        return Verdict(False, "nothing", why, witness, time.perf_counter() - t0)
+        return Verdict(False, "nothing", why, witness, time.perf_counter() - t0, status="rejected")
 
     vocab = [model.input_values[i] for i in model.vocab_ids]
     for key, ours in (("max_seq_len", model.n), ("causal", model.causal), ("attention", model.attention),

@@ -267,6 +267,64 @@ def value_sets(nodes: Dict[str, Any], vocab: Sequence[Any], n: int) -> Dict[str,
     return memo
 
 
+#: Most program values one numerical SOp may have here (beyond: no claim).
+MAX_NUMBERS = 200_000
+
+
+def numeric_values(nodes: Dict[str, Any], vocab: Sequence[Any], n: int) -> Dict[str, Optional[List[float]]]:
+    """label -> every value a numerical SOp can hold at a regular position (floats, sorted), or None.
+
+    By tracr's evaluator: a numerical Map f of its input's values (categorical: the value set; numerical:
+    these); a LinearSequenceMap a x + b y; a numerical Aggregate the mean of 1..n values of its SOp
+    (``sum(xs) / len(xs)``; one value: itself) or its default; a numerical SelectorWidth 0..n.
+    None where a set has more than :data:`MAX_NUMBERS` values or a function raises.
+    """
+    cats = value_sets(nodes, vocab, n)
+    memo: Dict[str, Optional[List[float]]] = {}
+
+    def nums(e: Any) -> Optional[List[float]]:
+        if e.label in memo:
+            return memo[e.label]
+        memo[e.label] = None
+        k, out = kind_of(e), None
+        try:
+            if categorical(e):
+                out = [float(v) for v in cats.get(e.label, []) if isinstance(v, numbers.Number)]
+            elif k == "Map":
+                ins = cats.get(e.inner.label) if categorical(e.inner) else nums(e.inner)
+                out = None if ins is None else [float(e.f(x)) for x in ins if x is not None]
+            elif k == "LinearSequenceMap":
+                a, b = nums(e.fst), nums(e.snd)
+                if a is not None and b is not None and len(a) * len(b) <= MAX_NUMBERS:
+                    out = [e.fst_fac * x + e.snd_fac * y for x in a for y in b]
+            elif k == "SelectorWidth":
+                out = [float(w) for w in range(n + 1)]
+            elif k == "Aggregate":
+                base = nums(e.sop)
+                if base is not None:
+                    out = set(base) | ({float(e.default)} if e.default is not None else set())
+                    sums = {0.0}
+                    base_set = sorted(set(base))
+                    for cnt in range(1, n + 1):
+                        sums = {x + y for x in sums for y in base_set}
+                        if len(sums) > MAX_NUMBERS:
+                            out = None
+                            break
+                        if cnt > 1:
+                            out |= {x / cnt for x in sums}
+                    out = None if out is None else list(out)
+        except Exception:  # noqa: BLE001 - a function that raises: no claim
+            out = None
+        if out is not None:
+            out = sorted(set(out))
+            if len(out) > MAX_NUMBERS:
+                out = None
+        memo[e.label] = out
+        return out
+
+    return {lab: nums(e) for lab, e in nodes.items() if isinstance(e, rasp.SOp) and not categorical(e)}
+
+
 # ------------------------------------------------------------------------------------ evaluation
 
 

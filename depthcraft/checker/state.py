@@ -45,6 +45,10 @@ class Refused(Exception):
         self.why, self.witness = why, witness
 
 
+class Mismatch(Refused):
+    """A table of the weights differs from the program (the program half fails): *rejected*."""
+
+
 class Unsupported(Refused):
     """A route or a block kind this checker version does not check: the certificate is *not
     independently checked* (neither valid nor a failure of the model)."""
@@ -271,23 +275,26 @@ def write(st: State, blocks: Dict[str, Block], out_rows: np.ndarray, outs: Seque
             continue
         if b.kind == "position":
             raise Refused(f"{name} writes the position block {nm!r}")
+        brow = {int(r): j for j, r in enumerate(b.rows)}
+        inb = np.asarray([brow[int(out_rows[c])] for c in cols], np.int64)  # the written rows within the block
         for kind in (0, 1):
             vecs, g = st.sets[kind][nm], st.guard[kind][nm]
             for o in touched:
-                wv, wg = o[kind][0][:, cols], o[kind][1]
+                wv = np.zeros((len(o[kind][0]), len(b.rows)))
+                wv[:, inb] = o[kind][0][:, cols]
                 wv, _, inv = unique_rows(wv)
                 gm = np.full(len(wv), np.iinfo(np.int64).max)
-                np.minimum.at(gm, inv.ravel(), wg)
+                np.minimum.at(gm, inv.ravel(), o[kind][1])
                 if len(vecs) * len(wv) > MAX_COMBOS:
                     raise Refused(f"{name}: {len(vecs) * len(wv)} ideal vectors of block {nm!r}")
-                vecs = (vecs[:, None, :] + wv[None, :, :]).reshape(-1, len(cols))
+                vecs = (vecs[:, None, :] + wv[None, :, :]).reshape(-1, len(b.rows))
                 g = np.maximum(g[:, None], gm[None, :]).ravel()
             vecs, _, inv = unique_rows(vecs)
             gg = np.full(len(vecs), np.iinfo(np.int64).max)
             np.minimum.at(gg, inv.ravel(), g)
             st.sets[kind][nm], st.guard[kind][nm] = vecs, gg
-        rows = b.rows
-        mag = np.maximum(np.abs(st.sets[0][nm]).max(0), np.abs(st.sets[1][nm]).max(0))
+        rows = b.rows[inb]
+        mag = np.maximum(np.abs(st.sets[0][nm][:, inb]).max(0), np.abs(st.sets[1][nm][:, inb]).max(0))
         r_new = radius[rows] + r_out[cols]
         radius[rows] = np.array([up(v) for v in r_new + U * (mag + r_new) + f64_err(mag, 4)])
     st.radius = radius

@@ -47,11 +47,15 @@ from depthcraft.checker import program as prog
 from depthcraft.checker.float32 import (ETA, U, U64, dot_eta, dot_gamma, gamma, leak_factor, scale32,
                                         softmax_total, up)
 from depthcraft.checker.modelfile import Model
-from depthcraft.checker.state import (AMBIGUOUS, Block, Refused, Side, State, Unsupported, decode, f64_err,
+from depthcraft.checker.state import (AMBIGUOUS, Block, Mismatch, Refused, Side, State, Unsupported, decode, f64_err,
                                       row_blocks, side, unique_rows, write)
 
 #: Most score-table entries handled at once.
 CHUNK = 2_000_000
+#: A numerical table entry matches the program's value within this (tracr's numerical MLPs approximate).
+NUM_TOL = 1e-4
+#: Most ideal outputs of a numerical mean head.
+MAX_MEANS = 200_000
 
 
 class Context:
@@ -63,11 +67,40 @@ class Context:
         self.n, self.causal = model.n, model.causal
         self._tables: Dict[str, Optional[np.ndarray]] = {}
         self.possible = prog.Possible(self.nodes, self.n)
+        vocab = [model.input_values[i] for i in model.vocab_ids]
+        self.numbers = prog.numeric_values(self.nodes, vocab, self.n)
+        #: numerical SOp -> bound on |ideal value - program value| (the rules that write it set it)
+        self.num_dev: Dict[str, float] = {}
+        #: SelectorWidth label -> the value its head's OV writes at BOS (the mean is that / (w + 1))
+        self.sw_scale: Dict[str, float] = {}
+        #: a numerical output is certified within this of the program's value
+        self.atol = 1e-3
+
+    def program_number(self, label: str, x: float) -> Any:
+        """The program value a numerical SOp's ideal value ``x`` stands for: the one value of the
+        program's set within the recorded deviation (+ NUM_TOL); AMBIGUOUS when none or several."""
+        vals = self.numbers.get(label)
+        if vals is None or label not in self.num_dev:
+            return AMBIGUOUS
+        hits = self.number_cluster(label, x)
+        return min(hits, key=lambda v: abs(v - x)) if hits else AMBIGUOUS
+
+    def number_cluster(self, label: str, x: float) -> List[float]:
+        """The program values within the deviation (+ NUM_TOL) of ``x``, when they are one value up to float
+        rounding (within 1e-9 of each other: sums of the same fractions in another order); else []."""
+        vals = self.numbers.get(label)
+        if vals is None or label not in self.num_dev:
+            return []
+        tol = self.num_dev[label] + NUM_TOL
+        i, j = np.searchsorted(vals, x - tol), np.searchsorted(vals, x + tol, side="right")
+        hits = list(vals[i:j])
+        return hits if hits and hits[-1] - hits[0] <= 1e-9 else []
 
     def pos_table(self, b: Block) -> Optional[np.ndarray]:
         """For an angle-coded pointer block: [N + 1, rows] the position block's rows of the same names."""
         if b.name not in self._tables:
-            self._tables[b.name] = self._pos_table(b)
+            from depthcraft.checker.state import ANGLE
+            self._tables[b.name] = self._pos_table(b) if any(v is ANGLE for v in b.values) else None
         return self._tables[b.name]
 
     def _pos_table(self, b: Block) -> Optional[np.ndarray]:
@@ -75,7 +108,7 @@ class Context:
         labels = self.model.labels
         for pb in pos:
             by = {labels[r].split(":", 1)[1]: j for j, r in enumerate(pb.rows) if ":" in labels[r]}
-            cols = [by.get(labels[r].split(":", 1)[1]) for r in b.rows]
+            cols = [by.get(labels[r].split(":", 1)[1]) if ":" in labels[r] else None for r in b.rows]
             if all(c is not None for c in cols):
                 return self.st.pos[pb.name][:, cols]
         return None
@@ -93,9 +126,13 @@ def _decoded(ctx: Context, sd: Side, labels: List[str], what: str) -> Dict[str, 
         if lab not in sd.vec:
             raise Refused(f"the program's {lab} is not in the residual stream the {what} reads")
         vals = ctx.values(lab, sd.vec[lab])
+        if lab in ctx.nodes and not prog.categorical(ctx.nodes[lab]):
+            if ctx.numbers.get(lab) is None:
+                raise Unsupported(f"the program's numerical {lab} has too many values (or unknown ones) to name")
+            vals = [ctx.program_number(lab, float(x)) for x in vals]
         bad = [i for i, v in enumerate(vals) if v is AMBIGUOUS]
         if bad:
-            raise Refused(f"the {what}'s {lab} holds no single value", {"vector": sd.vec[lab][bad[0]].tolist()})
+            raise Mismatch(f"the {what}'s {lab} holds no single value", {"vector": sd.vec[lab][bad[0]].tolist()})
         arr = np.empty(len(vals), object)
         arr[:] = vals
         out[lab] = arr
@@ -145,9 +182,7 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     except prog.ProgramError as e:
         raise Unsupported(f"{name} head {h}: {e}") from None
     if sem.prefix and not causal:
-        raise Refused(f"{name} head {h}: {node.label} is a causal head kind in a bidirectional model")
-    if sem.numeric:
-        raise Unsupported(f"{name} head {h}: {node.label} is a numerical mean (not checked by this checker version)")
+        raise Mismatch(f"{name} head {h}: {node.label} is a causal head kind in a bidirectional model")
     q_keep = [s.label for s in sem.query]
     k_keep = [s.label for s in sem.key]
     v_keep = sorted({src.label for src, _, _ in reads.values() if isinstance(src, rasp.RASPExpr)})
@@ -157,7 +192,7 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     v_read = set(row_blocks(blocks, v_rows[np.abs(wvo).sum(1) > 0])) | set(v_keep)
     # a key's value is a function of its key combination when the OV circuit reads only blocks the
     # key side holds; used where keys read no position (with positions, one key per position anyway)
-    determined = v_read <= k_blocks and not bool((ks.pos[ks.kind == 1] >= 0).all())
+    determined = v_read <= k_blocks and not bool((ks.pos[ks.kind == 1] >= 0).all()) and not sem.numeric
     dk, dv = wq.shape[1], wv.shape[1]
     if determined:  # every key's value is a function of its key combination: one side for both
         urows = np.union1d(k_rows, v_rows)
@@ -197,6 +232,8 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     gstart = np.flatnonzero(np.r_[True, kpos_s[1:] != kpos_s[:-1]]) if len(kpos_s) else np.zeros(0, int)
     gpos = kpos_s[gstart]
     min_gap, leak_max, single, bos_top = math.inf, 0.0, True, False
+    pats: List[set] = [set(), set()]  # numerical heads: (BOS in the level, regular keys, one surely) per query kind
+    span = 0.0
     att: Dict[Tuple[int, int], int] = {}  # (query kind, attended key position) -> smallest query guard
     att_out: Dict[Tuple[int, int], int] = {}  # determined: (query kind, output id) -> smallest guard
     tops = hashlib.sha256()
@@ -271,7 +308,29 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
         oid = out_id[ko] if determined else None
         gid = (np.arange(len(rows))[:, None] * ss.shape[1] + lvl)[incand]
         badpos = np.bincount(gid, (~same_pos)[incand], minlength=len(rows) * ss.shape[1]) > 0
-        if determined and not constant:
+        if sem.numeric:  # a mean over the top level: which kinds of key each candidate level holds
+            kind_s = kkind[ko]
+            size = len(rows) * ss.shape[1]
+            has_b = np.bincount(gid, (kind_s == 0)[incand], minlength=size) > 0
+            has_r = np.bincount(gid, (kind_s == 1)[incand], minlength=size) > 0
+            lvl_rows = np.repeat(np.arange(len(rows)), ss.shape[1])
+            live = np.bincount(gid, minlength=size) > 0
+            hi_l = np.full(size, -np.inf)
+            lo_l = np.full(size, np.inf)
+            np.maximum.at(hi_l, gid, ss[incand])
+            np.minimum.at(lo_l, gid, ss[incand])
+            # position 1 is in every input (and visible to a regular query): when every key it can hold
+            # scores in the level or above, the level, if it is the top, holds a regular key
+            alt1 = (kkind == 1) & ((kpos == 1) | (kpos < 0))
+            p1 = np.where(alt1[None, :], S, np.inf).min(1)
+            always = (qk == 1)[lvl_rows] & (p1[lvl_rows] >= lo_l - 2 * eps)
+            for a, b_, r_, al in zip(qk[lvl_rows[live]].tolist(), has_b[live].tolist(), has_r[live].tolist(),
+                                     always[live].tolist()):
+                pats[a].add((b_, r_, al))
+            if live.any():
+                span = max(span, float((hi_l - lo_l)[live].max()))
+            unclean = np.zeros(size, bool)
+        elif determined and not constant:
             same_out = oid == np.take_along_axis(oid, first, 1)
             badout = np.bincount(gid, (~same_out)[incand], minlength=len(rows) * ss.shape[1]) > 0
             unclean = badpos & badout
@@ -285,7 +344,7 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
                           f"outputs (the hardmax average is no single value)",
                           {"query": int(rows[r]), "keys": [int(k) for k in keys],
                            "positions": [int(kpos[k]) for k in keys]})
-        single &= not badpos.any()
+        single &= not badpos.any() and not sem.numeric
         # what the clean candidate levels attend
         rr, tt = np.nonzero(incand)
         kk = ko[rr, tt]
@@ -306,6 +365,9 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     # ---- outputs, per kind of query position, with guards
     res = []
     for kind in (0, 1):
+        if sem.numeric:
+            res.append(_means(outs[vs.kind == 0], outs[vs.kind == 1], pats[kind], n, kind, name, h))
+            continue
         vecs, guards = [], []
         if determined:
             for (a, oid_), g in att_out.items():
@@ -340,13 +402,80 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
         dom = ((1 + 2 * g_t) * lam * (1 + tau_d) + U * (1 + tau_d)) * (mv @ wo_abs) + tau_d * omax
         general = np.minimum(general, dom)
     dev = general + (1 + tau) * (ev @ wo_abs) + lam * spread + f64_err(vx_abs.max(0) @ wo_abs, dv + len(v_rows))
+    if sem.numeric:  # weights inside the top level are uniform up to exp(span + 2 (delta + eps)) each way
+        x_rel = span + 2 * dd
+        dev = dev + min(1.0, up(math.tanh(x_rel / 4))) * spread + f64_err(omax, 2 * n + 2)
     zabs = (1 + tau) * (1 + g_t) * mv @ wo_abs + dev
     # ---- the program half: the OV circuit writes each read's value
-    _values(ctx, vs, outs, reads, written, out_rows, name, h, check_bos=bos_top or not _all_selected(sem))
+    if sem.numeric:
+        _mean_values(ctx, sem, node, vs, outs, written, out_rows, name, h)
+    else:
+        _values(ctx, vs, outs, reads, written, out_rows, name, h, check_bos=bos_top or not _all_selected(sem))
     entry = {"layer": name, "head": h, "node": node.label, "rule": sem.how, "min_gap": min_gap, "delta": delta,
              "eps": eps, "leak_bound": leak_max, "queries": int(len(qs.x)), "keys": int(len(kx)),
              "single_key": bool(single), "tops": {"levels": int(n_tops), "sha256": tops.hexdigest()}}
     return res, dev, zabs, entry
+
+
+def _means(v_bos: np.ndarray, v_reg: np.ndarray, pats: set, n: int, kind: int, name: str, h: int):
+    """(every mean (b v_BOS + v_1 + ... + v_k) / (b + k) a candidate level of the patterns gives [m, Do],
+    guards [m]): b = 1 where BOS is in the level, k = 1..n regular values (0..n beside BOS, unless the
+    level surely holds position 1's key); a mean of k regular keys gets guard k (k distinct positions exist)."""
+    do = v_bos.shape[1] if len(v_bos) else v_reg.shape[1]
+    v_bos, v_reg = unique_rows(v_bos)[0] if len(v_bos) else v_bos, unique_rows(v_reg)[0] if len(v_reg) else v_reg
+    need = any(r for _, r, _ in pats)
+    sums = [np.zeros((1, do))]
+    for k in range(1, n + 1 if need else 1):
+        nxt = unique_rows((sums[-1][:, None, :] + v_reg[None, :, :]).reshape(-1, do))[0]
+        if len(nxt) > MAX_MEANS:
+            raise Unsupported(f"{name} head {h}: more than {MAX_MEANS} means of {k} values")
+        sums.append(nxt)
+    vecs, guards = [], []
+    for b, r, always in pats or {(True, False, False)}:
+        for k in (range(0 if b and not always else 1, n + 1) if r else [0]):
+            if b + k == 0 or (b and not len(v_bos)) or (k and not len(v_reg)):
+                continue
+            tot = (v_bos[:, None, :] + sums[k][None, :, :]).reshape(-1, do) if b else sums[k]
+            vecs.append(tot / (b + k))
+            guards.append(np.full(len(tot), max(k, kind), np.int64))
+    if not vecs:
+        return np.zeros((1, do)), np.full(1, kind, np.int64)
+    return np.concatenate(vecs), np.concatenate(guards)
+
+
+def _mean_values(ctx: Context, sem: prog.Semantics, node: Any, vs: Side, outs: np.ndarray, written: List[str],
+                 out_rows: np.ndarray, name: str, h: int) -> None:
+    """The OV half of a numerical mean. A numerical Aggregate: every regular key writes its SOp's value
+    (within NUM_TOL of the program's), BOS writes the default 0; the mean's deviation from the program's
+    mean is the largest of those. SelectorWidth's head: BOS writes one c > 0, every other key 0, so
+    the mean over BOS and the w selected keys is c / (w + 1)."""
+    if len(written) != 1 or len(row_blocks(ctx.blocks, out_rows)[written[0]]) != 1:
+        raise Unsupported(f"{name} head {h}: a mean written to more than one number row")
+    lab = written[0]
+    col = row_blocks(ctx.blocks, out_rows)[lab][0]
+    got = outs[:, col]
+    if sem.how == "width":
+        bos, reg = got[vs.kind == 0], got[vs.kind == 1]
+        if len(np.unique(bos)) != 1 or not bos[0] > 0 or np.any(reg != 0):
+            raise Mismatch(f"{name} head {h}: SelectorWidth's value is not one positive number at BOS and 0 elsewhere",
+                          {"bos": sorted(set(bos.tolist())), "regular": sorted(set(reg.tolist()))[:5]})
+        ctx.sw_scale[node.label] = float(bos[0])
+        return
+    if node.default not in (0, 0.0, None):
+        raise Unsupported(f"{name} head {h}: a numerical mean with default {node.default!r} (tracr's is 0)")
+    src = node.sop.label
+    if prog.categorical(node.sop):
+        raise Unsupported(f"{name} head {h}: a numerical mean of a categorical SOp")
+    want = _decoded(ctx, vs, [src], "value side")[src]
+    worst = ctx.num_dev.get(src, 0.0)
+    for i in range(len(got)):
+        w = 0.0 if vs.kind[i] == 0 else float(want[i])
+        d = abs(float(got[i]) - w)
+        if not d <= NUM_TOL:
+            raise Mismatch(f"{name} head {h}: the OV circuit writes {float(got[i]):.6g} where the program's value is "
+                          f"{w:.6g}", {"bos": bool(vs.kind[i] == 0)})
+        worst = max(worst, d + ctx.num_dev.get(src, 0.0))
+    ctx.num_dev[lab] = up(worst + f64_err(np.abs(got).max(initial=0.0), 2 * ctx.n + 2))
 
 
 def _all_selected(sem: prog.Semantics) -> bool:
@@ -369,7 +498,7 @@ def _selection(ctx: Context, sem: prog.Semantics, node: Any, qs: Side, ks: Side,
     try:
         W = sem.table({k: v[rows] for k, v in qv.items()}, qpos, {k: v[reg] for k, v in kv.items()}, kpos, n)
     except Exception as e:  # noqa: BLE001 - a predicate that raises has no value here
-        raise Refused(f"{name} head {h}: {node.label}'s selection raises: {type(e).__name__}: {e}") from None
+        raise Mismatch(f"{name} head {h}: {node.label}'s selection raises: {type(e).__name__}: {e}") from None
     reach_q = _reachable(ctx, qv, rows, qs.pos[rows])
     reach_k = _reachable(ctx, kv, reg, kpos)
     P = P & reach_q[:, None]
@@ -380,7 +509,7 @@ def _selection(ctx: Context, sem: prog.Semantics, node: Any, qs: Side, ks: Side,
 
     def fail(why: str, mask: np.ndarray) -> None:
         i, j = np.argwhere(mask)[0]
-        raise Refused(f"{name} head {h}: {node.label}: {why}",
+        raise Mismatch(f"{name} head {h}: {node.label}: {why}",
                       {"query": {k: prog_value(v[rows[i]]) for k, v in qv.items()} | {"position": int(qpos[i])},
                        "key": {k: prog_value(v[reg[j]]) for k, v in kv.items()} | {"position": int(kpos[j])},
                        "selects": bool(W[i, j]) if sem.how != "score" else float(W[i, j])})
@@ -399,7 +528,7 @@ def _selection(ctx: Context, sem: prog.Semantics, node: Any, qs: Side, ks: Side,
             hi = np.maximum.reduceat(sv, starts)
             lo = np.minimum.reduceat(sv, starts)
             if (hi - lo > 2 * eps).any() or (len(starts) > 1 and not (lo[1:] > np.maximum.accumulate(hi)[:-1] + 2 * eps).all()):
-                raise Refused(f"{name} head {h}: {node.label}: the weights do not order the keys as the program's "
+                raise Mismatch(f"{name} head {h}: {node.label}: the weights do not order the keys as the program's "
                               f"scores do", {"query": int(rows[i])})
         return
     Wb = W.astype(bool)
@@ -491,24 +620,25 @@ def _values(ctx: Context, vs: Side, outs: np.ndarray, reads: Dict[str, Tuple[Any
     for lab in written:
         if lab not in reads:
             if reads:
-                raise Refused(f"{name} head {h} writes {lab}, which its program node does not output")
+                raise Mismatch(f"{name} head {h} writes {lab}, which its program node does not output")
             continue
         src, fn, bos_v = reads[lab]
         if prog.is_position(src):
             if not (vs.pos[vs.kind == 1] >= 0).all():
-                raise Refused(f"{name} head {h}: {lab} reads the key's position, but the OV circuit reads no position")
+                raise Mismatch(f"{name} head {h}: {lab} reads the key's position, but the OV circuit reads no position")
             src_vals = np.array([p if k == 1 else 0 for k, p in zip(vs.kind, vs.pos)], object)
         else:
             src_vals = _decoded(ctx, vs, [src.label], "value side")[src.label]
         old = ctx.st.sets[1][lab]
         todo = np.flatnonzero((vs.kind == 1) | check_bos)
         want = [bos_v if vs.kind[i] == 0 else prog.apply(fn, src_vals[i]) for i in todo]
+        write_b = block_write(ctx, lab, out_rows, outs[todo])
         for o in old:
-            got = ctx.values(lab, o[None, :] + outs[todo][:, cols[lab]])
+            got = ctx.values(lab, o[None, :] + write_b)
             for t, (g, w) in enumerate(zip(got, want)):
                 if g is AMBIGUOUS or not prog.same(g, w):
                     i = int(todo[t])
-                    raise Refused(f"{name} head {h}: the OV circuit writes {lab} = "
+                    raise Mismatch(f"{name} head {h}: the OV circuit writes {lab} = "
                                   f"{'no single value' if g is AMBIGUOUS else repr(g)} where the program "
                                   f"holds {w!r}",
                                   {"key": {"bos": bool(vs.kind[i] == 0), "position": int(vs.pos[i]),
@@ -542,10 +672,12 @@ def attention(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], name:
 # ------------------------------------------------------------------------------------------ MLP
 
 
-def _components(w1: np.ndarray, w2: np.ndarray, in_rows: np.ndarray, blocks: Dict[str, Block]) -> List[np.ndarray]:
-    """Hidden units grouped so that no two groups read a common block (each group's inputs enumerated alone)."""
-    where = row_blocks(blocks, in_rows)
-    unit_blocks = [set(nm for nm, idx in where.items() if np.any(w1[idx, u] != 0)) for u in range(w1.shape[1])]
+def _components(w1: np.ndarray, w2: np.ndarray, out_rows: np.ndarray, blocks: Dict[str, Block]) -> List[np.ndarray]:
+    """Hidden units grouped by the blocks they write (units writing a common block are one part):
+    each part is one program node, a function of its own inputs only, checked alone."""
+    where = row_blocks(blocks, out_rows)
+    own = lambda nm: nm[: -len("_selector_width_attn_output")] if nm.endswith("_selector_width_attn_output") else nm  # noqa: E731
+    unit_blocks = [set(own(nm) for nm, idx in where.items() if np.any(w2[u, idx] != 0)) for u in range(w2.shape[0])]
     groups: List[Tuple[set, List[int]]] = []
     for u, bs in enumerate(unit_blocks):
         merged = [g for g in groups if g[0] & bs]
@@ -568,17 +700,19 @@ def mlp(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], name: str) 
     g1 = dot_gamma(w1, b1)
     outs, dev, habs, entries = [], np.zeros(len(out_rows)), np.abs(b2).copy(), []
     r_in = st.radius[in_rows]
-    for units in _components(w1, w2, in_rows, blocks):
+    for units in _components(w1, w2, out_rows, blocks):
         wu, w2u = w1[:, units], w2[units]
         written = _written(blocks, out_rows, w2u)
         node = _mlp_node(ctx, written, name)
         ins = _mlp_inputs(node)
         sd = side(st, blocks, in_rows, wu, n, keep=ins)
         pre = sd.x + b1[units]
-        e1 = (r_in @ np.abs(wu)) + g1[units] * (sd.a + np.abs(b1[units])) + f64_err(sd.a, len(in_rows)) + dot_eta(wu)
+        e_in = r_in @ np.abs(wu)  # [units]: the input radii through W1 (the same for every combination)
+        e_rd = g1[units] * (sd.a + np.abs(b1[units])) + f64_err(sd.a, len(in_rows)) + dot_eta(wu)
+        e1 = e_in + e_rd
         hid = np.maximum(pre, 0.0)
         o = hid @ w2u
-        dev = np.maximum(dev, 0) + (e1 @ np.abs(w2u)).max(0) + f64_err((hid @ np.abs(w2u)).max(0), len(units))
+        dev = dev + _mlp_dev(pre, e_in, e_rd, r_in, wu, w2u) + f64_err((hid @ np.abs(w2u)).max(0), len(units))
         habs += ((hid + e1) @ np.abs(w2u)).max(0)
         if node is not None:
             _mlp_program(ctx, node, ins, sd, o, out_rows, written, name)
@@ -594,39 +728,134 @@ def mlp(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], name: str) 
     return entries
 
 
+#: Most distinct active sets for which :func:`_mlp_dev` forms the combined map W1_A W2_A.
+MAX_PATTERNS = 4096
+
+
+def _mlp_dev(pre: np.ndarray, e_in: np.ndarray, e_rd: np.ndarray, r_in: np.ndarray, w1: np.ndarray,
+             w2: np.ndarray) -> np.ndarray:
+    """[out] bound on |real hidden @ W2 - ideal hidden @ W2| over every combination ([m, units] ``pre``).
+
+    A unit whose pre-activation interval [pre - e1, pre + e1] lies above 0 is the identity there, so
+    on the active set A the input error passes through the combined map W1_A W2_A (the paired units
+    of a tracr discretising MLP cancel in it) and the pre-activation's own rounding e_rd through
+    |W2_A|; a unit whose interval straddles 0 errs by at most e1 (ReLU is 1-Lipschitz); a dead unit
+    (interval below 0) outputs exactly 0, as its ideal does. Beyond :data:`MAX_PATTERNS` active sets,
+    the 1-Lipschitz bound e1 |W2| for every unit.
+    """
+    e1 = e_in[None, :] + e_rd
+    active, dead = pre - e1 > 0, pre + e1 < 0
+    aw2 = np.abs(w2)
+    pats, inv = np.unique(active, axis=0, return_inverse=True)
+    if len(pats) > MAX_PATTERNS:
+        return (np.where(dead, 0.0, e1) @ aw2).max(0)
+    out = np.zeros(w2.shape[1])
+    live = r_in > 0
+    for k, pat in enumerate(pats):
+        rows = np.flatnonzero(inv.ravel() == k)
+        comb = r_in[live] @ np.abs(w1[live][:, pat] @ w2[pat]) if live.any() and pat.any() else 0.0
+        comb = comb + f64_err(r_in[live] @ (np.abs(w1[live][:, pat]) @ aw2[pat]), w1.shape[0]) if live.any() else comb
+        part = np.where(active[rows], e_rd[rows], np.where(dead[rows], 0.0, e1[rows])) @ aw2
+        out = np.maximum(out, comb + part.max(0))
+    return out
+
+
 def _mlp_node(ctx: Context, written: List[str], name: str) -> Any:
-    nodes = [ctx.nodes.get(w) for w in written]
-    if len(nodes) == 1 and nodes[0] is not None and prog.kind_of(nodes[0]) in ("Map", "SequenceMap"):
+    """The Map, SequenceMap or SelectorWidth an MLP part implements (from the blocks it writes)."""
+    sw = [w for w in written if not w.endswith("_selector_width_attn_output")]
+    nodes = [ctx.nodes.get(w) for w in sw]
+    if len(nodes) == 1 and nodes[0] is not None and prog.kind_of(nodes[0]) in (
+            "Map", "SequenceMap", "LinearSequenceMap", "SelectorWidth"):
+        if prog.kind_of(nodes[0]) != "SelectorWidth" and len(sw) != len(written):
+            raise Mismatch(f"{name} writes {written}: a Map that also writes a hidden SelectorWidth row")
         return nodes[0]
-    raise Unsupported(f"{name} writes {written}: not one Map or SequenceMap of the program (not checked by "
-                      f"this checker version)")
+    raise Unsupported(f"{name} writes {written}: not one Map, SequenceMap or SelectorWidth of the program (not "
+                      f"checked by this checker version)")
 
 
 def _mlp_inputs(node: Any) -> List[str]:
     k = prog.kind_of(node)
+    if k == "SelectorWidth":
+        return [node.label + "_selector_width_attn_output"]
     return [node.inner.label] if k == "Map" else [node.fst.label, node.snd.label]
+
+
+def block_write(ctx: Context, lab: str, out_rows: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """[m, rows of block ``lab``]: a write [m, Do] over ``out_rows`` placed on the block's own rows."""
+    b = ctx.blocks[lab]
+    where = {int(r): j for j, r in enumerate(out_rows)}
+    full = np.zeros((len(o), len(b.rows)))
+    for j, r in enumerate(b.rows):
+        if int(r) in where:
+            full[:, j] = o[:, where[int(r)]]
+    return full
 
 
 def _mlp_program(ctx: Context, node: Any, ins: List[str], sd: Side, o: np.ndarray, out_rows: np.ndarray,
                  written: List[str], name: str) -> None:
-    """The program half of a Map / SequenceMap: every regular combination decodes to f of its inputs."""
-    if not prog.categorical(node) or not all(prog.categorical(ctx.nodes[i]) for i in ins):
-        raise Unsupported(f"{name}: {node.label} is a numerical Map (not checked by this checker version)")
-    vals = _decoded(ctx, sd, ins, "MLP")
-    lab = written[0]
-    cols = row_blocks(ctx.blocks, out_rows)[lab]
-    for i in np.flatnonzero(sd.kind == 1):
-        args = [vals[k][i] for k in ins]
+    """The program half of a Map / SequenceMap / SelectorWidth MLP: every regular combination decodes
+    to f of its decoded inputs (None in, None out); a numerical output within NUM_TOL of f, whose
+    deviation is recorded. SelectorWidth: its input a (the head's mean c / (w + 1)) gives w = c / a - 1,
+    within 1e-6 of an integer 0..N."""
+    k = prog.kind_of(node)
+    lab = node.label
+    reg = np.flatnonzero(sd.kind == 1)
+    if k == "SelectorWidth":
+        c = ctx.sw_scale.get(lab)
+        a = sd.vec[ins[0]][:, 0] if ins[0] in sd.vec else None
+        if c is None or a is None:
+            raise Mismatch(f"{name}: SelectorWidth {lab}'s MLP reads no checked width head")
+        args = []
+        for i in reg:
+            w = c / a[i] - 1 if a[i] > 0 else -1
+            if not (abs(w - round(w)) <= 1e-6 and 0 <= round(w) <= ctx.n):
+                raise Mismatch(f"{name}: SelectorWidth {lab}'s input {a[i]:.6g} is no width c / (w + 1)")
+            args.append([int(round(w))])
+        fn = lambda w: w  # noqa: E731
+    else:
+        vals = _decoded(ctx, sd, ins, "MLP")
+        args = [[vals[x][i] for x in ins] for i in reg]
+        fn = node.f
+        for x in ins:  # a number the program may hold in several roundings: f must agree on all of them
+            if not prog.categorical(ctx.nodes[x]):
+                for t, i in enumerate(reg):
+                    outs_f = set()
+                    for v in ctx.number_cluster(x, float(sd.vec[x][i, 0])):
+                        try:
+                            outs_f.add(repr(fn(*[v if y == x else a for y, a in zip(ins, args[t])])))
+                        except Exception:  # noqa: BLE001
+                            outs_f.add("raises")
+                    if len(outs_f) > 1:
+                        raise Unsupported(f"{name}: {lab}'s function differs on roundings of one input value")
+    numeric = not prog.categorical(node)
+    cur = ctx.st.sets[1][lab]
+    got_w = block_write(ctx, lab, out_rows, o[reg])
+    worst = 0.0
+    for t, i in enumerate(reg):
+        xs = args[t]
         try:
-            want = None if any(a is None for a in args) else node.f(*args)
+            want = None if any(x is None for x in xs) else (fn(*xs) if k != "SelectorWidth" else xs[0])
         except Exception as e:  # noqa: BLE001
-            raise Refused(f"{name}: {node.label}'s function raises on {args!r}: {type(e).__name__}: {e}") from None
-        for old in ctx.st.sets[1][lab]:
-            got = ctx.values(lab, (old + o[i][cols])[None, :])[0]
+            raise Mismatch(f"{name}: {lab}'s function raises on {xs!r}: {type(e).__name__}: {e}") from None
+        for old in cur:
+            v = old + got_w[t]
+            if numeric:
+                if want is None or not abs(float(v[0]) - float(want)) <= NUM_TOL:
+                    raise Mismatch(f"{name}: {lab} writes {float(v[0]):.6g} on {[prog_value(x) for x in xs]} where the "
+                                  f"program gives {want!r}", {"inputs": [prog_value(x) for x in xs]})
+                worst = max(worst, abs(float(v[0]) - float(want)))
+                continue
+            got = ctx.values(lab, v[None, :])[0]
             if got is AMBIGUOUS or not prog.same(got, want):
-                raise Refused(f"{name}: {node.label} gives {'no single value' if got is AMBIGUOUS else repr(got)} on "
-                              f"{[prog_value(a) for a in args]} where the program gives {want!r}",
-                              {"inputs": [prog_value(a) for a in args]})
+                raise Mismatch(f"{name}: {lab} gives {'no single value' if got is AMBIGUOUS else repr(got)} on "
+                              f"{[prog_value(x) for x in xs]} where the program gives {want!r}",
+                              {"inputs": [prog_value(x) for x in xs]})
+    if numeric:
+        ctx.num_dev[lab] = up(worst + sum(ctx.num_dev.get(x, 0.0) * abs(getattr(node, f, 1.0))
+                                          for x, f in zip(ins, ("fst_fac", "snd_fac")))
+                              if k == "LinearSequenceMap" else worst)
+        if k == "Map" and not prog.categorical(node.inner):
+            ctx.num_dev[lab] = up(worst)  # f of the program's input value (decoded), exactly
 
 
 # ------------------------------------------------------------------------------------- read-out
@@ -647,9 +876,18 @@ def readout(ctx: Context) -> Dict[str, Any]:
     err = np.array([[up(x) for x in row] for row in err]) if err.size < 100000 else err * (1 + 2 ** -30)
     want = ctx.values(ctx.sink.label, sd.vec[ctx.sink.label]) if ctx.sink.label in sd.vec else None
     if want is None:
-        raise Refused(f"the read-out does not read the program's output {ctx.sink.label}")
-    if not m.categorical:
-        raise Unsupported("a numerical read-out (not checked by this checker version)")
+        raise Mismatch(f"the read-out does not read the program's output {ctx.sink.label}")
+    if not m.categorical:  # a number: within atol of the program's (float32 error + ideal's deviation)
+        dev = ctx.num_dev.get(ctx.sink.label)
+        if dev is None:
+            raise Refused(f"read-out: the output {ctx.sink.label}'s deviation from the program was never bounded")
+        total = float(err.max(initial=0.0)) + dev
+        bad = [i for i, v in enumerate(want) if v is AMBIGUOUS]
+        if bad or not total <= ctx.atol:
+            raise Refused(f"read-out: the numerical output's error bound {total:.4g} (float32 {float(err.max()):.4g} + "
+                          f"deviation {dev:.4g}) is not within atol {ctx.atol:g}" if not bad else
+                          "read-out: an output value is no single program value")
+        return {"margin": ctx.atol - total, "error": total}
     lg = sd.x
     best = lg.argmax(1)
     top = lg[np.arange(len(lg)), best]
@@ -666,5 +904,5 @@ def readout(ctx: Context) -> Dict[str, Any]:
     for i in range(len(lg)):
         got = None if none[i] else m.output_values[int(best[i])]
         if want[i] is AMBIGUOUS or not prog.same(got, want[i]):
-            raise Refused(f"read-out: the output block holding {prog_value(want[i])!r} reads out as {got!r}")
+            raise Mismatch(f"read-out: the output block holding {prog_value(want[i])!r} reads out as {got!r}")
     return {"margin": worst, "error": float(err.max(initial=0.0))}

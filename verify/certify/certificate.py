@@ -7,13 +7,14 @@ checker's format, :mod:`depthcraft.checker.certificate`) and the checker's verdi
 
 * the certifier's proof holds (``proof["certified"]``), or, for the exhaustive route, the
   checker's bounded forward proves every listed input;
-* the independent checker says *valid*, or says its version does not check this route or block
-  kind (*not independently checked*, with the reason, counted in the README);
+* the independent checker says *valid*; or it does not confirm the proof without contradicting it:
+  its version does not check this route or block kind, or its own (simpler) float32 bounds and
+  rules do not prove it (*not independently checked*, with the reason, counted in the README);
 * it has not been withdrawn (:meth:`withdraw`: a sampled check beside it failed, or the report
   fails its bound).
 
-A certifier proof the checker REJECTS (not merely does not check) is not certified: the report
-names the checker's failing obligation. The verifier's exhaustive upgrade goes through
+A certifier proof the checker REJECTS (a table of the weights differs from the program) is not
+certified: the report names the checker's failing obligation. The verifier's exhaustive upgrade goes through
 :meth:`Certificate.exhaustive` (the checker proves every input of the task's finite input set).
 """
 
@@ -79,8 +80,8 @@ class Certificate:
 
     @property
     def independently_checked(self) -> bool:
-        """The checker covers this route and said valid or invalid (not "not checked")."""
-        return self.check is not None and not self.check.unsupported
+        """The independent checker confirmed the proof (its verdict is *valid*)."""
+        return self.check is not None and self.check.valid
 
     @property
     def certified(self) -> bool:
@@ -91,7 +92,7 @@ class Certificate:
             return self.check is not None and self.check.valid
         if not self.proof.get("certified"):
             return False
-        return self.check is None or self.check.valid or self.check.unsupported
+        return self.check is None or self.check.status != "rejected"
 
     def withdraw(self, why: str, witness: Any = None) -> None:
         """Withdraw a certificate (a failing check beside it); the report names ``why``."""
@@ -132,11 +133,10 @@ class Certificate:
             out["uncertified"] = [] if self.certified else out.get("uncertified", [])
         c = self.check
         out["independent_check"] = None if c is None else {
-            "valid": c.valid, "checked": not c.unsupported,
-            "status": "valid" if c.valid else "not independently checked" if c.unsupported else "rejected",
+            "valid": c.valid, "status": {"valid": "valid", "rejected": "rejected"}.get(c.status,
+                                                                                      "not independently checked"),
             "why": c.failure, "seconds": round(c.seconds, 3)}
-        if c is not None and not c.valid and not c.unsupported and self.proof.get("certified") \
-                and self.route != "exhaustive":
+        if c is not None and c.status == "rejected" and self.proof.get("certified") and self.route != "exhaustive":
             out.setdefault("uncertified", []).append({
                 "layer": None, "head": None, "check": "independent checker",
                 "why": f"the independent checker does not confirm the proof: {c.failure}", "witness": c.witness})
@@ -173,10 +173,10 @@ def issue(model: CompiledModel, proof: Dict[str, Any], premises: Optional[Dict[s
     t0 = time.perf_counter()
     if route == "tables" and dom.get("used_as_precondition"):
         cert.check = checker.Verdict(False, "nothing", "the proof uses a domain precondition (this checker version "
-                                     "checks proofs over every input)", unsupported=True)
+                                     "checks proofs over every input)", unsupported=True, status="unsupported")
     elif route == "locality":
         cert.check = checker.Verdict(False, "nothing", "the locality route (not in this checker version)",
-                                     unsupported=True)
+                                     unsupported=True, status="unsupported")
     else:
         file, verdict = checker.build(checker_model(model), sink, route, premises or {}, _issued_by(model))
         cert.file, cert.check = file, verdict

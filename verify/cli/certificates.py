@@ -105,7 +105,8 @@ def check_certificate_cmd(cert_path, model_path, program_spec) -> None:
         for line in wrap(f"valid ({cert['route']} route, checked in {took}): {verdict.proved}", cols):
             echo(line)
         sys.exit(0)
-    head = "not independently checked" if verdict.unsupported else "invalid"
+    head = {"rejected": "invalid", "unproved": "not proved by the checker",
+            "unsupported": "not independently checked"}.get(verdict.status, "invalid")
     for line in wrap(f"{head}: {verdict.failure}", cols):
         echo(line)
     sys.exit(1)
