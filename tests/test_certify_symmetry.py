@@ -349,7 +349,7 @@ def test_every_chain_of_every_domain_input_has_its_piece(p):
 def test_locality_certifies_tripling_and_it_is_exact_on_every_domain_input(p):
     """Soundness on the whole domain: certified by locality, and exact at every position of every
     enumerated domain input (every shape, every length)."""
-    from depthcraft.verify.certify.symmetry import certify_by_locality
+    from depthcraft.verify.certify.locality import certify_by_locality
     model = lookup.resolve("retrieval_tripling", p).build()
     res = certify_by_locality(model, TASK.locality(p), TASK.domain(p))
     assert res["certified"] is True, res["why"]
@@ -359,7 +359,7 @@ def test_locality_certifies_tripling_and_it_is_exact_on_every_domain_input(p):
 
 def test_locality_perturbed_models_are_certified_only_where_exact(d1c2):
     """Soundness of the locality route under perturbation (:func:`_campaign`)."""
-    from depthcraft.verify.certify.symmetry import certify_by_locality
+    from depthcraft.verify.certify.locality import certify_by_locality
     p, _ = d1c2
     loc = TASK.locality(p)
     _campaign(d1c2, lambda m: certify_by_locality(m, loc, TASK.domain(p)), 1)
@@ -368,7 +368,7 @@ def test_locality_perturbed_models_are_certified_only_where_exact(d1c2):
 def test_locality_without_the_owned_marker_is_not_local():
     """``?`` is no renaming's object, but it occurs once, in the queried chain; without declaring it
     owned, a foreign key may hold it and the program's choice at ``?`` is not provably local."""
-    from depthcraft.verify.certify.symmetry import certify_by_locality
+    from depthcraft.verify.certify.locality import certify_by_locality
     p = P(2, 1)
     model = lookup.resolve("retrieval_tripling", p).build()
     loc = dataclasses.replace(TASK.locality(p), owned_tokens=())
@@ -378,7 +378,7 @@ def test_locality_without_the_owned_marker_is_not_local():
 
 
 def test_locality_refuses_the_fetch_without_its_f_name(d1c2):
-    from depthcraft.verify.certify.symmetry import certify_by_locality
+    from depthcraft.verify.certify.locality import certify_by_locality
     p, xs = d1c2
     model = _copy(lookup.resolve("retrieval_tripling", p).build())
     spec = model.arch.sublayers[2]

@@ -13,7 +13,7 @@ from depthcraft.constructions.compiler import compile_program
 from depthcraft.constructions.primitives import POSITION, Read, scored_lookup
 from depthcraft.constructions.reference import Evaluator
 from depthcraft.rasp_programs.retrieval import query_token
-from depthcraft.verify.certify.symmetry import certify_by_locality
+from depthcraft.verify.certify.locality import certify_by_locality
 from depthcraft.verify.tasks import get_task
 
 from test_certify_symmetry import P, _copy, every_domain_input, exact_on

@@ -44,7 +44,15 @@ from depthcraft.verify.certify.state import MAX_TUPLES, Block, blocks_of
 def prove(model, atol: float = 1e-3, domain=None, precondition=None) -> Certificate:
     """:func:`certify`'s proof as a typed :class:`Certificate`: with the certificate file and the
     independent checker's verdict on it (:mod:`.certificate`; the one place "certified" is decided)."""
-    proof = certify(model, atol, domain=domain, precondition=precondition)
+    try:
+        proof = certify(model, atol, domain=domain, precondition=precondition)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - a model the certifier cannot analyse is not certified, never a crash
+        why = f"the certifier cannot analyse this model ({type(e).__name__}: {e})"
+        proof = {"certified": False, "float32_matches_hardmax": False, "scope": "nothing proved (see uncertified)",
+                 "per_layer": [], "readout": None, "seconds": None,
+                 "uncertified": [{"layer": None, "head": None, "check": "model", "why": why, "witness": None}]}
     premises = proof.pop("checker_premises", None)
     return issue(model, proof, premises)
 

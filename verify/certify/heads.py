@@ -94,7 +94,6 @@ import numpy as np
 from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.float32 import (SHRINK, U32, U64, copies, dominant_sum, gamma, pointer_output_rel,
                                                proj_gamma, score_rel, softmax_output_rel, terms, up)
-from depthcraft.verify.certify import links as _links
 from depthcraft.verify.certify import state as _state
 from depthcraft.verify.certify.state import (Block, Side, SideTables, State, TooLarge, describe, lin_err,
                                              reduce_side, side, side_tables, unique_min, unique_rows)
@@ -152,7 +151,9 @@ class DomainView:
     pattern_copies: Dict[str, Any] = dataclasses.field(default_factory=dict)
     scored_ids: Optional[frozenset] = None
     slot_ids: Optional[Tuple[Optional[frozenset], ...]] = None
-    links: Optional[_links.Links] = None
+    #: the domain's link analysis (:class:`.links.Links`, plugged in by the route: this module does not
+    #: import it), or None
+    links: Any = None
     _reach: Optional[np.ndarray] = None
 
     def reach(self) -> np.ndarray:
@@ -525,8 +526,8 @@ def unclean_level(lv: _Levels, t: HeadTables, start: int, blocks: Dict[str, Bloc
         bad &= ~one
     if (bad.any() and eps is not None and dom is not None and dom.links is not None and dom.links.valid
             and dom.pre.classes is not None and not dom.pre.prefix):
-        cleared = _links.discharge(lv, t, start, bad, dom.links, state, dom.token_of, dom.pre.classes,
-                                   dom.slot_ids, dom.reach(), dom.n, eps)
+        cleared = dom.links.discharge(lv, t, start, bad, state, dom.token_of, dom.pre.classes,
+                                      dom.slot_ids, dom.reach(), dom.n, eps)
         if (bad & ~cleared).any():  # the class fact, and the lengths through the realisations' floor
             dom.used.update(("classes", "lengths"))
         bad = cleared
@@ -946,7 +947,7 @@ def certify_head(state: State, blocks: Dict[str, Block], spec, p: Dict[str, Any]
                     if clean_by is None:
                         return HeadCert(None, bad)
                     used_analysis = bad
-                if attended is not None and not _links.collect(lv, tb, start, dom.token_of, attended):
+                if attended is not None and not dom.links.collect(lv, tb, start, dom.token_of, attended):
                     attended = None
     if t.ks is not None:
         rounding, rnd = _score_rounding(state, blocks, t, float(spec.qk_scale), abs_max, parts=True)

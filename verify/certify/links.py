@@ -93,6 +93,14 @@ class Links:
     work: int = 0
     keys: Any = None  # (key side, its _Side, positions, keys by position) of the last discharge call
 
+    def collect(self, lv, t, start: int, token_of, acc) -> bool:
+        """:func:`collect` (the score-table core calls the analysis through its :class:`Links`)."""
+        return collect(lv, t, start, token_of, acc)
+
+    def discharge(self, lv, t, start: int, bad, state, token_of, classes, slot_ids, reach, n: int, eps: float):
+        """:func:`discharge` with these links."""
+        return discharge(lv, t, start, bad, self, state, token_of, classes, slot_ids, reach, n, eps)
+
 
 def _group_tokens(sd, j: int, name: str, token_of: np.ndarray) -> Optional[Set[int]]:
     """The token ids of combination ``j``'s group in token block ``name`` (None: one is unknown)."""

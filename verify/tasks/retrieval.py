@@ -38,7 +38,8 @@ from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.constructions.params import ParamSpec
 from depthcraft.rasp_programs.retrieval import BOT, PARAMS, asked_hops, check_params, num_symbols, query_token, seq_len
 from depthcraft.verify.certify.domain import Precondition
-from depthcraft.verify.certify.symmetry import Generator, Locality, Orbit, Piece, Symmetry
+from depthcraft.verify.certify.locality import Locality, Piece
+from depthcraft.verify.certify.symmetry import Generator, Orbit, Symmetry
 from depthcraft.verify.tasks.base import EXHAUSTIVE_LIMIT, Task
 
 
@@ -330,7 +331,7 @@ class RetrievalTask(Task):
         facts' slots onto the input's, the query slot onto the input's query slot); for another chain
         of l facts, one maps the piece "queried chain + l" onto the queried chain and that chain. The
         objects (symbols, slot positions) of distinct components are disjoint, and ``?`` occurs once,
-        in the queried chain (an owned token). :func:`~depthcraft.verify.certify.symmetry.certify_by_locality` checks the rest.
+        in the queried chain (an owned token). :func:`~depthcraft.verify.certify.locality.certify_by_locality` checks the rest.
         """
         d, s, n = p["d"], num_symbols(p), self.max_seq_len(p)
         fmax = (n - 2) // 2
