@@ -32,7 +32,7 @@ from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
-from depthcraft.verify.certify import links, sets, symmetry
+from depthcraft.verify.certify import links, rules, sets, symmetry
 from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
@@ -271,7 +271,8 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
     for h in range(nh):
         # the value analysis speaks of the RASP values: it holds for the ideal vectors only while every
         # sublayer so far is proved to be its expression (the decoded values are then the program's)
-        if relu:  # weights relu(score), no normalisation: exact sums over the on keys (.relu)
+        rule = rules.classify(state, blocks, spec, p, h, "relu" if relu else "softmax", dec, {})
+        if rule.name == "ReLU head":  # weights relu(score), no normalisation: exact sums over the on keys (.relu)
             sums_ok, to_readout = _relu_outputs(cert.get("model"), state, blocks, dec, spec, p, h)
             final = False
             if dom is not None:  # facts about proved copies of the token: only while every check holds
@@ -305,7 +306,8 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
             eps = hc.tables[1]
-            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps),
+            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps,
+                                                              attention="relu" if relu else "softmax"),
                                  cert.get("model") if not cert["program_failures"] else None)
             if bad is not None:
                 cert["program_failures"].append(bad)
@@ -324,7 +326,7 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
         for k, v in hc.r_out[1].items():
             l1_sum[k] = l1_sum.get(k, 0.0) + v
         e = hc.entry
-        cert["per_layer"].append({"layer": name, "head": h, "min_gap": _num(e["min_gap"]),
+        cert["per_layer"].append({"layer": name, "head": h, "rule": rule.name, "min_gap": _num(e["min_gap"]),
                                   "delta": _num(e["delta"]), "leak_bound": _num(e["leak_bound"]),
                                   "radius_in": r_in, "radius_out": None,
                                   **({"level_clean_by": e["level_clean_by"]} if "level_clean_by" in e else {})})
@@ -530,32 +532,18 @@ def split_mlp(spec, p, d: int, blocks: Dict[str, Block]):
 
 
 def _set_role(state: State, blocks: Dict[str, Block], spec, p, dec: Optional[Decoder],
-              roles: Dict[str, str]) -> Optional[Tuple[str, str]]:
-    """(role, block) of a sublayer that the set analysis handles (:mod:`.sets`), else None.
-
-    ``union``: a head writing a union's scratch block; ``copy``: a head whose value reads a set
-    block; ``threshold``: an MLP writing a set block from its scratch; ``meet``: an MLP writing a
-    :class:`~constructions.nodes.SetMeet`. Needs the program (which SOps are sets).
-    """
+              roles: Dict[str, str], attention: str = "softmax") -> Optional[Tuple[str, str]]:
+    """(role, block) of a sublayer that the set analysis handles (:mod:`.sets`), else None: the set
+    rules of :func:`.rules.classify` (``union``, ``copy``, ``threshold``, ``meet``) and the one
+    block the sublayer writes."""
     if dec is None or not roles:
         return None
-    d = len(state.radius)
-    out_rows = spec.rows("out_rows", d)
-    written = [nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any()]
-    if spec.kind == "attn":
-        reads = spec.rows("v_rows", d)
-        if len(written) == 1 and roles.get(written[0]) == "scratch":
-            return "union", written[0]
-        if len(written) == 1 and any(np.isin(reads, r).any() for r in state.setdom_rows.values()):
-            return "copy", written[0]
+    role = rules.set_role(rules.classify(state, blocks, spec, p, 0 if spec.kind == "attn" else None, attention,
+                                         dec, roles))
+    if role is None:
         return None
-    reads = spec.rows("in_rows", d)
-    if len(written) == 1 and roles.get(written[0]) == "set" and roles.get(written[0] + sets.SCRATCH) == "scratch" \
-            and written[0] + sets.SCRATCH in state.setdom:
-        return "threshold", written[0]
-    if len(written) == 1 and isinstance(dec.link.nodes.get(written[0]), sets.SetMeet):
-        return "meet", written[0]
-    return None
+    out_rows = spec.rows("out_rows", len(state.radius))
+    return role, next(nm for nm, b in blocks.items() if np.isin(out_rows, b.rows).any())
 
 
 def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], name: str, spec, p, n: int,
@@ -863,7 +851,7 @@ def certify(model: CompiledModel, atol: float = 1e-3, domain: Optional[str] = No
         if any(k.startswith("b_") for k in p if k not in ("b_1", "b_2")) or "ln" in p:
             raise ValueError(f"certify: sublayer {name} has biases or layer norm (not a compiled model)")
         try:
-            role = _set_role(state, blocks, spec, p, dec, roles)
+            role = _set_role(state, blocks, spec, p, dec, roles, model.arch.attention)
             if role is not None:
                 attn_no += spec.kind == "attn"
                 if spec.kind == "attn" and attn_no in soft:
