@@ -374,11 +374,16 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
                 if a == kind:
                     vecs.append(uniq[oid_])
                     guards.append(g)
-        else:
+        else:  # the value side at each attended position (once for all positions where it reads none)
+            free = (vs.kind == 1) & (vs.pos < 0)
+            g_any = min((max(g, j) for (a, j), g in att.items() if a == kind and j >= 1), default=None)
+            if g_any is not None and free.any():
+                vecs.extend(outs[free])
+                guards.extend(np.maximum(np.maximum(vs.guard[free], g_any), kind).tolist())
             for (a, j), g in att.items():
                 if a != kind:
                     continue
-                sel = (vs.kind == 0) if j == 0 else ((vs.kind == 1) & ((vs.pos == j) | (vs.pos < 0)))
+                sel = (vs.kind == 0) if j == 0 else ((vs.kind == 1) & (vs.pos == j))
                 for i in np.flatnonzero(sel):
                     vecs.append(outs[i])
                     guards.append(max(g, int(vs.guard[i]), j, kind))
