@@ -381,6 +381,25 @@ def test_values_that_compare_equal_but_differ(case):
     assert not verdict.valid, f"UNSOUND: certified for P, wrong on {cx[0]!r} (P {cx[1]!r}, model {cx[2]!r})"
 
 
+def _scored_program(n):
+    from depthcraft.constructions.primitives import POSITION, Read, scored_lookup
+    return scored_lookup([(rasp.tokens, rasp.tokens, lambda q, k: 2.0 * (q == k)),
+                          (POSITION, POSITION, lambda i, j: j / (n + 1))],
+                         [Read(POSITION, name="where")], bos_score=0.5, name="lastany")[0]
+
+
+def test_bidirectional_scored_lookup_in_a_causal_model():
+    """scored_lookup attends the best key among 0..n, later keys included (a bidirectional kind; the
+    compiler refuses causal=True). The same weights in a model file that says causal: tables._selection's
+    score branch compares the score order only among the keys the mask shows and returns before the
+    'the causal mask may hide' check, so the model, which finds the latest match at or before i, is
+    certified for the program, which finds the latest match anywhere."""
+    r = _scored_program(4)
+    m = compile_program(r, {"a", "b"}, 4, causal=False)
+    m = clone(m, arch=dataclasses.replace(m.arch, causal=True))
+    assert_wrong_and_refused(m, 3)
+
+
 # --- F. crashes: exceptions instead of a verdict
 
 
@@ -528,6 +547,23 @@ def test_tracr_pitfalls_are_not_certified(name):
     m = compile_program(prog, vocab, n, causal=causal)
     _, v = build(m)
     assert not v.valid
+
+
+def test_bidirectional_fact_lookup_in_a_causal_model_is_refused():
+    from depthcraft.constructions.primitives import POSITION, Read, fact_lookup
+    r = fact_lookup(rasp.tokens, rasp.tokens, [Read(POSITION, name="where")], key_positions=lambda j: True,
+                    name="fl")[0]
+    m = compile_program(r, {"a", "b"}, 4, causal=False)
+    assert build(m)[1].valid and counterexample(m, 4) is None
+    m = clone(m, arch=dataclasses.replace(m.arch, causal=True))
+    assert counterexample(m, 3) is not None
+    assert not build(m)[1].valid
+
+
+def test_scored_lookup_in_its_bidirectional_model_is_certified_and_right():
+    r = _scored_program(4)
+    m = compile_program(r, {"a", "b"}, 4, causal=False)
+    assert build(m)[1].valid and counterexample(m, 4) is None
 
 
 @pytest.mark.parametrize("scale", [float("nan"), float("inf"), 1e39, -1.0, 0.0, 1e-46])
