@@ -33,6 +33,7 @@ import dataclasses
 import gzip
 import json
 import math
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -127,6 +128,8 @@ def derive_tables(model: Model, sink: Any, premises: Optional[Dict[str, Any]] = 
     try:
         blocks = S.blocks_of(model, prog.value_sets(nodes, vocab, model.n))
         ctx = T.Context(model, sink, blocks, S.initial(model, blocks))
+        where = "embedding"
+        T.embedding(ctx)
         if not model.categorical:
             ctx.atol = float((premises or {}).get("atol", 1e-3))
         count = {"attn": 0, "mlp": 0}
@@ -165,6 +168,12 @@ def derive_exhaustive(model: Model, sink: Any, inputs: Sequence[Sequence[Any]], 
         return claims, S.Unsupported("a numerical read-out (the exhaustive route checks categorical outputs)"), None
     if positions not in ("all", "last"):
         return claims, S.Mismatch(f"scored positions {positions!r}: expected 'all' or 'last'"), "premises"
+    if model.attention not in ("softmax", "relu"):
+        return claims, S.Unsupported(f"{model.attention} attention (the exhaustive route runs softmax and ReLU "
+                                     f"models)"), None
+    keys = [json.dumps([_jv(v) for v in xs]) for xs in inputs]
+    if len(set(keys)) != len(keys):
+        return claims, S.Mismatch("an input is listed twice"), "premises"
 
     def decoded(lg):
         best = lg.argmax(-1)
@@ -190,7 +199,11 @@ def derive_exhaustive(model: Model, sink: Any, inputs: Sequence[Sequence[Any]], 
             margin = np.where(top < 0.5, 0.5 - top - e_max, np.minimum(top - second - e_top - e_max, top - 0.5 - e_top))
             scored = list(range(n)) if positions == "all" else [n - 1]
             for b, xs in enumerate(batch):
-                want = ev.run(sink, xs)
+                try:
+                    want = ev.run(sink, xs)
+                except Exception as e:  # noqa: BLE001 - the program has no value on this input
+                    return claims, S.Mismatch(f"input {[T.prog_value(v) for v in xs]!r}: the program has no value "
+                                              f"({type(e).__name__}: {e})"), "inputs"
                 sure = bool((margin[b, scored] > 0).all())
                 claims["bounded" if sure else "computed"] += 1
                 claims["min_margin"] = min(claims["min_margin"], float(margin[b, scored].min()))
@@ -253,7 +266,6 @@ def prog_decode(v: Any) -> Any:
 def build(model: Model, sink: Any, route: str, premises: Dict[str, Any], issued_by: Dict[str, Any]
           ) -> Tuple[Dict[str, Any], Verdict]:
     """A certificate for ``model`` and ``sink`` by ``route`` (with the checker's own numbers), and its verdict."""
-    import time
     t0 = time.perf_counter()
     claims, bad, where = derive(model, sink, route, premises)
     vocab = [model.input_values[i] for i in model.vocab_ids]
@@ -326,11 +338,29 @@ def parse(raw: bytes, path: str = "<bytes>") -> Dict[str, Any]:
         raise NotACertificate(f"{path}: not a depthcraft certificate (no format {FORMAT!r})")
     if cert.get("version") != VERSION:
         raise NotACertificate(f"{path}: certificate version {cert.get('version')!r}; this checker reads {VERSION}")
-    missing = [k for k in ("weights_sha256", "program", "max_seq_len", "vocab", "causal", "route", "premises",
-                           "scope", "claims") if k not in cert]
-    if missing:
-        raise NotACertificate(f"{path}: the certificate has no {missing[0]!r}")
+    validate(cert, path)
     return cert
+
+
+def validate(cert: Any, path: str = "the certificate") -> None:
+    """Refuse (NotACertificate) what is not a certificate of this version: its entries and their types."""
+    if not isinstance(cert, dict) or cert.get("format") != FORMAT:
+        raise NotACertificate(f"{path}: not a depthcraft certificate (no format {FORMAT!r})")
+    if cert.get("version") != VERSION:
+        raise NotACertificate(f"{path}: certificate version {cert.get('version')!r}; this checker reads {VERSION}")
+    types = {"weights_sha256": str, "program": dict, "max_seq_len": int, "vocab": list, "causal": bool,
+             "route": str, "premises": dict, "scope": str, "claims": dict}
+    for k, t in types.items():
+        if not isinstance(cert.get(k), t):
+            raise NotACertificate(f"{path}: its {k!r} is {type(cert.get(k)).__name__}, not {t.__name__}")
+    fp = cert["program"]
+    if not isinstance(fp.get("sink"), str) or not isinstance(fp.get("nodes"), dict) or not all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], list)
+            for e in fp["nodes"].values()):
+        raise NotACertificate(f"{path}: its program is not a fingerprint (sink, nodes: type and children)")
+    inputs = cert["premises"].get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(x, list) for x in inputs):
+        raise NotACertificate(f"{path}: its premises' inputs are not a list of token lists")
 
 
 def write(path: str, cert: Dict[str, Any]) -> bytes:
@@ -345,13 +375,23 @@ def check(cert: Dict[str, Any], model: Model, sink: Any) -> Verdict:
     Raises:
         NotACertificate: the certificate is about other weights or another program, or malformed.
     """
-    import time
     t0 = time.perf_counter()
+    validate(cert)
     if cert["weights_sha256"] != model.sha256:
         raise NotACertificate(f"the certificate is about weights with SHA-256 {cert['weights_sha256'][:16]}..., "
                               f"the model file's are {model.sha256[:16]}...")
     try:
-        prog.adopt_labels(sink, cert["program"])
+        saved = prog.adopt_labels(sink, cert["program"])
+    except prog.ProgramError as e:
+        raise NotACertificate(f"the program is not the certificate's: {e}") from None
+    try:
+        return _check(cert, model, sink, t0)
+    finally:
+        prog.restore_labels(saved)  # the caller's program keeps its labels
+
+
+def _check(cert: Dict[str, Any], model: Model, sink: Any, t0: float) -> Verdict:
+    try:
         fp = prog.fingerprint(sink)
     except prog.ProgramError as e:
         raise NotACertificate(f"the program is not the certificate's: {e}") from None
@@ -404,9 +444,9 @@ def compare(claimed: Any, derived: Any, path: str) -> Optional[str]:
                 if not isinstance(cv, (int, float)) or isinstance(cv, bool):
                     return f"{sub}: expected a number"
                 if k in LOWER:
-                    if not cv <= dv * (1 + TOL) + 1e-300:
+                    if not cv <= dv + TOL * abs(dv) + 1e-300:
                         return f"{sub}: the claimed {cv:.6g} is above the re-derived {dv:.6g}"
-                elif not cv >= dv * (1 - TOL) - 1e-300:
+                elif not cv >= dv - TOL * abs(dv) - 1e-300:
                     return f"{sub}: the claimed bound {cv:.6g} is below the re-derived {dv:.6g}"
                 continue
             why = compare(cv, dv, sub)

@@ -6,7 +6,15 @@ float32 rests on these facts and nothing else:
 
 * **Standard model** (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM
   2002, §2.2, eq. 2.4): fl(a op b) = (a op b)(1 + d) + e, |d| <= U = 2^-24, for + - * /, where
-  e = 0 except on underflow, |e| <= ETA = 2^-150 (half the subnormal spacing).
+  e = 0 except on underflow, |e| <= ETA = 2^-126: a result below the smallest normal number may be
+  flushed to zero (XLA on a CPU flushes subnormals, inputs and results), so each operation and each
+  operand x may err by 2^-126 absolute (an operand read as 0 errs by |x| |w| <= 2^-126 |w|). The
+  model file's weights are normal or 0 (:mod:`.modelfile` refuses subnormal weights).
+* **No overflow**: every quantity the checker bounds stays below LIMIT = 2^100 in magnitude (checked
+  where it is bounded); far from float32's 2^128.
+* **Masking**: the runtime gives masked keys the score MASK = -1e9 before the softmax and then the
+  weight 0; that is the weight 0 the checker assumes only when every unmasked score is above
+  MASK + 200 (exp(-200) is 0 in float32), which it checks (:data:`SCORE_LIMIT`).
 * **Dot products and sums** (Higham, Lemma 3.1 and §3.1): a sum of m terms (products or
   not) computed in any order, fused or not, is within gamma(m) = m U / (1 - m U) of the sum
   of the terms' magnitudes, plus m ETA. A product with one operand exactly 0 or +-1 is exact,
@@ -35,7 +43,10 @@ import numpy as np
 #: float32 unit roundoff, float64 unit roundoff, float32 underflow (half the subnormal spacing).
 U = 2.0 ** -24
 U64 = 2.0 ** -53
-ETA = 2.0 ** -150
+ETA = 2.0 ** -126
+#: Largest magnitude the checker lets a bounded quantity reach, and a score's.
+LIMIT = 2.0 ** 100
+SCORE_LIMIT = 1e8
 #: Relative error of float32 exp.
 EXP_REL = 4 * U
 #: Factor that rounds a float64 bound up (see the module docstring).
@@ -69,8 +80,11 @@ def dot_gamma(w: np.ndarray, bias: np.ndarray = None) -> np.ndarray:
 
 
 def dot_eta(w: np.ndarray) -> float:
-    """Absolute underflow term of one float32 dot product with a column of ``w``: (terms + 1) ETA."""
-    return float(terms(w).max(initial=0) + 1) * ETA
+    """Absolute underflow term of one float32 dot product with a column of ``w``: each product, sum and
+    operand flushed to zero errs by at most ETA (times the weight for an operand): ((terms + 2) +
+    the column's sum |w|) ETA, largest over the columns."""
+    w = np.abs(np.asarray(w, np.float64))
+    return float(terms(w).max(initial=0) + 2 + w.sum(0).max(initial=0.0)) * ETA
 
 
 def scale32(qk_scale: float) -> float:

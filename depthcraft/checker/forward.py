@@ -23,7 +23,8 @@ from typing import Tuple
 
 import numpy as np
 
-from depthcraft.checker.float32 import ETA, EXP_REL, U, U64, dot_eta, dot_gamma, gamma, scale32
+from depthcraft.checker.float32 import ETA, EXP_REL, LIMIT, SCORE_LIMIT, U, U64, dot_eta, dot_gamma, gamma, scale32
+from depthcraft.checker.state import Refused
 from depthcraft.checker.modelfile import Model
 
 
@@ -51,6 +52,8 @@ def bounded(model: Model, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         r_new = r[..., rows] + r_out
         r[..., rows] = r_new + U * (np.abs(new) + r_new) + _f64(np.abs(new), 1)
         x[..., rows] = new
+        if not np.all(np.abs(x) + r < LIMIT):
+            raise Refused("a residual value is beyond the float32 model's range (overflow)")
     u = model.unembed.astype(np.float64)
     logits = x @ u
     err = r @ np.abs(u) + dot_gamma(u) * ((np.abs(x) + r) @ np.abs(u)) + _f64(np.abs(x) @ np.abs(u), u.shape[0]) \
@@ -87,6 +90,8 @@ def _attention(model: Model, s, p, x, r, mask):
         k, ek = _proj(xk, rk, wk)
         v, ev = _proj(xv, rv, wv)
         sc = scale * np.einsum("bie,bje->bij", q, k)
+        if not np.all(np.abs(sc) + scale * np.einsum("bie,bje->bij", np.abs(q) + eq, np.abs(k) + ek) < SCORE_LIMIT):
+            raise Refused("a score is beyond the float32 model's range (near the runtime's mask score -1e9)")
         qa, ka = np.abs(q) + eq, np.abs(k) + ek
         full = np.einsum("bie,bje->bij", qa, ka)
         dh = wq.shape[1]

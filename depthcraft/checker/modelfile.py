@@ -146,11 +146,40 @@ def load(source: Any) -> Model:
             raise ModelFileError(f"{path}: the model has layer norm (not a compiled model's layout)")
         _check_shapes(model)
         model.embedded = header(blob).get("depthcraft_certificate")
+        _check_layout(model, meta, tensors)
     except ModelFileError:
         raise
     except Exception as e:  # noqa: BLE001 - any malformed file is one error
         raise ModelFileError(f"{path}: not a readable depthcraft model file ({type(e).__name__}: {e})") from None
     return model
+
+
+def _check_layout(m: Model, meta: Dict[str, Any], tensors: Dict[str, np.ndarray]) -> None:
+    """The file means to depthcraft's runtime exactly what the checker reads (else ModelFileError).
+
+    The runtime builds its weights from the metadata's ``tree`` and adds every tensor it finds (a
+    read-out bias ``unembed.b``); so the tree must name each tensor by its conventional name, and
+    no other tensor may be in the file. The runtime masks the keys holding ``pad_id``: it must be
+    PAD's row. Token values must be distinct for Python's ``==`` too (the runtime looks tokens up in
+    a dict: ``1`` and ``True`` would be one token). Weights must be normal numbers or 0 (XLA on a CPU
+    flushes subnormals to zero).
+    """
+    tree = {"embed": {"token": "embed.token", "pos": "embed.pos"}, "unembed": {"w": "unembed.w"},
+            "layers": [{k: f"layers.{i}.{k}" for k in p} for i, p in enumerate(m.layers)]}
+    names = {"embed.token", "embed.pos", "unembed.w"} | {f"layers.{i}.{k}" for i, p in enumerate(m.layers) for k in p}
+    if meta.get("tree") != tree or set(tensors) != names:
+        raise ModelFileError("the file's tensors or their tree are not the model layout's (extra tensors, such as a "
+                             "read-out bias, or tensors the runtime would read under other names)")
+    if "PAD" not in m.input_values or m.pad_id != m.input_values.index("PAD"):
+        raise ModelFileError(f"pad_id {m.pad_id!r} is not the PAD token's row (the runtime masks the keys holding it)")
+    vals = m.input_values
+    for i in range(len(vals)):
+        for j in range(i):
+            if vals[i] == vals[j] or type(vals[i]) is type(vals[j]) and repr(vals[i]) == repr(vals[j]):
+                raise ModelFileError(f"the token values {vals[j]!r} and {vals[i]!r} are one token to the runtime")
+    every = [m.token, m.pos, m.unembed] + [a for p in m.layers for a in p.values()]
+    if any(((a != 0) & (np.abs(a) < np.finfo(np.float32).tiny)).any() for a in every):
+        raise ModelFileError("the model has subnormal weights (XLA on a CPU flushes them to zero)")
 
 
 def _check_shapes(m: Model) -> None:

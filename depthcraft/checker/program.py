@@ -33,6 +33,7 @@ head, or a read of a set) is the union of what every attended key holds (None: e
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -93,7 +94,7 @@ def fingerprint(sink: Any) -> Dict[str, Any]:
                                           for k, e in sorted(nodes.items())}}
 
 
-def adopt_labels(sink: Any, fp: Dict[str, Any]) -> None:
+def adopt_labels(sink: Any, fp: Dict[str, Any]) -> List[Tuple[Any, Any]]:
     """Give every node of the program the label the certificate's fingerprint names it by.
 
     tracr labels a node ``name_id`` with a process-wide counter, so the same program built in
@@ -101,6 +102,8 @@ def adopt_labels(sink: Any, fp: Dict[str, Any]) -> None:
     in order); each pair of nodes must have the same type, the same name and as many children;
     then the node's id is set to the certificate's (tracr caches it per instance).
 
+    Returns:
+        [(node, its previous cached id or None)], for :func:`restore_labels`.
     Raises:
         ProgramError: the graphs differ in shape (another program).
     """
@@ -127,8 +130,19 @@ def adopt_labels(sink: Any, fp: Dict[str, Any]) -> None:
         if not fixed:
             plan.append((e, int(num)))
         stack.extend(zip(kids, entry[1]))
+    saved = [(e, e.__dict__.get("unique_id")) for e, _ in plan]
     for e, num in plan:
         e.__dict__["unique_id"] = num
+    return saved
+
+
+def restore_labels(saved: List[Tuple[Any, Any]]) -> None:
+    """Give the nodes :func:`adopt_labels` renamed their own labels back."""
+    for e, old in saved:
+        if old is None:
+            e.__dict__.pop("unique_id", None)
+        else:
+            e.__dict__["unique_id"] = old
 
 
 def categorical(expr: Any) -> bool:
@@ -177,21 +191,23 @@ def apply(fn: Optional[Callable], v: Any) -> Any:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equality of two program values WITH their kinds: bools, numbers, strings, tuples, sets and
-    other types never equal each other (``1``, ``1.0`` and ``True`` hash alike; only the first two
-    are the same value here); None equals only None."""
-    def cat(v):
-        if isinstance(v, bool):
-            return "bool"
-        if isinstance(v, numbers.Number):
-            return "number"
-        return type(v).__name__
+    """Equality of two program values WITH their types: ``1``, ``1.0`` and ``True`` hash alike and are
+    three values here (a program's functions tell them apart: ``str``); ``0.0`` and ``-0.0`` too; numpy
+    scalars are their Python values; tuples and sets element by element; None equals only None."""
+    a = a.item() if hasattr(a, "item") and not isinstance(a, (tuple, frozenset)) else a
+    b = b.item() if hasattr(b, "item") and not isinstance(b, (tuple, frozenset)) else b
     if a is None or b is None:
         return a is None and b is None
-    if isinstance(a, frozenset) or isinstance(b, frozenset):
-        return isinstance(a, frozenset) and isinstance(b, frozenset) and a == b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, frozenset):
+        return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a)
     try:
-        return cat(a) == cat(b) and bool(a == b)
+        if isinstance(a, float):
+            return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
+        return bool(a == b)
     except Exception:  # noqa: BLE001 - values that cannot be compared are not equal
         return False
 

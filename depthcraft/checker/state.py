@@ -93,7 +93,8 @@ def blocks_of(model: Model, vsets: Dict[str, List[Any]]) -> Dict[str, Block]:
                 values.append(NUM)
                 continue
             suffix = lab.split(":", 1)[1]
-            hits = [v for v in vsets.get(name, []) if str(v) == suffix]
+            known = vsets.get(name) or (list(range(model.n)) if name == "indices" else [])
+            hits = [v for v in known if str(v) == suffix]
             if name == "tokens" and suffix in ("BOS", "PAD"):
                 values.append(suffix)
             elif len(hits) == 1:
@@ -241,8 +242,17 @@ def side(st: State, blocks: Dict[str, Block], rows: np.ndarray, w: np.ndarray, n
         x, a, guard = x.reshape(m, e), a.reshape(m, e), guard.reshape(m)
         parts.append((x, a, np.full(m, kind, np.int64), posa, guard, vec))
     cat = lambda i: np.concatenate([p[i] for p in parts])  # noqa: E731
+    bounded(cat(1), "a projection's magnitude")
     vec = {k: np.concatenate([p[5][k] for p in parts]) for k in parts[0][5]}
     return Side(cat(0), cat(1), cat(2), cat(3), cat(4), vec)
+
+
+def bounded(x: Any, what: str) -> None:
+    """Refuse a quantity whose magnitude bound reaches :data:`.float32.LIMIT` (float32 would overflow)."""
+    from depthcraft.checker.float32 import LIMIT
+    m = float(np.max(np.abs(x), initial=0.0)) if np.size(x) else 0.0
+    if not m < LIMIT:
+        raise Refused(f"{what} reaches {m:.3g}, beyond what the float32 model bounds (2^100: no overflow)")
 
 
 def f64_err(a: np.ndarray, terms: int) -> np.ndarray:
@@ -295,6 +305,7 @@ def write(st: State, blocks: Dict[str, Block], out_rows: np.ndarray, outs: Seque
             st.sets[kind][nm], st.guard[kind][nm] = vecs, gg
         rows = b.rows[inb]
         mag = np.maximum(np.abs(st.sets[0][nm][:, inb]).max(0), np.abs(st.sets[1][nm][:, inb]).max(0))
+        bounded(mag, f"{name}: the residual block {nm}")
         r_new = radius[rows] + r_out[cols]
         radius[rows] = np.array([up(v) for v in r_new + U * (mag + r_new) + f64_err(mag, 4)])
     st.radius = radius

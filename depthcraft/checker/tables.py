@@ -44,10 +44,11 @@ import numpy as np
 from tracr.rasp import rasp
 
 from depthcraft.checker import program as prog
-from depthcraft.checker.float32 import (ETA, U, U64, dot_eta, dot_gamma, gamma, leak_factor, scale32,
+from depthcraft.checker.float32 import (ETA, SCORE_LIMIT, U, U64, dot_eta, dot_gamma, gamma, leak_factor, scale32,
                                         softmax_total, up)
 from depthcraft.checker.modelfile import Model
-from depthcraft.checker.state import (AMBIGUOUS, Block, Mismatch, Refused, Side, State, Unsupported, decode, f64_err,
+from depthcraft.checker.state import (AMBIGUOUS, ANGLE, Block, Mismatch, Refused, Side, State, Unsupported, bounded,
+                                      decode, f64_err,
                                       row_blocks, side, unique_rows, write)
 
 #: Most score-table entries handled at once.
@@ -155,6 +156,42 @@ def _through(r: np.ndarray, w: np.ndarray, x: np.ndarray) -> float:
     return best
 
 
+def embedding(ctx: Context) -> None:
+    """The embedding's half of the induction: at every position the blocks hold the program's values.
+
+    The token embedding may set only ``tokens`` (token v's row: the one-hot of v; BOS's: of BOS) and
+    ``one`` (1 for every token); the position embedding only ``indices`` (position p's row: the
+    one-hot of the RASP index p - 1; BOS's row 0) or an angle position table (cos, sin, lin rows,
+    used to decode angle-coded pointers). Anything else is refused.
+    """
+    m, st = ctx.model, ctx.st
+    tok = m.token.astype(np.float64)
+    for b in ctx.blocks.values():
+        if b.kind == "token":
+            if b.name == "one":
+                if not np.all(tok[[i for i, v in enumerate(m.input_values) if v != "PAD"]][:, b.rows] == 1.0):
+                    raise Mismatch("the token embedding does not write one = 1 for every token")
+                continue
+            if b.name != "tokens":
+                raise Mismatch(f"the token embedding writes the block {b.name!r} (only tokens and one)")
+            for i, v in enumerate(m.input_values):
+                if v == "PAD":
+                    continue
+                got = decode(b, tok[[i]][:, b.rows])[0]
+                if got is AMBIGUOUS or not (prog.same(got, v) or (v == "BOS" and got == "BOS")):
+                    raise Mismatch(f"the token embedding's row of {v!r} holds tokens = {got!r}")
+        elif b.kind == "position":
+            rows = st.pos[b.name]
+            if b.name == "indices":
+                got = decode(b, rows)
+                want = [None] + list(range(m.n))
+                if any(g is AMBIGUOUS or not prog.same(g, w) for g, w in zip(got, want)):
+                    raise Mismatch(f"the position embedding does not hold indices p - 1 at position p: {got[:6]}...")
+            elif not all(v is ANGLE for v in b.values) or len(unique_rows(rows)[0]) != len(rows):
+                raise Mismatch(f"the position embedding writes the block {b.name!r} (only indices or an angle "
+                               f"table with one row per position)")
+
+
 # ------------------------------------------------------------------------------------ attention
 
 
@@ -183,6 +220,9 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
         raise Unsupported(f"{name} head {h}: {e}") from None
     if sem.prefix and not causal:
         raise Mismatch(f"{name} head {h}: {node.label} is a causal head kind in a bidirectional model")
+    if causal and getattr(getattr(node, "kind", None), "causal", None) is False:
+        raise Mismatch(f"{name} head {h}: {node.label} is a bidirectional head kind in a causal model")
+    one_key = sem.how == "select" and not sem.numeric  # tracr's mean of several keys is a float or no value
     q_keep = [s.label for s in sem.query]
     k_keep = [s.label for s in sem.key]
     v_keep = sorted({src.label for src, _, _ in reads.values() if isinstance(src, rasp.RASPExpr)})
@@ -222,6 +262,7 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     a_max = 0.0
     for s in range(0, len(qs.x), max(1, CHUNK // max(len(kx), 1))):
         a_max = max(a_max, float((qs.a[s:s + CHUNK // max(len(kx), 1)] @ ka.T).max(initial=0.0)))
+    bounded(a_max * (1 + rho) + 1, f"{name} head {h}: a score's magnitude bound")
     eps = up(gamma(len(q_rows) + len(k_rows) + dk + 4, U64) * a_max * (1 + 1e-9) + 1e-300)
     under = (dot_eta(wq) * ka.max(initial=0) * dk + dot_eta(wk) * qs.a.max(initial=0) * dk + 4 * ETA) * (1 + scale)
     delta = up(d_in + rho * a_max + under)
@@ -246,6 +287,9 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     for s0 in range(0, len(qs.x), step):
         rows = np.arange(s0, min(s0 + step, len(qs.x)))
         S = qs.x[rows] @ kx.T
+        if not float(np.abs(S).max(initial=0.0)) + dd < SCORE_LIMIT:  # masked keys' -1e9 must lose (.float32)
+            raise Refused(f"{name} head {h}: a score reaches {float(np.abs(S).max()):.3g}: near the runtime's mask "
+                          f"score -1e9 (the float32 model needs every score within {SCORE_LIMIT:g})")
         qk, qp, qg = qs.kind[rows], qs.pos[rows], qs.guard[rows]
         if causal:
             lim = np.where(qk == 0, 0, np.where(qp >= 0, qp, n))
@@ -330,6 +374,8 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
             if live.any():
                 span = max(span, float((hi_l - lo_l)[live].max()))
             unclean = np.zeros(size, bool)
+        elif one_key:  # the top level must be one key: at one position
+            unclean = badpos
         elif determined and not constant:
             same_out = oid == np.take_along_axis(oid, first, 1)
             badout = np.bincount(gid, (~same_out)[incand], minlength=len(rows) * ss.shape[1]) > 0
@@ -621,7 +667,6 @@ def _values(ctx: Context, vs: Side, outs: np.ndarray, reads: Dict[str, Tuple[Any
     Raises:
         Refused: a written block decodes to another value, naming the combination.
     """
-    cols = row_blocks(ctx.blocks, out_rows)
     for lab in written:
         if lab not in reads:
             if reads:
@@ -716,16 +761,25 @@ def mlp(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], name: str) 
         e_rd = g1[units] * (sd.a + np.abs(b1[units])) + f64_err(sd.a, len(in_rows)) + dot_eta(wu)
         e1 = e_in + e_rd
         hid = np.maximum(pre, 0.0)
+        bounded(sd.a, f"{name}: an MLP pre-activation")
         o = hid @ w2u
         dev = dev + _mlp_dev(pre, e_in, e_rd, r_in, wu, w2u) + f64_err((hid @ np.abs(w2u)).max(0), len(units))
         habs += ((hid + e1) @ np.abs(w2u)).max(0)
         if node is not None:
-            _mlp_program(ctx, node, ins, sd, o, out_rows, written, name)
+            _mlp_program(ctx, node, ins, sd, o + b2, out_rows, written, name)  # b2 is added to the block too
         outs.append(tuple((o[sd.kind == k], sd.guard[sd.kind == k]) for k in (0, 1)))
         entries.append({"layer": name, "head": None, "node": None if node is None else node.label, "rule": "mlp",
-                        "combinations": int(len(sd.x)), "hidden_error": float(e1.max(initial=0.0))})
+                        "combinations": int(len(sd.x)), "hidden_error": float(e1.max(initial=0.0)),
+                        "written": written})
     if np.any(b2 != 0):
+        parts_written = {nm for e in entries for nm in e.pop("written")}
+        extra = sorted(set(_written(blocks, out_rows, b2[None, :])) - parts_written)
+        if extra:
+            raise Mismatch(f"{name}'s output bias writes {extra}, which none of its checked parts writes")
         outs.append(((b2[None, :], np.zeros(1, np.int64)), (b2[None, :], np.ones(1, np.int64))))
+    else:
+        for e in entries:
+            e.pop("written")
     r_out = dev + dot_gamma(w2, b2) * habs + dot_eta(w2)
     r_new = write(st, blocks, out_rows, outs, r_out, name)
     for e in entries:

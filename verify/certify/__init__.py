@@ -53,7 +53,7 @@ def prove(model, atol: float = 1e-3, domain=None, precondition=None) -> Certific
         proof = {"certified": False, "float32_matches_hardmax": False, "scope": "nothing proved (see uncertified)",
                  "per_layer": [], "readout": None, "seconds": None,
                  "uncertified": [{"layer": None, "head": None, "check": "model", "why": why, "witness": None}]}
-    premises = proof.pop("checker_premises", None)
+    premises = proof.pop("checker_premises", None) or ({} if model.categorical_output else {"atol": float(atol)})
     return issue(model, proof, premises)
 
 
