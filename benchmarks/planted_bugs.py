@@ -40,6 +40,8 @@ class Case:
     name: str
     what: str
     build: Callable[[], Any]
+    #: (construction, params) whose task's domain the certifier is given (its symmetry route), or None
+    domain_of: Optional[tuple] = None
 
 
 def _perturbed(model, layer: int, key: str, fn) -> Any:
@@ -105,6 +107,11 @@ def cases() -> List[Case]:
         other = rasp.categorical(rasp.Map(lambda t: (t + 2) % 3, rasp.tokens)).named("succ")
         return m, m, other
 
+    def equivariant_retrieval():  # retrieval_tripling d = 5: every score of the first layer scaled alike
+        from depthcraft.verify.lookup import resolve
+        m = resolve("retrieval_tripling", {"d": "5"}).build()
+        return _perturbed(m, 0, "w_q", lambda w: w * 0.05), m, None
+
     def noisy_wk():  # the previous-token head's keys perturbed until a wrong key wins
         m = _khop(1, 8)
         rng = np.random.default_rng(0)
@@ -127,6 +134,9 @@ def cases() -> List[Case]:
         Case("bos_default", "khop_doubling's last occurrence writing token 1 at BOS (no match)", bos_default),
         Case("noisy_wk", "khop_doubling k = 1's previous-token keys with N(0, 3) noise", noisy_wk),
         Case("map_changed", "a Map's weights checked against a program whose Map differs", map_changed),
+        Case("equivariant_retrieval", "retrieval_tripling d = 5 with its first layer's W_Q scaled by 0.05 (an "
+             "equivariant perturbation: the symmetry route's weight check passes)", equivariant_retrieval,
+             ("retrieval_tripling", {"d": "5"})),
     ]
 
 
@@ -154,6 +164,18 @@ def wrong_input(model, program) -> Optional[Dict[str, Any]]:
     return None
 
 
+def _domain_witness(model, program, r) -> Optional[Dict[str, Any]]:
+    """A wrong input from the task's own sampler (inside its domain), or None."""
+    from depthcraft.constructions.reference import evaluate
+    rng = np.random.default_rng(0)
+    for xs in r.task.sample(r.params, rng, 64):
+        xs = [v.item() if hasattr(v, "item") else v for v in xs]
+        want, got = evaluate(program, xs), model.run([xs])[0].tolist()
+        if any((g is None) != (w is None) or (g is not None and g != w) for g, w in zip(got, want)):
+            return {"tokens": xs, "expected": want, "got": got, "in_domain": True}
+    return None
+
+
 def run_case(case: Case) -> Dict[str, Any]:
     """One case: its witness, the certifier's verdict, and the checker's on each forgery."""
     from depthcraft import checker
@@ -166,7 +188,13 @@ def run_case(case: Case) -> Dict[str, Any]:
     row: Dict[str, Any] = {"name": case.name, "what": case.what}
     row["witness"] = wrong_input(wrong, program)
     if other is None:
-        cert = prove(wrong)
+        kw = {}
+        if case.domain_of is not None:
+            from depthcraft.verify.lookup import resolve
+            r = resolve(*case.domain_of)
+            kw = {"domain": r.task.domain(r.params), "precondition": r.task.domain_precondition(r.params)}
+            row["witness"] = _domain_witness(wrong, program, r) or row["witness"]
+        cert = prove(wrong, **kw)
         row["certifier_refused"] = not cert.certified
         row["certifier_why"] = next((u["why"] for u in cert.to_json().get("uncertified", [])), None)
     else:  # the certifier certifies the weights for THEIR program; the forgery is the other program
