@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import pathlib
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("planted_bugs", ROOT / "benchmarks" / "planted_bugs.py")
 planted = importlib.util.module_from_spec(_spec)
+sys.modules["planted_bugs"] = planted  # its dataclasses look their module up
 _spec.loader.exec_module(planted)
 CASES = planted.cases()
 
