@@ -12,7 +12,6 @@ program's own functions and tracr's evaluator) and these files:
   written here);
 * :mod:`.state`, :mod:`.tables`: the tables route (every input up to N);
 * :mod:`.forward`: a bounded forward pass (the exhaustive and symmetry routes);
-* :mod:`.symmetry`: the symmetry route (orbits of renamings);
 * :mod:`.certificate`: the file format, the obligations and the check.
 
 It imports nothing else of depthcraft (``tests/test_checker_isolated.py`` enforces it). Run it as

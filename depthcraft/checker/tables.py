@@ -228,29 +228,11 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     v_keep = sorted({src.label for src, _, _ in reads.values() if isinstance(src, rasp.RASPExpr)})
     qs = side(st, blocks, q_rows, wq * scale, n, keep=q_keep)
     ks = side(st, blocks, k_rows, wk, n, keep=k_keep)
-    k_blocks = set(row_blocks(blocks, k_rows[np.abs(wk).sum(1) > 0])) | set(k_keep)
-    v_read = set(row_blocks(blocks, v_rows[np.abs(wvo).sum(1) > 0])) | set(v_keep)
-    # a key's value is a function of its key combination when the OV circuit reads only blocks the
-    # key side holds; used where keys read no position (with positions, one key per position anyway)
-    determined = v_read <= k_blocks and not bool((ks.pos[ks.kind == 1] >= 0).all()) and not sem.numeric
     dk, dv = wq.shape[1], wv.shape[1]
-    if determined:  # every key's value is a function of its key combination: one side for both
-        urows = np.union1d(k_rows, v_rows)
-        wc = np.zeros((len(urows), dk + dv + len(out_rows)))
-        wc[np.searchsorted(urows, k_rows), :dk] = wk
-        iv = np.searchsorted(urows, v_rows)
-        wc[iv, dk:dk + dv], wc[iv, dk + dv:] = wv, wvo
-        ks = side(st, blocks, urows, wc, n, keep=sorted(set(k_keep) | v_read))
-        vs = ks
-        kx, ka = ks.x[:, :dk], ks.a[:, :dk]
-        vx_abs, outs = ks.a[:, dk:dk + dv], ks.x[:, dk + dv:]
-    else:
-        wc = np.concatenate([wv, wvo], 1)
-        vs = side(st, blocks, v_rows, wc, n, keep=v_keep)
-        kx, ka = ks.x, ks.a
-        vx_abs, outs = vs.a[:, :dv], vs.x[:, dv:]
-    uniq, _, out_id = unique_rows(outs)
-    constant = len(uniq) == 1
+    vs = side(st, blocks, v_rows, np.concatenate([wv, wvo], 1), n, keep=v_keep)
+    kx, ka = ks.x, ks.a
+    vx_abs, outs = vs.a[:, :dv], vs.x[:, dv:]
+    constant = len(unique_rows(outs)[0]) == 1
     pinned = bool((ks.pos[ks.kind == 1] >= 0).all())
     # ---- delta: the real score minus the float64 table entry, for every (query, key) pair
     rq, rk = st.radius[q_rows], st.radius[k_rows]
@@ -276,13 +258,12 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     pats: List[set] = [set(), set()]  # numerical heads: (BOS in the level, regular keys, one surely) per query kind
     span = 0.0
     att: Dict[Tuple[int, int], int] = {}  # (query kind, attended key position) -> smallest query guard
-    att_out: Dict[Tuple[int, int], int] = {}  # determined: (query kind, output id) -> smallest guard
     tops = hashlib.sha256()
     n_tops = 0
     cf = leak_factor(n + 1)
     sem_q = _decoded(ctx, qs, q_keep, "query")
     sem_k = _decoded(ctx, ks, k_keep, "key")
-    kkind, kpos, kguard = ks.kind, ks.pos, ks.guard
+    kkind, kpos = ks.kind, ks.pos
     step = max(1, CHUNK // max(len(kx), 1))
     for s0 in range(0, len(qs.x), step):
         rows = np.arange(s0, min(s0 + step, len(qs.x)))
@@ -349,7 +330,6 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
         kp_s = np.where(kkind == 0, 0, kpos)[ko]
         first = np.maximum.accumulate(np.where(new, np.arange(ss.shape[1])[None, :], 0), 1)
         same_pos = (kp_s == np.take_along_axis(kp_s, first, 1)) & (kp_s >= 0)
-        oid = out_id[ko] if determined else None
         gid = (np.arange(len(rows))[:, None] * ss.shape[1] + lvl)[incand]
         badpos = np.bincount(gid, (~same_pos)[incand], minlength=len(rows) * ss.shape[1]) > 0
         if sem.numeric:  # a mean over the top level: which kinds of key each candidate level holds
@@ -374,14 +354,8 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
             if live.any():
                 span = max(span, float((hi_l - lo_l)[live].max()))
             unclean = np.zeros(size, bool)
-        elif one_key:  # the top level must be one key: at one position
-            unclean = badpos
-        elif determined and not constant:
-            same_out = oid == np.take_along_axis(oid, first, 1)
-            badout = np.bincount(gid, (~same_out)[incand], minlength=len(rows) * ss.shape[1]) > 0
-            unclean = badpos & badout
-        else:
-            unclean = badpos & (not constant)
+        else:  # one key at one position (a categorical Select: one key exactly), or a constant head
+            unclean = badpos & (one_key or not constant)
         if unclean.any():
             g = int(np.flatnonzero(unclean)[0])
             r, lv = divmod(g, ss.shape[1])
@@ -395,16 +369,10 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
         rr, tt = np.nonzero(incand)
         kk = ko[rr, tt]
         bos_top |= bool(((qk[rr] == 1) & (kkind[kk] == 0)).any())
-        if determined:
-            gg = np.maximum(np.maximum(qg[rr], kguard[kk]), np.where(kkind[kk] == 0, 0, np.maximum(kpos[kk], 1)))
-            for a, b_, c in zip(qk[rr].tolist(), out_id[kk].tolist(), gg.tolist()):
-                if att_out.get((a, b_), 1 << 62) > c:
-                    att_out[(a, b_)] = c
-        else:
-            jj = np.where(kkind[kk] == 0, 0, kpos[kk])
-            for a, j, c in zip(qk[rr].tolist(), jj.tolist(), qg[rr].tolist()):
-                if att.get((a, j), 1 << 62) > c:
-                    att[(a, j)] = c
+        jj = np.where(kkind[kk] == 0, 0, kpos[kk])
+        for a, j, c in zip(qk[rr].tolist(), jj.tolist(), qg[rr].tolist()):
+            if att.get((a, j), 1 << 62) > c:
+                att[(a, j)] = c
         if sem_q is not None and (qk == 1).any():
             _selection(ctx, sem, node, qs, ks, rows[qk == 1], S[qk == 1], P[qk == 1], sp[qk == 1], sem_q, sem_k,
                        eps, name, h)
@@ -415,27 +383,21 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
             res.append(_means(outs[vs.kind == 0], outs[vs.kind == 1], pats[kind], n, kind, name, h))
             continue
         vecs, guards = [], []
-        if determined:
-            for (a, oid_), g in att_out.items():
-                if a == kind:
-                    vecs.append(uniq[oid_])
-                    guards.append(g)
-        else:  # the value side at each attended position (once for all positions where it reads none)
-            free = (vs.kind == 1) & (vs.pos < 0)
-            g_any = min((max(g, j) for (a, j), g in att.items() if a == kind and j >= 1), default=None)
-            if g_any is not None and free.any():
-                vecs.extend(outs[free])
-                guards.extend(np.maximum(np.maximum(vs.guard[free], g_any), kind).tolist())
-            for (a, j), g in att.items():
-                if a != kind:
-                    continue
-                sel = (vs.kind == 0) if j == 0 else ((vs.kind == 1) & (vs.pos == j))
-                for i in np.flatnonzero(sel):
-                    vecs.append(outs[i])
-                    guards.append(max(g, int(vs.guard[i]), j, kind))
-        if not vecs:  # no query of this kind (a head no BOS query reaches): its write is BOS's own
-            sel = vs.kind == kind
-            vecs, guards = list(outs[sel][:1]) or [np.zeros(len(out_rows))], [kind]
+        # the value side at each attended position (once for all positions where it reads none)
+        free = (vs.kind == 1) & (vs.pos < 0)
+        g_any = min((max(g, j) for (a, j), g in att.items() if a == kind and j >= 1), default=None)
+        if g_any is not None and free.any():
+            vecs.extend(outs[free])
+            guards.extend(np.maximum(np.maximum(vs.guard[free], g_any), kind).tolist())
+        for (a, j), g in att.items():
+            if a != kind:
+                continue
+            sel = (vs.kind == 0) if j == 0 else ((vs.kind == 1) & (vs.pos == j))
+            for i in np.flatnonzero(sel):
+                vecs.append(outs[i])
+                guards.append(max(g, int(vs.guard[i]), j, kind))
+        if not vecs:  # every query has a candidate top level (BOS at least): never empty; fail closed
+            raise Refused(f"{name} head {h}: no query of this kind has a possible top level")
         res.append((np.asarray(vecs), np.asarray(guards, np.int64)))
     # ---- the write's deviation from the ideal write
     wo_abs = np.abs(wo)
@@ -461,7 +423,7 @@ def _head(ctx: Context, sub: Dict[str, Any], p: Dict[str, np.ndarray], h: int, n
     if sem.numeric:
         _mean_values(ctx, sem, node, vs, outs, written, out_rows, name, h)
     else:
-        _values(ctx, vs, outs, reads, written, out_rows, name, h, check_bos=bos_top or not _all_selected(sem))
+        _values(ctx, vs, outs, reads, written, out_rows, name, h, check_bos=bos_top)
     entry = {"layer": name, "head": h, "node": node.label, "rule": sem.how, "min_gap": min_gap, "delta": delta,
              "eps": eps, "leak_bound": leak_max, "queries": int(len(qs.x)), "keys": int(len(kx)),
              "single_key": bool(single), "tops": {"levels": int(n_tops), "sha256": tops.hexdigest()}}
@@ -527,11 +489,6 @@ def _mean_values(ctx: Context, sem: prog.Semantics, node: Any, vs: Side, outs: n
                           f"{w:.6g}", {"bos": bool(vs.kind[i] == 0)})
         worst = max(worst, d + ctx.num_dev.get(src, 0.0))
     ctx.num_dev[lab] = up(worst + f64_err(np.abs(got).max(initial=0.0), 2 * ctx.n + 2))
-
-
-def _all_selected(sem: prog.Semantics) -> bool:
-    """Kinds whose BOS output is written only when BOS is some query's top (checked directly)."""
-    return sem.how in ("select", "search", "match", "score", "pointer", "position")
 
 
 def _selection(ctx: Context, sem: prog.Semantics, node: Any, qs: Side, ks: Side, rows: np.ndarray, S: np.ndarray,
