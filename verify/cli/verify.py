@@ -105,7 +105,7 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, m
     done = stream_reports(timed(bar, with_estimates(reports, estimates), estimates, labels), labels, shown, bar,
                           certify=certify)
     written = write_outputs(done, json_path, md_path, varying)
-    finish(done, time.perf_counter() - started, written)
+    finish(done, time.perf_counter() - started, written, certify=certify)
     sys.exit(0 if all(r["passed"] for r in done) else 1)
 
 
