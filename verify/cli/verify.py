@@ -15,6 +15,7 @@ import click
 from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
+from depthcraft.verify.cli.saved import is_saved_model, verify_saved
 from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports, timed
 from depthcraft.verify.report import markdown_table
 
@@ -62,7 +63,7 @@ def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Se
 @options.markdown_option()
 def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, max_memory, json_path,
                md_path) -> None:
-    """Compile a construction, measure it, check its bound and its exactness.
+    """Compile a construction (or load a saved .safetensors model), measure it, check its bound and exactness.
 
     Prints one line per report (construction, parameters, L and H against their
     bounds, d_model, inputs checked, passed, time), the counterexample of any
@@ -75,6 +76,14 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, m
     started = time.perf_counter()
     if bool(name) == bool(run_all):
         raise click.UsageError("give a construction NAME or --all (not both)")
+    if name and name.endswith(".py"):
+        raise click.UsageError(f"{name} is a Python file: check a RASP program in it with "
+                               f"depthcraft check {name}[:NAME] --vocab ... --max-seq-len N")
+    if name and is_saved_model(name):  # a saved model file: what verify-saved does
+        if params:
+            raise click.UsageError("-p cannot be combined with a saved model (its parameters are in the file)")
+        verify_saved(name, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive, hyp=hyp,
+                     seed=seed, json_path=json_path, certify=certify)
     if run_all and params:
         raise click.UsageError("-p cannot be combined with --all (it uses each construction's defaults)")
     if run_all and exhaustive:
