@@ -51,7 +51,7 @@ def parse_vocab(text: str) -> List[Any]:
 def check_kwargs(target: str, vocab: Optional[str], max_seq_len: Optional[int], reference: Optional[str],
                  max_layers: Optional[int], max_heads: Optional[int], max_d_model: Optional[int],
                  causal: Optional[bool], certify: bool, exhaustive: bool, samples: int, hyp: int, seed: int,
-                 max_memory: Optional[str], save: Optional[str]) -> Dict[str, Any]:
+                 max_memory: Optional[str], save: Optional[str], mlp_exactness: int = 100) -> Dict[str, Any]:
     """The :func:`~depthcraft.verify.api.check_program` arguments of a ``check`` command line.
 
     One place for the command's meaning, so that a new option is one more keyword here.
@@ -82,7 +82,7 @@ def check_kwargs(target: str, vocab: Optional[str], max_seq_len: Optional[int], 
     return dict(program=program, vocab=tokens, max_seq_len=int(max_seq_len),
                 reference=None if reference is None else load_reference(reference), bound=bound or None,
                 causal=causal, certify=certify, exhaustive=exhaustive, samples=samples, hypothesis_examples=hyp,
-                seed=seed, max_memory=max_memory, save=save, name=name)
+                seed=seed, max_memory=max_memory, save=save, name=name, mlp_exactness=mlp_exactness)
 
 
 @click.command("check")
@@ -102,14 +102,16 @@ def check_kwargs(target: str, vocab: Optional[str], max_seq_len: Optional[int], 
 @click.option("--causal/--bidirectional", "causal", default=None,
               help="Mask keys after the query, or not. Default: bidirectional for tracr's primitives (RASP's "
                    "semantics), causal where a hand-built head needs it (as compile_program).")
+@click.option("--mlp-exactness", "mlp_exactness", type=click.IntRange(1, 100_000), default=100, show_default=True,
+              help="tracr's MLP discretisation (larger: more exact Map/SequenceMap MLPs, wider d_mlp).")
 @options.check_options(DEFAULT_SAMPLES, "Random inputs (uniform over the vocabulary at length N).")
 @click.option("--certify", is_flag=True, help="Also prove exactness for every input up to N (docs/certification.md).")
 @options.max_memory_option()
 @options.json_option()
 @click.option("--save", "save", type=click.Path(dir_okay=False), default=None,
               help="Also write the compiled model here (.safetensors, atomically).")
-def check_cmd(target, vocab, max_seq_len, reference, max_layers, max_heads, max_d_model, causal, samples,
-              exhaustive, hyp, seed, certify, max_memory, json_path, save) -> None:
+def check_cmd(target, vocab, max_seq_len, reference, max_layers, max_heads, max_d_model, causal, mlp_exactness,
+              samples, exhaustive, hyp, seed, certify, max_memory, json_path, save) -> None:
     """Compile the RASP program NAME of FILE.py, measure it, check it against a bound and a reference.
 
     Prints the same table as verify; exit 0 when every check passed, 1 when one failed,
@@ -123,7 +125,7 @@ def check_cmd(target, vocab, max_seq_len, reference, max_layers, max_heads, max_
     logging.disable(logging.WARNING)  # tracr's "Assuming this input will never occur": the report says what matters
     check_outputs([json_path, save])
     kw = check_kwargs(target, vocab, max_seq_len, reference, max_layers, max_heads, max_d_model, causal, certify,
-                      exhaustive, samples, hyp, seed, max_memory, save)
+                      exhaustive, samples, hyp, seed, max_memory, save, mlp_exactness)
     label = f"n={kw['max_seq_len']} vocab={','.join(map(str, kw['vocab']))}"
     done = stream_reports(iter([check_program(**kw)]), [label], [kw["name"]], certify=certify)
     written = write_outputs(done, json_path, None, ["construction", "params"])
