@@ -113,6 +113,11 @@ def test_docs_command_checks_the_generated_pages(capsys, tmp_path):
     root = pathlib.Path(__file__).resolve().parents[1]
     code, out, err = run_cli(["docs", "--check", "--root", str(root)], capsys)
     assert code == 0 and out == "" and err == ""  # the committed pages are fresh
+    code, _, err = run_cli(["docs", "--check", "--root", str(tmp_path)], capsys)  # not a checkout
+    assert code == 2 and err.count("\n") == 1 and "has no tools/docgen.py" in err
+    import shutil
+
+    shutil.copytree(root / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "README.md").write_text("<!-- BEGIN generated:nosuch -->\n<!-- END generated:nosuch -->\n")
     code, _, err = run_cli(["docs", "--check", "--root", str(tmp_path)], capsys)
     assert code == 2 and err.count("\n") == 1 and "unknown generated block 'nosuch'" in err

@@ -291,7 +291,7 @@ def _fake_repo(root):
 def test_published_command_writes_results(tmp_path, capsys):
     from depthcraft.verify.cli import main
 
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     _fake_repo(tmp_path / "hop")
     out = tmp_path / "results" / "crosscheck" / "published"

@@ -119,7 +119,7 @@ def check_cmd(target, vocab, max_seq_len, reference, max_layers, max_heads, max_
     """
     from depthcraft.constructions.files import check_outputs
     from depthcraft.verify.api import check_program
-    from depthcraft.verify.cli.verify import write_outputs
+    from depthcraft.verify.cli.render import write_outputs
 
     started = time.perf_counter()
     logging.disable(logging.WARNING)  # tracr's "Assuming this input will never occur": the report says what matters

@@ -454,6 +454,21 @@ def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
     return out
 
 
+def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Sequence[str]) -> List[str]:
+    """Write ``--json`` / ``--markdown`` (atomically); return one line per file written."""
+    from depthcraft.constructions.files import write_json_atomic, write_text_atomic
+    from depthcraft.verify.report import markdown_table
+
+    written = []
+    if json_path:
+        write_json_atomic(json_path, {"results": reports, "passed": all(r["passed"] for r in reports)})
+        written.append(f"report written to {json_path}")
+    if md_path:
+        write_text_atomic(md_path, markdown_table(reports, varying))
+        written.append(f"table written to {md_path}")
+    return written
+
+
 #: What the report lines' columns mean (:func:`legend`).
 LEGEND = ("L/bound, H/bound: attention layers, most heads in a layer, measured from the weights / the "
           "theorem's bound (≥b: a lower bound; ✗: not met).",
@@ -495,5 +510,5 @@ def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[
     echo(summary(reports, seconds))
 
 
-__all__ = ["CERT_LEGEND", "COLUMNS", "LEGEND", "ReportLines", "legend", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
+__all__ = ["write_outputs", "CERT_LEGEND", "COLUMNS", "LEGEND", "ReportLines", "legend", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
            "duration", "echo", "err_console", "finish", "inputs_progress", "params_text", "short_count", "progress_bar", "stream_reports", "summary", "width"]

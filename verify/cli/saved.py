@@ -73,7 +73,7 @@ def verify_saved(path: str, *, samples: int, exhaustive: bool, hyp: int, seed: i
         ParameterError: an unreadable or foreign file; a user's model without ``reference``.
     """
     from depthcraft.verify.api import check_program
-    from depthcraft.verify.cli.verify import write_outputs
+    from depthcraft.verify.cli.render import write_outputs
 
     started = time.perf_counter()
     files.check_outputs([json_path], inputs=[path])

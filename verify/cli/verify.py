@@ -12,12 +12,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence
 
 import click
 
-from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
+from depthcraft.constructions.files import check_outputs
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
 from depthcraft.verify.cli.saved import is_saved_model, verify_saved
-from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports, timed
-from depthcraft.verify.report import markdown_table
+from depthcraft.verify.cli.render import write_outputs, finish, inputs_progress, params_text, progress_bar, stream_reports, timed
 
 #: Random inputs per check when --samples is not given (one construction; --all).
 DEFAULT_SAMPLES, DEFAULT_SAMPLES_ALL = 1000, 500
@@ -35,18 +34,6 @@ def with_estimates(reports: Iterable[Dict[str, Any]], estimates: Sequence[Any]) 
     for r, est in zip(reports, estimates):
         r["cost_estimate"] = est.to_json()
         yield r
-
-
-def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Sequence[str]) -> List[str]:
-    """Write ``--json`` / ``--markdown`` (atomically); return one line per file written."""
-    written = []
-    if json_path:
-        write_json_atomic(json_path, {"results": reports, "passed": all(r["passed"] for r in reports)})
-        written.append(f"report written to {json_path}")
-    if md_path:
-        write_text_atomic(md_path, markdown_table(reports, varying))
-        written.append(f"table written to {md_path}")
-    return written
 
 
 @click.command("verify")
@@ -118,4 +105,4 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, m
     sys.exit(0 if all(r["passed"] for r in done) else 1)
 
 
-__all__ = ["verify_cmd", "varying_keys", "write_outputs"]
+__all__ = ["verify_cmd", "varying_keys"]

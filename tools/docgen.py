@@ -2,11 +2,11 @@
 
 A page holds generated blocks between two markers::
 
-    <!-- BEGIN generated:status (depthcraft docs; edit verify/docgen.py, not this block) -->
+    <!-- BEGIN generated:status (depthcraft docs; edit tools/docgen.py, not this block) -->
     ...
     <!-- END generated:status -->
 
-``depthcraft docs`` (or ``python -m depthcraft.verify.docgen``) rewrites every block of every
+``depthcraft docs`` from a checkout (or ``python -m tools.docgen`` from its root) rewrites every block of every
 Markdown page under the project root from the files under ``results/`` (verification reports
 written by ``depthcraft verify --json``, the precision study, the trained cross-check's
 ``claims.json``) and, for ``docs/architecture.md``, from the package's own module graph.
@@ -26,7 +26,7 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from depthcraft.constructions.errors import DepthcraftError
-from depthcraft.verify.report import certificate_kind
+from depthcraft.verify.report import certificate_kind, checked_inputs
 
 
 class DocgenError(DepthcraftError):
@@ -124,11 +124,6 @@ def bound_text(r: Mapping[str, Any], key: str) -> str:
     if not b:
         return str(measured)
     return f"{measured} / {'≥' if b['kind'] == 'lower' else ''}{b['bound']}"
-
-
-def checked_inputs(r: Mapping[str, Any]) -> Dict[str, int]:
-    """Inputs checked per check kind (only the checks that ran)."""
-    return {k: v["inputs"] for k, v in (r.get("checks") or {}).items() if v}
 
 
 def inputs_text(r: Mapping[str, Any]) -> str:
@@ -634,7 +629,7 @@ def render_dedupe(root: pathlib.Path) -> str:
 
 def render_architecture(root: pathlib.Path) -> str:
     """``docs/architecture.md``: every module, by layer, with the first line of its docstring."""
-    from depthcraft.verify import architecture as arch
+    from tools import architecture as arch
 
     files = arch.module_files()
     known = {m: p.read_text(encoding="utf-8") for m, p in files.items()}
@@ -1431,7 +1426,7 @@ def run(root: pathlib.Path, check: bool = False) -> List[pathlib.Path]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m depthcraft.verify.docgen [--root DIR] [--check]``; exit 1 when ``--check`` finds stale pages."""
+    """``python -m tools.docgen [--root DIR] [--check]``; exit 1 when ``--check`` finds stale pages."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="depthcraft docs", description=__doc__.splitlines()[0])

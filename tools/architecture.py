@@ -16,7 +16,7 @@ A module may import from its own layer and the layers below. This module finds
 every module of the installed package, parses its imports (those inside
 functions too: a lazy import is still a dependency) and reports back-imports,
 import circles and imports of private names; ``tests/test_layering.py`` fails
-on any of them, and :mod:`depthcraft.verify.docgen` draws the module table of
+on any of them, and :mod:`tools.docgen` draws the module table of
 ``docs/architecture.md`` from it.
 """
 
@@ -47,8 +47,9 @@ def layer(module: str) -> int:
     Raises:
         ValueError: ``module`` is not part of depthcraft.
     """
-    if module in ("depthcraft", "depthcraft.__main__"):
-        return 5
+    parts = module.split(".")
+    if parts[0] == "depthcraft" and (len(parts) == 1 or parts[1] not in ("constructions", "rasp_programs", "verify")):
+        return 5  # the facade: depthcraft/__init__.py, __main__.py, testing.py
     if module == "depthcraft.verify.cli" or module.startswith("depthcraft.verify.cli."):
         return 4
     if module.startswith("depthcraft.verify"):
@@ -74,7 +75,7 @@ def module_files() -> Dict[str, pathlib.Path]:
     out: Dict[str, pathlib.Path] = {}
     for package in TOP_PACKAGES:
         folder = _package_folder(package)
-        files = [folder / "__init__.py", folder / "__main__.py"] if package == "depthcraft" else folder.rglob("*.py")
+        files = sorted(folder.glob("*.py")) if package == "depthcraft" else folder.rglob("*.py")
         for path in files:
             if not path.is_file():
                 continue
