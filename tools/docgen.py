@@ -1166,6 +1166,33 @@ def render_test_suite(root: pathlib.Path) -> str:
                          "XLA compilations", "tests", "CPUs", "load", "commit", "target"], rows)
 
 
+README_COMMANDS = "results/performance/readme_commands.json"
+
+
+def _minutes(seconds: float) -> str:
+    """``"4 min 07 s"`` (``"52 s"`` under a minute)."""
+    s = int(round(seconds))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def render_readme_commands(root: pathlib.Path) -> str:
+    """README's first screen: the two commands, each with the time it took from a fresh clone
+    (``benchmarks/readme_commands.py``: fresh venv, empty cache; install and run timed apart)."""
+    d = load_json(root, README_COMMANDS)["commands"]
+    what = {"main": "install, then verify and certify every construction at its defaults",
+            "tests": "install, then run the tests (the default suite, `slow` excluded)"}
+    lines = ["```bash"]
+    for name in ("main", "tests"):
+        c = d[name]
+        result = c["run"]["last_line"].strip("= ")
+        lines.append(f"# {what[name]}: measured on {c['cpus']} cores from a fresh clone with an empty cache, install "
+                     f"{_minutes(c['install']['wall_s'])}, then {_minutes(c['run']['wall_s'])} ({result})")
+        lines.append(c["readme_command"])
+    lines.append("```")
+    return "\n".join(lines) + (f"\n\n<sub>Times: `python benchmarks/readme_commands.py` "
+                               f"([{README_COMMANDS}](@/{README_COMMANDS}), commit {d['tests']['commit']}).</sub>")
+
+
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
 #: ``nA-B.json``), matched by this pattern under the root.
 CONNECTIVITY_SWEEPS = "results/graph_connectivity/n*.json"
@@ -1362,6 +1389,7 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "benchmark_summary": render_benchmark_summary,
     "verify_sizes": render_verify_sizes,
     "test_suite": render_test_suite,
+    "readme_commands": render_readme_commands,
     "certify_worked": render_certify_worked,
     "certify_scale": render_certify_scale,
     "certify_speed": render_certify_speed,

@@ -20,7 +20,6 @@ when complete).
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import List, Optional
 
@@ -66,10 +65,10 @@ for _command in COMMANDS:
 
 
 def error_lines(message: str) -> List[str]:
-    """An error message as printed: wrapped at the terminal's width (continuation lines indented by two
-    spaces) when standard error is a terminal or ``COLUMNS`` is set; one line otherwise (a pipe, a log:
-    one line per error for scripts that read it)."""
-    if not (sys.stderr.isatty() or os.environ.get("COLUMNS")):
+    """An error message as printed: wrapped at the terminal's width (``COLUMNS`` when set; continuation
+    lines indented by two spaces) when standard error is a terminal; one line otherwise (a pipe, a log:
+    one line per error for the scripts that read it)."""
+    if not sys.stderr.isatty():
         return [message]
     return wrap(message, err_console.size.width, hanging="  ")
 
