@@ -23,6 +23,7 @@ on any of them, and :mod:`tools.docgen` draws the module table of
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import pathlib
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
@@ -94,6 +95,13 @@ def _package_of(module: str, known: Mapping[str, str]) -> str:
     return module if is_package else module.rpartition(".")[0]
 
 
+@functools.lru_cache(maxsize=None)
+def _import_nodes(source: str) -> Tuple[ast.AST, ...]:
+    """The import statements of a module's source, parsed once per source text (the checks run on the
+    same sources many times)."""
+    return tuple(n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
 def imports(module: str, source: str, known: Mapping[str, str]) -> List[Tuple[str, List[str], int]]:
     """The project imports of one module: (imported module, names taken from it, line).
 
@@ -101,7 +109,7 @@ def imports(module: str, source: str, known: Mapping[str, str]) -> List[Tuple[st
     else as taking name ``b`` from ``a``. Relative imports are resolved.
     """
     out: List[Tuple[str, List[str], int]] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in _import_nodes(source):
         if isinstance(node, ast.Import):
             out += [(a.name, [], node.lineno) for a in node.names
                     if a.name == "depthcraft" or a.name.startswith("depthcraft.")]
