@@ -43,6 +43,7 @@ def _timed(cmd: str, cwd: str, env: dict) -> dict:
     wall = time.perf_counter() - t0
     lines = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()]
     return {"command": cmd, "wall_s": round(wall, 1), "exit": p.returncode, "last_line": lines[-1] if lines else "",
+            "failed": [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))],
             "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2)}
 
 
