@@ -26,22 +26,17 @@ from typing import Any, Dict, List
 
 
 def _row(name: str, params: Dict[str, Any], model, task=None, p=None, exhaustive: bool = False) -> Dict[str, Any]:
-    import numpy as np
-
     from depthcraft import checker
     from depthcraft.verify.certify import prove
     from depthcraft.verify.certify.certificate import checker_model
+    from depthcraft.verify.verifier import certify_exhaustively
 
     t0 = time.perf_counter()
     kw = {} if task is None else {"atol": float(getattr(task, "atol", 1e-3)), "domain": task.domain(p),
                                   "precondition": task.domain_precondition(p)}
     cert = prove(model, **kw)
     if not cert.certified and exhaustive and task is not None:
-        batches = [np.asarray(b) for b in task.exhaustive(p)[1]]
-        scored = np.concatenate([task.reference(p, b)[1] for b in batches])
-        last = bool(scored[:, -1].all() and not scored[:, :-1].any())
-        cert.exhaustive(model, [r.tolist() for b in batches for r in b], f"the task's finite input set ({task.name})",
-                        positions="last" if last else "all")
+        certify_exhaustively(cert, model, task, p)
     issue_s = time.perf_counter() - t0
     row: Dict[str, Any] = {"name": name, "params": params, "route": cert.route, "certified": cert.certified,
                            "certify_seconds": cert.proof.get("seconds"), "issue_seconds": round(issue_s, 2),

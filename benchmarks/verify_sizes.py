@@ -32,7 +32,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from depthcraft.constructions.files import write_json_atomic
-from depthcraft.verify.docgen import checked_inputs
+from depthcraft.verify.report import checked_inputs
 
 # time -v's field parser is exhaustive_stream's (this script runs from benchmarks/)
 from exhaustive_stream import _seconds, _time_field  # noqa: E402

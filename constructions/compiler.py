@@ -589,7 +589,41 @@ def _check_assembly(mode: str) -> None:
         raise CompileError(f"assembly must be one of {', '.join(map(repr, ASSEMBLIES))}, got {mode!r}")
 
 
-def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: bool = True,
+def default_causal(program: rasp.SOp) -> bool:
+    """The causal masking a program compiles with when the caller does not say (``causal=None``).
+
+    The one default of :func:`compile_program`, :func:`verify.api.check_program` and
+    ``depthcraft check``: a program made of tracr's RASP primitives only compiles bidirectionally
+    (False), as RASP evaluates it and as tracr compiles it; a program with a hand-built head
+    (:mod:`constructions.nodes`) compiles as its heads require: causal when one needs a causal
+    model (``last_occurrence``, ``match``, ...) or when every head allows both (the papers'
+    constructions are causal, SPEC §3), bidirectional when one needs that (``fact_lookup``,
+    ``union``, ...).
+
+    Args:
+        program: the RASP program (its output SOp).
+    Returns:
+        True (mask keys after the query) or False.
+    Raises:
+        CompileError: the program mixes heads that need a causal model with heads that need a
+            bidirectional one (no model can hold both).
+    """
+    graph = rasp_to_graph.extract_rasp_graph(program).graph
+    kinds = {}
+    for node_id in graph.nodes:
+        expr = graph.nodes[node_id][nodes.EXPR]
+        head = expr if isinstance(expr, HeadSpec) else expr.head if isinstance(expr, HeadRead) else None
+        if head is not None:
+            kinds[head.kind.causal] = head
+    if True in kinds and False in kinds:
+        raise CompileError(f"{kinds[True].label} ({kinds[True].kind}) needs a causal model and "
+                           f"{kinds[False].label} ({kinds[False].kind}) a bidirectional one: no model can hold both")
+    if not kinds:
+        return False
+    return False not in kinds
+
+
+def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *, causal: Optional[bool] = None,
                     mlp_exactness: int = 100, attention: str = "softmax", positions: str = "onehot",
                     dedupe: Optional[bool] = None, meta: Optional[Dict[str, Any]] = None,
                     assembly: Optional[str] = None) -> CompiledModel:
@@ -600,7 +634,9 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
         vocab: input token values (must not contain "BOS" or "PAD").
         max_seq_len: N, longest input (BOS excluded).
         causal: mask future keys (required by ``last_occurrence``; ``fact_lookup``
-            requires False).
+            requires False). None (the default): :func:`default_causal` (bidirectional for a
+            program of tracr's primitives only, as RASP evaluates it; causal where a hand-built
+            head needs or allows it).
         mlp_exactness: tracr's MLP discretisation parameter for standard Maps.
         attention: attention kind of every head (``softmax``, or ``relu`` for hand-built heads only).
         positions: ``"onehot"`` (tracr's one-hot indices; pointers one-hot over N+1
@@ -621,6 +657,9 @@ def compile_program(program: rasp.SOp, vocab: Iterable[Any], max_seq_len: int, *
     """
     mode = _ASSEMBLY.get() if assembly is None else assembly
     _check_assembly(mode)
+    if not isinstance(program, rasp.SOp):
+        raise CompileError(f"program must be a RASP SOp (the program's output), got {type(program).__name__}")
+    causal = default_causal(program) if causal is None else bool(causal)
     meta_in = meta or {}
     if mode == "tracr":
         assembled, output_labels, info, link = _assemble_program(program, vocab, max_seq_len, causal, mlp_exactness,

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.errors import ParameterError, unknown_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ def resolve(specs: Sequence[ParamSpec], given: Mapping[str, Any], owner: str) ->
     by_name = {s.name: s for s in specs}
     unknown = [k for k in given if k not in by_name]
     if unknown:
-        raise ParameterError(f"unknown parameter {unknown[0]!r} for {owner}; expected one of {sorted(by_name)}")
+        raise ParameterError(f"{unknown_name('parameter', unknown[0], sorted(by_name))} ({owner})")
     out = {s.name: s.default for s in specs}
     for k, v in given.items():
         out[k] = by_name[k].parse(v)

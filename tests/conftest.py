@@ -13,6 +13,14 @@ if os.environ.get("DEPTHCRAFT_TEST_XLA_OPT") != "default" and \
         "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
+# One BLAS thread per xdist worker (the default run is 2 workers on 2 cores): OpenBLAS's own threads on top
+# of the workers oversubscribe the cores, and its spinning threads slow the least-squares solves several-fold
+# on a loaded machine (test_chen_zou_constructions' SC solve: 12.4 -> 7.9 s beside one busy core). Set before
+# numpy is imported; a value the user set is kept; ``-n 0`` (one process) keeps every thread.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 import pytest
 
 from hypothesis import HealthCheck, settings

@@ -184,9 +184,15 @@ def test_bad_arguments_raise_parameter_error(kwargs, message):
 
 
 def test_a_function_that_fails_inside_tracr_is_a_compile_error():
-    partial = rasp.Map(lambda x: {0: 1}[x], rasp.tokens)  # undefined on token 1
-    with pytest.raises(CompileError, match="tracr could not compile .*KeyError: 1 .*Map or SequenceMap function"):
+    partial = rasp.Map(lambda x: {0: 1}[x], rasp.tokens).named("partial")  # undefined on token 1
+    # the message names the node, the exception and the value it fails on
+    with pytest.raises(CompileError, match=r"cannot compile partial\S*: Map 'partial\S*' raises KeyError: 1 on the "
+                                           r"value 1 of tokens"):
         check_program(partial, vocab={0, 1}, max_seq_len=3, samples=5, hypothesis_examples=0)
+    pair = rasp.SequenceMap(lambda a, i: a // i, rasp.tokens, rasp.indices).named("ratio")
+    with pytest.raises(CompileError, match="SequenceMap 'ratio\\S*' raises ZeroDivisionError: .* on the values 0 of "
+                                           "tokens and 0 of indices"):
+        check_program(pair, vocab={0, 1}, max_seq_len=3, samples=5, hypothesis_examples=0)
 
 
 def test_bad_program_and_construction():

@@ -231,7 +231,7 @@ def test_numerical_aggregate_of_non_binary_values_gets_every_mean():
     half = rasp.numerical(rasp.Map(lambda t: 0.5 if t == 1 else 0, rasp.tokens))
     mean = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), half,
                                          default=0))
-    model = compile_program(mean, vocab=range(3), max_seq_len=4)
+    model = compile_program(mean, vocab=range(3), max_seq_len=4, causal=True)
     # prefix means of 0, 0, 0, 0.5 and of 0.5 x 4
     assert model.run([[0, 2, 0, 1], [1, 1, 1, 1]]).tolist() == [[0.0, 0.0, 0.0, 0.125], [0.5] * 4]
     many = rasp.numerical(rasp.Map(lambda t: t / 7 + 0.01, rasp.tokens))

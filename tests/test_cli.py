@@ -113,6 +113,30 @@ def test_docs_command_checks_the_generated_pages(capsys, tmp_path):
     root = pathlib.Path(__file__).resolve().parents[1]
     code, out, err = run_cli(["docs", "--check", "--root", str(root)], capsys)
     assert code == 0 and out == "" and err == ""  # the committed pages are fresh
+    code, _, err = run_cli(["docs", "--check", "--root", str(tmp_path)], capsys)  # not a checkout
+    assert code == 2 and err.count("\n") == 1 and "has no tools/docgen.py" in err
+    import shutil
+
+    shutil.copytree(root / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "README.md").write_text("<!-- BEGIN generated:nosuch -->\n<!-- END generated:nosuch -->\n")
     code, _, err = run_cli(["docs", "--check", "--root", str(tmp_path)], capsys)
     assert code == 2 and err.count("\n") == 1 and "unknown generated block 'nosuch'" in err
+
+
+def test_errors_wrap_at_the_terminal_width_and_stay_one_line_in_a_pipe(monkeypatch):
+    from depthcraft.verify.cli import error_lines
+
+    message = "depthcraft: error: " + " ".join(["word"] * 40)  # 219 characters
+    assert error_lines(message) == [message]  # a pipe (pytest captures stderr)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = error_lines(message)
+    assert len(lines) == 3 and all(len(ln) <= 80 for ln in lines) and lines[1].startswith("  word")
+    assert " ".join(ln.strip() for ln in lines) == message
+
+
+def test_unknown_names_suggest_the_closest(capsys):
+    code, _, err = run_cli(["verify", "khop_doubleing"], capsys)
+    assert code == 2 and "unknown construction 'khop_doubleing'; did you mean khop_doubling?" in err
+    code, _, err = run_cli(["verify", "khop_doubling", "-p", "vocb=3"], capsys)
+    assert code == 2 and "unknown parameter 'vocb'; did you mean vocab?" in err

@@ -473,7 +473,7 @@ def _report(n, sampler, layers, passed=True, exhaustive=None):
 
 
 def test_docgen_connectivity_tables(tmp_path):
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     folder = tmp_path / "results" / "graph_connectivity"
     folder.mkdir(parents=True)
@@ -495,7 +495,7 @@ def test_docgen_connectivity_tables(tmp_path):
 
 def test_docgen_connectivity_reads_every_chunk_in_order_of_n(tmp_path):
     """Every results/graph_connectivity/nA-B.json chunk is read, ordered by its first n (n3 before n10)."""
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     folder = tmp_path / "results" / "graph_connectivity"
     folder.mkdir(parents=True)

@@ -106,7 +106,7 @@ def test_c1_doubling_reproduced_and_flat_not():
 
 
 def test_c1_verdict_is_the_longest_sweeps_and_both_step_counts_are_reported(tmp_path):
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     short = _khop_doc({2: 2, 3: 2, 4: 2, 5: 3})  # b = 0.18 < 0.5: not reproduced at 2500 steps
     long = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})  # doubling at 5000 steps
@@ -317,7 +317,7 @@ def test_c7_rule_reads_the_construction_depth_and_the_controls():
 
 
 def test_c1_table_lays_ours_and_the_controls_beside_the_paper(tmp_path):
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     d = _khop_doc({2: 1, 3: 2})
     names = d["settings"]["condition_names"]

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from depthcraft.verify import docgen
+from tools import docgen
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import pytest
 
 from depthcraft.verify.cli import main
 from depthcraft.verify.views import data as views_data
-from depthcraft.verify.views.explore import explore_html
+from depthcraft.verify.views.explore import explore_html, pack, read_page, unpack
 
 K4 = dict(k="4", n="12", vocab="3")
 K4_INPUT = "a b c a b c a a b c c a"
@@ -27,12 +27,9 @@ def k4():
 
 
 def _figures(page):
-    """{div id: figure JSON} of every plotly figure in the page (plotly.io.to_html's newPlot calls)."""
-    out = {}
-    for m in re.finditer(r'Plotly\.newPlot\(\s*"([^"]+)",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"', page,
-                         re.S):
-        out[m.group(1)] = (json.loads(m.group(2)), json.loads(m.group(3)))
-    return out
+    """{div id: (traces, layout)} of every plotly figure the page draws (its packed figures blob)."""
+    _, _, figures = read_page(page)
+    return {k: (f["data"], f["layout"]) for k, f in figures.items()}
 
 
 def _arr(x):
@@ -70,15 +67,15 @@ def test_page_is_one_file_with_plotly_inlined_and_no_network_reference(k4):
     from plotly.offline import get_plotlyjs
 
     page = explore_html(k4)
-    library = get_plotlyjs()
-    assert page.count(library) == 1  # the library itself is in the page, once
+    own, library, _ = read_page(page)
+    assert library == get_plotlyjs()  # the library itself is in the page (compressed), once
+    assert page.count(b'id="plotly-js"') == 1
     # outside the library's own code (whose strings hold attribution links for map tiles, never
     # loaded here), nothing refers to another server
-    own = page.replace(library, "")
     assert "<script src" not in own and "<link" not in own and "@import" not in own
     assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', own)
     assert not re.search(r"https?://", own)
-    assert "Plotly.newPlot" in own
+    assert "Plotly.newPlot" in own and "DecompressionStream('gzip')" in own
     figs = _figures(page)
     heads = [k for k in figs if k.startswith("head-")]
     assert heads == ["head-0-0", "head-1-0", "head-2-0", "head-3-0"]
@@ -110,7 +107,7 @@ def test_residual_figure_steps_and_written_rows(k4):
     assert not any(t["visible"] for t in traces[2:])
     assert [step["label"] for step in layout["sliders"][0]["steps"]] == k4.stream.stages
     # stage 1 (prev_token head) wrote exactly the rows of prev_token_tokens: one outlined run per panel
-    shapes = json.loads(re.search(r"var V = .*?, S = (\[.*?\]), T = ", page, re.S).group(1))
+    shapes = json.loads(re.search(r"var V = .*?, S = (\[.*?\]), T = ", read_page(page)[0], re.S).group(1))
     boxes = [b for b in shapes[1] if b["type"] == "rect"]
     (name, first, last, _), = [g for g in k4.groups if g[0] == "prev_token_tokens"]
     assert [(b["y0"], b["y1"]) for b in boxes] == [(first - 0.5, last + 0.5)] * 2
@@ -123,7 +120,8 @@ def test_cli_writes_the_page(tmp_path, capsys):
     code, stdout, err = run_cli(["explore", "khop_doubling", "-p", "k=4", "-p", "n=12", "-p", "vocab=3",
                                  "--input", K4_INPUT, "-o", str(out)], capsys)
     assert code == 0 and err == "" and "explore page written to" in stdout
-    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert out.read_bytes().startswith(b"<!DOCTYPE html>")
+    assert out.stat().st_size < 2_000_000  # the library and the figures are compressed in the page
     assert [p.name for p in tmp_path.iterdir()] == ["k4.html"]  # one file, no temporary left
 
 
@@ -135,7 +133,7 @@ def test_cli_saved_model(tmp_path, capsys):
     out = tmp_path / "k2.html"
     code, _, err = run_cli(["explore", str(model_path), "--input", "a b a c", "-o", str(out)], capsys)
     assert code == 0, err
-    figs = _figures(out.read_text(encoding="utf-8"))
+    figs = _figures(out.read_bytes())
     assert sorted(k for k in figs if k.startswith("head-")) == ["head-0-0", "head-1-0", "head-2-0"]
 
 
@@ -180,7 +178,7 @@ def test_trained_checkpoint(tmp_path, capsys, tiny_training):
     out = tmp_path / "trained.html"
     code, _, err = run_cli(["explore", ckpt, "-p", "k=2", "--input", "a b a c b a", "-o", str(out)], capsys)
     assert code == 0, err
-    figs = _figures(out.read_text(encoding="utf-8"))
+    figs = _figures(out.read_bytes())
     assert {"alignment", "residual", "logits", "construction-0"} <= set(figs)
     assert sorted(k for k in figs if k.startswith("head-")) == ["head-0-0", "head-0-1", "head-1-0", "head-1-1"]
     code, _, err = run_cli(["explore", ckpt, "--input", "a b", "-o", str(out)], capsys)
@@ -198,3 +196,22 @@ def test_committed_screenshot_is_a_small_png():
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", head[16:24])
     assert width >= 800 and height >= 600 and os.path.getsize(path) < 400_000
+
+
+def test_packed_blobs_round_trip_and_hold_no_byte_the_html_parser_changes():
+    data = bytes(range(256)) * 40 + b"</script><!-- \r\n \x00"
+    blob = pack(data)
+    assert unpack(blob) == data
+    # no NUL, CR or "<" (the parser replaces NUL, folds CR and ends the script at "</script") stays raw
+    assert b"\x00" not in blob and b"\r" not in blob and b"<" not in blob
+
+
+def test_the_residual_rows_are_grouped_by_sop(k4):
+    traces, layout = _figures(explore_html(k4))["residual"]
+    groups, values = traces[0]["y"]
+    d = len(k4.stream.labels)
+    assert len(groups) == len(values) == d and layout["yaxis"]["type"] == "multicategory"
+    for name, first, last, _ in k4.groups:  # every row of a group carries the group's name
+        assert set(groups[first:last + 1]) == {name}
+    label = k4.stream.labels[-1]
+    assert values[-1] == f"{label.split(':', 1)[1] if ':' in label else label} ({d - 1})"

@@ -40,7 +40,7 @@ def browser():
     opts = Options()
     opts.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,860", "--hide-scrollbars"):
+                "--window-size=1280,800", "--hide-scrollbars"):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
     yield driver
@@ -91,9 +91,20 @@ def test_k8_page_in_headless_chromium(browser, tmp_path):
         assert len(card.find_elements(By.CSS_SELECTOR, "g.hm image")) == 2  # weights + the grey masked keys
     assert [c.get_attribute("data-stage") for c in cards] == ["1", "2", "3", "4", "5"]
 
+    # the page is at most 2 MB (plotly and the figures compressed inside it)
+    assert page.stat().st_size <= 2_000_000, page.stat().st_size
+    # the first screen (1280 x 800) shows the current stage's attention map: the page opens at stage 1
+    first = _state(browser)
+    assert first["num"] == "1 / 5" and "0-0" in first["current"]
+    box = browser.execute_script("var r = document.querySelector('.head-map.current').getBoundingClientRect();"
+                                 "return [r.left, r.top, r.right, r.bottom, window.innerWidth, window.innerHeight];")
+    assert box[0] >= 0 and box[1] >= 0 and box[2] <= box[4] and box[3] <= box[5], box
+
     # stepping through the stages changes what is shown
+    browser.find_element(By.ID, "stage-prev").click()
+    WebDriverWait(browser, 10).until(lambda d: _state(d)["num"] == "0 / 5")
     seen = [_state(browser)]
-    assert seen[0]["num"] == "0 / 5" and seen[0]["current"] == ["prog-0"]
+    assert seen[0]["current"] == ["prog-0"]
     nxt = browser.find_element(By.ID, "stage-next")
     for stage in range(1, 6):
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", nxt)
@@ -101,16 +112,19 @@ def test_k8_page_in_headless_chromium(browser, tmp_path):
         WebDriverWait(browser, 10).until(lambda d: _state(d)["num"] == f"{stage} / 5")
         now = _state(browser)
         assert now["images"] != seen[-1]["images"] and now["note"] != seen[-1]["note"]
-        assert f"{stage - 1}-0" in now["current"]  # the head of this stage is highlighted
+        assert f"{stage - 1}-0" in now["current"]  # the head of this stage is highlighted...
+        assert browser.execute_script(  # ...and scrolled into the row of maps
+            "var c = document.querySelector('.head-map.current').getBoundingClientRect(),"
+            " s = document.getElementById('heads-strip').getBoundingClientRect();"
+            "return c.left >= s.left - 1 && c.right <= s.right + 1;")
         seen.append(now)
     assert len({tuple(s["images"]) for s in seen}) == 6  # six different residual pictures
     browser.find_element(By.ID, "stage-prev").click()
     WebDriverWait(browser, 10).until(lambda d: _state(d)["num"] == "4 / 5")
     assert _state(browser)["images"] == seen[4]["images"]  # back to the same picture
 
-    # screenshot: stage 3 (the first doubling step), program and heads in view
-    browser.execute_script("window.depthcraftStage(3); document.querySelector('h2:nth-of-type(2)')"
-                           ".scrollIntoView(); window.scrollBy(0, -60);")
+    # screenshot: the first screen at stage 3 (the first doubling step)
+    browser.execute_script("window.depthcraftStage(3); window.scrollTo(0, 0);")
     shot = tmp_path / "explore_k8.png"
     assert browser.save_screenshot(str(shot))
     width, height = _png_size(shot)

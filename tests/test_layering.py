@@ -1,6 +1,6 @@
 """The package's shape: one import package, layers that import one way, no circles, no private imports.
 
-The layers and the import parser live in :mod:`depthcraft.verify.architecture` (the docs
+The layers and the import parser live in :mod:`tools.architecture` (a repository tool, not installed) (the docs
 generator draws ``docs/architecture.md``'s module table from the same code). Every ``import``
 statement counts, including those inside functions (a lazy import is still a dependency). The
 checks read the sources, so a planted back-import or circle is caught without importing it.
@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 
-from depthcraft.verify import architecture as arch
+from tools import architecture as arch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = arch.sources()

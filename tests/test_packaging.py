@@ -45,6 +45,9 @@ def test_the_wheel_has_one_top_level_package(wheel):
         assert f"depthcraft/{sub}/__init__.py" in names
     assert "depthcraft/verify/lookup.py" in names
     assert not any(n.startswith(("verify/", "constructions/", "rasp_programs/", "tests/")) for n in names)
+    # the repository tools stay in the checkout (issue 40): the docs generator and the layering reader
+    assert not any(n.endswith(("/docgen.py", "/architecture.py")) or n.startswith("tools/") for n in names)
+    assert "depthcraft/testing.py" in names  # the users' test helpers are installed
 
 
 def test_the_console_script_points_into_depthcraft(wheel):

@@ -110,12 +110,16 @@ def test_smoke_plans_the_capacity_control():
         [(2, 4, 16, False)] * 2 + [(1, 8, 32, True)] * 2
 
 
-def test_smoke_run_killed_half_way_leaves_its_results_and_resumes(tmp_path, smoke):
+def test_smoke_run_killed_half_way_leaves_its_results_and_resumes(tmp_path, smoke, capsys):
     """results.json is written after every curve point, after its checkpoint: killed (SIGKILL) as
     soon as it appears, the run leaves a readable file with the steps trained so far (its
     checkpoint may be one curve point further, written before the kill landed); a command
     with other runs (the control added) is refused before calibrating; the same command run again
-    continues from that step and ends with the uninterrupted run's losses and errors."""
+    continues from that step and ends with the uninterrupted run's losses and errors.
+
+    Only the killed run is a process of its own (it must be killed); the refusal and the resume
+    run in this process, reading what the killed one left on disk (and the smoke fixture's
+    compiled programs: no second compilation)."""
     import os
     import signal
     import subprocess
@@ -145,15 +149,14 @@ def test_smoke_run_killed_half_way_leaves_its_results_and_resumes(tmp_path, smok
     # kill landing: the resume starts from the checkpoint, never before the results' step
     step = json.loads((out / "checkpoints" / "fused" / "checkpoint.json").read_text())["step"]
     assert r["partial_step"] <= step < 40
-    other = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper_gpu.py"), "--smoke", "--control",
-                            "--out", str(out), "--budget-s", "600"], capture_output=True, text=True, env=env,
-                           cwd=str(tmp_path), timeout=600)
-    assert other.returncode == 2 and "other settings" in other.stderr and "calibration" not in other.stdout
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper_gpu.py"), "--smoke", "--no-control",
-                           "--out", str(out), "--budget-s", "600"], capture_output=True, text=True, env=env,
-                          cwd=str(tmp_path), timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"resuming at step {step} of 40" in done.stdout
+    pg = _script()
+    capsys.readouterr()
+    assert pg.main(["--smoke", "--control", "--out", str(out), "--budget-s", "600"]) == 2
+    other = capsys.readouterr()
+    assert "other settings" in other.err and "calibration" not in other.out
+    assert pg.main(["--smoke", "--no-control", "--out", str(out), "--budget-s", "600"]) == 0
+    done = capsys.readouterr()
+    assert f"resuming at step {step} of 40" in done.out, done.err[-2000:]
     again = json.loads(path.read_text())
     _, ref = smoke
     assert again["complete"] and again["paper_gpu"]["resumed_from"] == step

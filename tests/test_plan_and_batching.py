@@ -163,7 +163,7 @@ def test_performance_renderers_on_synthetic_results(tmp_path):
     """The docs tables of docs/performance.md: ratios to jit(tracr), skipped batches, targets met or not."""
     import json
 
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     perf = tmp_path / "results" / "performance"
     perf.mkdir(parents=True)

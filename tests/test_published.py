@@ -291,7 +291,7 @@ def _fake_repo(root):
 def test_published_command_writes_results(tmp_path, capsys):
     from depthcraft.verify.cli import main
 
-    from depthcraft.verify import docgen
+    from tools import docgen
 
     _fake_repo(tmp_path / "hop")
     out = tmp_path / "results" / "crosscheck" / "published"
@@ -369,4 +369,6 @@ def test_explore_opens_a_published_model(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["explore", str(folder), "-p", "k=1", "--input", "a b c a", "-o", str(out)])
     assert e.value.code == 0, capsys.readouterr()
-    assert "published k-hop model" in out.read_text()
+    from depthcraft.verify.views.explore import read_page
+
+    assert "published k-hop model" in read_page(out.read_bytes())[0]  # the page is windows-1252 (explore.pack)

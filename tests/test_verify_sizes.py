@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from depthcraft.verify import docgen
+from tools import docgen
 
 
 def _probe(size, outcome, wall, rss, d_model=None, message="", load=(1.0, 1.5)):

@@ -28,7 +28,7 @@ from tracr.rasp import rasp
 
 from depthcraft.constructions.allocator import return_free_heap
 from depthcraft.constructions.catalogue import BOUND_KEYS, Construction, clear_build_cache
-from depthcraft.constructions.compiler import compile_program, compile_with_tracr
+from depthcraft.constructions.compiler import compile_program, compile_with_tracr, default_causal
 from depthcraft.constructions.errors import CompileError, DepthcraftError, ParameterError
 from depthcraft.constructions.files import to_json
 from depthcraft.constructions.model import CompiledModel
@@ -101,10 +101,12 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
                   max_seq_len: Optional[int] = None, reference: Optional[Reference] = None,
                   bound: Optional[Mapping[str, Optional[int]]] = None, strategy=None, exhaustive: bool = False,
                   samples: int = 1000, hypothesis_examples: int = 100, seed: int = 0,
-                  params: Optional[Mapping[str, Any]] = None, causal: bool = False, compiler: str = "depthcraft",
+                  params: Optional[Mapping[str, Any]] = None, causal: Optional[bool] = None,
+                  compiler: str = "depthcraft",
                   mlp_exactness: int = 100, numerical: Optional[bool] = None, atol: float = 1e-3,
                   name: Optional[str] = None, attention: str = "softmax", certify: bool = False,
-                  max_memory: Union[int, str, None] = None, certificate_path: Optional[str] = None) -> Dict[str, Any]:
+                  max_memory: Union[int, str, None] = None, certificate_path: Optional[str] = None,
+                  save: Optional[str] = None) -> Dict[str, Any]:
     """Verify a RASP program, a registered construction or a compiled model; return the report.
 
     Args:
@@ -134,9 +136,13 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
         seed: seeds random inputs and hypothesis.
         params: construction parameters (``{"k": 2, "n": 12}``); for a program,
             free-form values recorded in the report.
-        causal: compile with causal masking (program only). Default False, which
-            matches RASP's semantics; with True the default reference evaluates
-            each prefix.
+        causal: compile with causal masking (program only). None (the default): the one
+            default of :func:`constructions.compiler.default_causal`, the same as
+            :func:`~constructions.compiler.compile_program`'s: bidirectional for a program of
+            tracr's primitives (RASP's semantics), causal where a hand-built head needs or
+            allows it. With True the default reference evaluates each prefix. A causal model
+            whose selector selects a later key fails, whatever the reference, with that selector
+            and an input as the report's ``headline`` (:func:`verify.checks.causal_selector_failures`).
         compiler: ``"depthcraft"`` (:func:`constructions.compiler.compile_program`,
             ASAP schedule, hand-built heads) or ``"tracr"`` (tracr's own pipeline).
         mlp_exactness: tracr's MLP discretisation parameter (default 100, tracr's).
@@ -157,6 +163,9 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
             (:mod:`verify.cost`, from the value sets, before compiling) is above this budget: bytes
             (int; 0: no limit) or a size such as ``"8G"``; None: 60% of the available memory. The
             estimate is the report's ``cost_estimate``.
+        save: also write the compiled model of a RASP program to this file
+            (:func:`constructions.io.save`: safetensors, atomic; the report's ``saved_to``), with
+            ``bound`` recorded in it. Checked writable before compiling.
     Returns:
         The report dict of :func:`verify.verifier.verify_model` (keys of SPEC §6:
         construction, task, params, structure, bound, bound_ok, checks,
@@ -186,6 +195,13 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
     if certificate_path is not None:
         from depthcraft.constructions.files import check_writable
         check_writable(str(certificate_path))
+    if save is not None:
+        from depthcraft.constructions.files import check_writable
+
+        if not isinstance(program, rasp.SOp):
+            raise ParameterError("save= writes the model compiled from a RASP program; a construction is saved "
+                                 "with depthcraft save NAME, a loaded model is already a file")
+        check_writable(save)
     run = dict(samples=samples, exhaustive=bool(exhaustive), seed=int(seed), hypothesis_examples=hypothesis_examples,
                certify=bool(certify), certificate_path=None if certificate_path is None else str(certificate_path))
     from depthcraft.verify import cost
@@ -214,7 +230,7 @@ def check_program(program: Union[rasp.SOp, str, CompiledModel], *, vocab: Option
             if estimate is not None:
                 cost.admit(estimate, limit)
         report = _check_rasp(program, vocab, max_seq_len, reference, strategy, user_bound, run, params or {},
-                             causal, compiler, mlp_exactness, numerical, atol, name, t0, attention)
+                             causal, compiler, mlp_exactness, numerical, atol, name, t0, attention, save)
     else:
         raise ParameterError(f"program must be a RASP SOp, a construction name or a CompiledModel, "
                              f"got {type(program).__name__}")
@@ -252,7 +268,7 @@ def _flatten(groups: Sequence[np.ndarray]) -> List[List[Any]]:
 
 
 def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, params, causal, compiler,
-                mlp_exactness, numerical, atol, name, t0, attention) -> Dict[str, Any]:
+                mlp_exactness, numerical, atol, name, t0, attention, save=None) -> Dict[str, Any]:
     if vocab is None or max_seq_len is None:
         raise ParameterError("a RASP program needs vocab (token values) and max_seq_len (longest input)")
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
@@ -263,6 +279,8 @@ def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, pa
     if compiler not in COMPILERS:
         raise ParameterError(f"compiler={compiler!r} must be one of {list(COMPILERS)}")
     vocab = vocab_list(vocab)
+    if causal is None:
+        causal = default_causal(program)
     if compiler != "depthcraft" and attention != "softmax":
         raise ParameterError(f"attention={attention!r} needs compiler='depthcraft' (tracr's own pipeline is softmax)")
     try:
@@ -275,15 +293,92 @@ def _check_rasp(program, vocab, max_seq_len, reference, strategy, bound, run, pa
     except DepthcraftError:
         raise
     except Exception as e:  # tracr evaluates the program's functions on every value of their inputs
+        found = failing_function(program, vocab, int(max_seq_len))
+        if found is not None:
+            raise CompileError(f"cannot compile {program.label}: {found}") from None
         raise CompileError(f"tracr could not compile {program.label}: {type(e).__name__}: {e} (does a Map or "
                            f"SequenceMap function fail on some value its input can take?)") from None
+    if save is not None:
+        from depthcraft.constructions.io import save as save_model
+
+        save_model(model, save, bound=bound)
     if reference is None:
         reference = rasp_reference(program, causal=bool(causal))
     if numerical is None:
         numerical = rasp.is_numerical(program)
     label = name or program.label
+    extra = {"compiler": compiler, "mlp_exactness": mlp_exactness, **({"saved_to": save} if save else {})}
     return _verify(model, label, vocab, int(max_seq_len), reference, strategy, bound, run, params, bool(causal),
-                   numerical, atol, t0, extra={"compiler": compiler, "mlp_exactness": mlp_exactness})
+                   numerical, atol, t0, extra=extra)
+
+
+def failing_function(program: rasp.SOp, vocab: Sequence[Any], max_seq_len: int) -> Optional[str]:
+    """Why tracr cannot compile ``program``, where it is a function that fails on a value its input takes.
+
+    tracr evaluates every Map / SequenceMap function on every value of its inputs' value sets. This
+    propagates the value sets as tracr does (tokens: the vocabulary; indices: 0..N-1; a categorical
+    Aggregate: its values' set; SelectorWidth: 0..N) and names the first node whose function raises,
+    with the value(s) and the exception: ``Map 'halve' raises ZeroDivisionError on 0``.
+
+    Args:
+        program: the RASP program; vocab: its token values; max_seq_len: N.
+    Returns:
+        The sentence, or None when no function fails (the failure is elsewhere) or a value set
+        cannot be followed (a numerical Aggregate, a hand-built head).
+    """
+    import itertools
+
+    values: Dict[str, set] = {}
+    for expr in _postorder(program):
+        if isinstance(expr, rasp.TokensType):
+            values[expr.label] = set(vocab)
+        elif isinstance(expr, rasp.IndicesType):
+            values[expr.label] = set(range(max_seq_len))
+        elif isinstance(expr, rasp.Map):
+            inner = values.get(expr.inner.label)
+            if inner is None:
+                continue
+            out = set()
+            for v in sorted(inner, key=repr):
+                try:
+                    out.add(expr.f(v))
+                except Exception as e:  # noqa: BLE001 - this is what we look for
+                    return f"Map {expr.label!r} raises {type(e).__name__}: {e} on the value {v!r} of {expr.inner.label}"
+            values[expr.label] = out
+        elif isinstance(expr, rasp.SequenceMap):
+            a, b = values.get(expr.fst.label), values.get(expr.snd.label)
+            if a is None or b is None:
+                continue
+            out = set()
+            for x, y in itertools.product(sorted(a, key=repr), sorted(b, key=repr)):
+                try:
+                    out.add(expr.f(x, y))
+                except Exception as e:  # noqa: BLE001
+                    return (f"SequenceMap {expr.label!r} raises {type(e).__name__}: {e} on the values {x!r} of "
+                            f"{expr.fst.label} and {y!r} of {expr.snd.label}")
+            values[expr.label] = out
+        elif isinstance(expr, rasp.Aggregate) and rasp.is_categorical(expr):
+            if expr.sop.label in values:
+                values[expr.label] = set(values[expr.sop.label])
+        elif isinstance(expr, rasp.SelectorWidth):
+            values[expr.label] = set(range(max_seq_len + 1))
+    return None
+
+
+def _postorder(program: rasp.RASPExpr):
+    """Every expression of ``program``, children before parents, each once."""
+    seen, out = set(), []
+
+    def visit(e):
+        if e.label in seen:
+            return
+        seen.add(e.label)
+        for c in e.children:
+            visit(c)
+        out.append(e)
+
+    visit(program)
+    return out
 
 
 def _check_model(model, reference, strategy, bound, run, params, name, numerical, atol, t0) -> Dict[str, Any]:
@@ -343,4 +438,5 @@ def release_memory() -> Dict[str, Any]:
     return {"models": models, "heap_trimmed": return_free_heap()}
 
 
-__all__ = ["check_program", "release_memory", "check_bound", "rasp_reference", "ANY", "MAX_SEQ_LEN_LIMIT"]
+__all__ = ["check_program", "release_memory", "check_bound", "failing_function", "rasp_reference", "ANY",
+           "MAX_SEQ_LEN_LIMIT"]

@@ -459,3 +459,139 @@ def hypothesis_one_by_one(model: CompiledModel, task: Task, p: Dict[str, Any], m
         res.failed = 1
         res.counterexample = last_fail.get("cx")
     return res
+
+
+# --------------------------------------------------------------------- causal selectors
+
+#: Most predicate evaluations the concrete search of :func:`causal_selector_failures` spends on one
+#: selector over SOps other than ``tokens`` / ``indices`` (each input of length t costs t^2).
+CAUSAL_SEARCH_BUDGET = 200_000
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-friendly RASP value (a numpy scalar becomes a Python one)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _value_set_witness(expr: Any, vocab: List[Any], n: int):
+    """(key value, query value, input, query index, key index) for a Select over ``tokens`` / ``indices``
+    that selects a later key, decided from the value sets alone (certain); None when it selects none."""
+    import itertools
+
+    from tracr.rasp import rasp
+
+    ks, qs = expr.keys, expr.queries
+    k_idx, q_idx = isinstance(ks, rasp.IndicesType), isinstance(qs, rasp.IndicesType)
+    kvals = list(range(n)) if k_idx else vocab
+    qvals = list(range(n)) if q_idx else vocab
+    first = vocab[0]
+    for k, q in itertools.product(kvals, qvals):
+        if k_idx and q_idx:
+            later = k > q
+        elif k_idx:  # the key sits at index k; a query token at index 0 comes before it when k >= 1
+            later = k >= 1
+        else:  # a key token can sit right after any query
+            later = (q < n - 1) if q_idx else n >= 2
+        if not later:
+            continue
+        try:
+            hit = bool(expr.predicate(k, q))
+        except Exception:  # noqa: BLE001 - undefined here: no selection to report
+            continue
+        if not hit:
+            continue
+        if k_idx and q_idx:
+            return k, q, [first] * (k + 1), q, k
+        if k_idx:
+            return k, q, [q] + [first] * k, 0, k
+        if q_idx:
+            return k, q, [first] * (q + 1) + [k], q, q + 1
+        return k, q, [q, k], 0, 1
+    return None
+
+
+def _searched_witness(expr: Any, inputs: Sequence[List[Any]]):
+    """(key value, query value, input, query index, key index): the first of ``inputs`` on which the RASP
+    selector ``expr`` (its reference semantics) selects a key after its query; None when none does."""
+    from depthcraft.constructions.reference import Evaluator
+
+    for xs in inputs:
+        try:
+            ev = Evaluator()
+            matrix = ev.evaluate(expr, list(xs))
+            keys, queries = ev.evaluate(expr.keys, list(xs)), ev.evaluate(expr.queries, list(xs))
+        except Exception:  # noqa: BLE001 - the program is undefined on this input: try the next one
+            continue
+        for q, row in enumerate(matrix):
+            for k in range(q + 1, len(row)):
+                if row[k]:
+                    return keys[k], queries[q], list(xs), q, k
+    return None
+
+
+def causal_selector_failures(model: CompiledModel, seed: int = 0) -> List[Dict[str, Any]]:
+    """RASP selectors that select a key after their query in a causally masked model (SPEC §8).
+
+    A RASP ``Select`` is bidirectional; a causal compile masks every key after the query, so a
+    selector that can select one computes something else, whatever a reference says. For a
+    selector whose keys and queries are ``tokens`` or ``indices`` this is decided from the value
+    sets (certain); for a selector over other SOps, the RASP program is evaluated on the edge-case
+    inputs and seeded random inputs (:data:`CAUSAL_SEARCH_BUDGET` predicate evaluations at most)
+    and the first input where it selects a later key is the witness (a search: it can miss one).
+    No certificate is needed.
+
+    Args:
+        model: a compiled model; one without a linked program (a loaded file) or a bidirectional
+            one has nothing to check.
+        seed: seeds the random inputs of the search.
+    Returns:
+        One dict per such selector: ``selector`` (its label), ``key`` and ``query`` (the RASP values
+        of a selecting pair), ``input`` (a concrete input, a list of tokens), ``query_position`` and
+        ``key_position`` (1-based input positions: the query attends the key in RASP, the mask
+        hides it), ``rasp`` and ``model`` (the program's bidirectional output and the compiled
+        model's output on that input), ``differs_at`` (1-based positions where they differ) and
+        ``why``. [] when there is none.
+    """
+    from tracr.rasp import rasp
+
+    from depthcraft.constructions.reference import evaluate
+    from depthcraft.verify.strategies import edge_sequences
+
+    link = model.program
+    if link is None or not model.arch.causal:
+        return []
+    n, vocab = int(model.max_seq_len), list(model.vocab)
+    searched: Optional[List[List[Any]]] = None
+    out = []
+    for label, expr in link.nodes.items():
+        if not isinstance(expr, rasp.Select):
+            continue
+        if all(isinstance(x, (rasp.IndicesType, rasp.TokensType)) for x in (expr.keys, expr.queries)):
+            found = _value_set_witness(expr, vocab, n)
+        else:
+            if searched is None:
+                rng = np.random.default_rng(seed)
+                searched = [s for s in edge_sequences(vocab, n)]
+                searched += [[vocab[i] for i in rng.integers(0, len(vocab), size=n)] for _ in range(16)]
+                spent, kept = 0, []
+                for s in sorted(searched, key=len):
+                    spent += len(s) ** 2
+                    if spent > CAUSAL_SEARCH_BUDGET:
+                        break
+                    kept.append(s)
+                searched = kept
+            found = _searched_witness(expr, searched)
+        if found is None:
+            continue
+        key, query, xs, qi, ki = found
+        try:
+            want = [_plain(v) for v in evaluate(link.nodes[link.sink], xs)]
+        except Exception:  # noqa: BLE001 - the program is undefined there: show the model's output only
+            want = None
+        got = [_plain(v) for v in model.run(np.asarray([xs], dtype=object))[0].tolist()]
+        differs = [] if want is None else [i + 1 for i, (a, b) in enumerate(zip(want, got)) if a != b]
+        out.append({"selector": label, "key": _plain(key), "query": _plain(query), "input": [_plain(v) for v in xs],
+                    "query_position": qi + 1, "key_position": ki + 1, "rasp": want, "model": got,
+                    "differs_at": differs,
+                    "why": "causal model: the selector selects a key after the query, which the mask hides"})
+    return out

@@ -22,6 +22,11 @@ def certificate_kind(cert: Optional[Mapping[str, Any]]) -> Optional[str]:
     return "domain" if (cert.get("domain") or {}).get("used_as_precondition") else "tables"
 
 
+def checked_inputs(r: Mapping[str, Any]) -> Dict[str, int]:
+    """Inputs checked per check kind of a report (only the checks that ran): ``{"random": 500, ...}``."""
+    return {k: v["inputs"] for k, v in (r.get("checks") or {}).items() if v}
+
+
 def markdown_table(reports: List[Dict[str, Any]], varying: Sequence[str]) -> str:
     """One row per report: the varying parameters, measured vs bound (with gap) per bounded key, d_model, passed.
 
@@ -51,4 +56,4 @@ def markdown_table(reports: List[Dict[str, Any]], varying: Sequence[str]) -> str
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["markdown_table"]
+__all__ = ["certificate_kind", "checked_inputs", "markdown_table"]

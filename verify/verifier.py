@@ -23,8 +23,8 @@ import numpy as np
 
 from depthcraft.constructions.model import CompiledModel
 from depthcraft.verify.ablation import ablate, ablation_inputs, not_applicable
-from depthcraft.verify.certify.program import causal_selector_failures
-from depthcraft.verify.checks import MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, check_batches, hypothesis_check
+from depthcraft.verify.checks import (MIN_ATTENTION, MIN_OUTPUT_GAP, CheckResult, causal_selector_failures,
+                                      check_batches, hypothesis_check)
 from depthcraft.verify.shrink import shrink as shrink_counterexample
 from depthcraft.verify.structure import measure
 from depthcraft.verify import lookup
@@ -201,10 +201,7 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     exact = all(r.exact for r in checks.values() if r is not None)
     # a causal compile of a RASP selector that can pick a later key computes something else (SPEC §8),
     # whatever the reference says: a failure of its own, certificate or not
-    selectors = causal_selector_failures(model)
-    for f in selectors:
-        warnings.append(f"selector {f['selector']} selects a later key (key {f['key']!r} for query "
-                        f"{f['query']!r}) in a causal model: the mask hides it")
+    selectors = causal_selector_failures(model, seed=seed)
     ablation_na = not_applicable(task, p)
     ablation = [] if ablation_na else \
         ablate(model, task, p, ablation_inputs(task, p, ablation_samples, seed, edges=ablation_edges))
@@ -239,24 +236,38 @@ def verify_model(model: CompiledModel, task: Task, p: Dict[str, Any], bound: Map
     if certificate is not None:
         ex = checks.get("exhaustive")
         if not certificate.certified and exhaustive_is_domain and ex is not None and ex.exact and ex.inputs:
-            batches = [np.asarray(batch) for batch in task.exhaustive(p)[1]]
-            scored = np.concatenate([task.reference(p, b)[1] for b in batches])
-            last_only = bool(scored[:, -1].all() and not scored[:, :-1].any())
-            inputs = [row.tolist() for b in batches for row in b]
-            certificate.exhaustive(model, inputs, f"the task's finite input set ({task.name})",
-                                   positions="last" if last_only else "all")
+            certify_exhaustively(certificate, model, task, p)
         _never_certified_beside_a_failure(certificate, report)
         report["certificate"] = certificate.to_json()
         report["sampling"] = sampling or {"reduced_by_certificate": False}
         if certificate_path is not None:
             report["certificate_file"] = _write_certificate(certificate, model, certificate_path)
     if cx is not None:
-        report["counterexample"]["tokens_text"] = task.format_tokens(p, cx.tokens)
-        report["counterexample"]["expected_text"] = task.format_tokens(p, cx.expected)
-        report["counterexample"]["got_text"] = task.format_tokens(p, cx.got)
+        report["counterexample"].update(counterexample_texts(task, p, cx.tokens, cx.expected, cx.got, cx.positions))
+    for f in selectors:
+        f["input_text"] = task.format_tokens(p, f["input"])
     report.update(extra or {})
+    report["headline"] = headline(report)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     return report
+
+
+def certify_exhaustively(certificate, model: CompiledModel, task: Task, p: Dict[str, Any]) -> None:
+    """Give ``certificate`` (a :class:`~verify.certify.certificate.Certificate` its tables did not
+    prove) the exhaustive route: every input of the task's finite input set, run by the checker
+    (:meth:`~verify.certify.certificate.Certificate.exhaustive`) on the positions the task scores
+    (the last one, or all).
+
+    Args:
+        certificate: the certificate, changed in place.
+        model: the compiled model; task, p: the task and its resolved parameters (a finite input set).
+    """
+    batches = [np.asarray(batch) for batch in task.exhaustive(p)[1]]
+    scored = np.concatenate([task.reference(p, b)[1] for b in batches])
+    last_only = bool(scored[:, -1].all() and not scored[:, :-1].any())
+    inputs = [row.tolist() for b in batches for row in b]
+    certificate.exhaustive(model, inputs, f"the task's finite input set ({task.name})",
+                           positions="last" if last_only else "all")
 
 
 def _write_certificate(certificate, model: CompiledModel, path: str) -> Dict[str, Any]:
@@ -279,6 +290,73 @@ def _write_certificate(certificate, model: CompiledModel, path: str) -> Dict[str
     write_bytes_atomic(path, data)
     io.save(model, model_path_for(path))
     return {"path": path, "model": model_path_for(path), "bytes": len(data)}
+
+
+def counterexample_texts(task: Task, p: Dict[str, Any], tokens: List[Any], expected: List[Any], got: List[Any],
+                         positions: List[int]) -> Dict[str, Any]:
+    """How a counterexample prints: ``tokens_text``, ``expected_text``, ``got_text`` (the task's
+    :meth:`~verify.tasks.base.Task.format_tokens`, one cell per position) and, where an expected and
+    a got value print alike but differ (``"0"`` against ``0``), those cells with their types
+    (``'0':str`` and ``0:int``) and ``type_note``, one sentence naming the types.
+
+    Args:
+        task, p: the task and its resolved parameters.
+        tokens, expected, got: the input and the two outputs, one value per position.
+        positions: the wrong positions (1-based).
+    Returns:
+        ``{"tokens_text", "expected_text", "got_text"}`` plus ``type_note`` where the texts agree.
+    """
+    out = {"tokens_text": task.format_tokens(p, tokens), "expected_text": task.format_tokens(p, expected),
+           "got_text": task.format_tokens(p, got)}
+    alike = [i for i in positions if 1 <= i <= min(len(expected), len(got))
+             and task.format_tokens(p, [expected[i - 1]]) == task.format_tokens(p, [got[i - 1]])]
+    if not alike:
+        return out
+    exp_cells, got_cells = out["expected_text"].split(" "), out["got_text"].split(" ")
+    if len(exp_cells) == len(expected) and len(got_cells) == len(got):
+        for i in alike:
+            exp_cells[i - 1] = f"{expected[i - 1]!r}:{type(expected[i - 1]).__name__}"
+            got_cells[i - 1] = f"{got[i - 1]!r}:{type(got[i - 1]).__name__}"
+        out.update(expected_text=" ".join(exp_cells), got_text=" ".join(got_cells))
+    i = alike[0]
+    e, g = expected[i - 1], got[i - 1]
+    out["type_note"] = (f"at position {i} the expected and the output values print alike but differ: expected "
+                        f"{e!r} ({type(e).__name__}), got {g!r} ({type(g).__name__})")
+    return out
+
+
+def headline(report: Mapping[str, Any]) -> Optional[str]:
+    """The one sentence that says why a report failed, the most basic reason first; None when it passed.
+
+    In order: a causal selector that selects a later key (:func:`verify.checks.causal_selector_failures`:
+    the compiled model computes something other than the RASP program, whatever the sampled checks
+    say), a bound not met, a check that found a wrong output, a redundant attention layer.
+    """
+    if report["passed"]:
+        return None
+    sel = report.get("causal_selectors") or []
+    if sel:
+        f = sel[0]
+        text = f.get("input_text") or " ".join(map(str, f["input"]))
+        more = f" (and {len(sel) - 1} more)" if len(sel) > 1 else ""
+        seen = (f"; the model's output there differs from RASP's at position(s) "
+                f"{', '.join(map(str, f['differs_at']))}" if f.get("differs_at") else "")
+        return (f"selector {f['selector']}{more} selects a key after its query, which the causal mask hides: on "
+                f"input {text!r}, query position {f['query_position']} selects key position {f['key_position']}"
+                f"{seen}; compile with causal=False (depthcraft check --bidirectional) for RASP's semantics")
+    bad = [(k, b) for k, b in report.get("bound_checks", {}).items() if not b["ok"]]
+    if bad:
+        k, b = bad[0]
+        side = "is below its lower" if b.get("kind") == "lower" else "exceeds its"
+        return f"{k} = {b['measured']} {side} bound {b['bound']}"
+    if not report.get("exact", True):
+        failed = sum((c or {}).get("failed", 0) for c in report["checks"].values())
+        inputs = sum((c or {}).get("inputs", 0) for c in report["checks"].values())
+        return f"the output differs from the reference on {failed} of {inputs} checked inputs"
+    if not report.get("ablation_ok", True):
+        layers = [a["layer"] for a in report.get("ablation", []) if a.get("redundant")]
+        return f"attention layer(s) {layers} are redundant: removing one leaves the model exact"
+    return "the report did not pass"
 
 
 def _never_certified_beside_a_failure(certificate, report: Dict[str, Any]) -> None:
@@ -361,4 +439,5 @@ def verify_all(*, samples: int = DEFAULT_SAMPLES, exhaustive: bool = False, seed
                          hypothesis_examples=hypothesis_examples, certify=certify)
 
 
-__all__ = ["verify", "verify_all", "verify_model", "run_checks", "bound_check", "margins"]
+__all__ = ["verify", "verify_all", "verify_model", "run_checks", "bound_check", "certify_exhaustively",
+           "counterexample_texts", "headline", "margins"]

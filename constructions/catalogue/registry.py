@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from tracr.rasp import rasp
 
-from depthcraft.constructions.errors import ParameterError
+from depthcraft.constructions.errors import ParameterError, unknown_name
 from depthcraft.constructions.model import CompiledModel
 from depthcraft.constructions.params import ParamSpec, freeze
 
@@ -122,7 +122,7 @@ def all_constructions() -> List[Construction]:
 def get(name: str) -> Construction:
     """The construction called ``name``; raises ParameterError listing the known names."""
     if name not in _REGISTRY:
-        raise ParameterError(f"unknown construction {name!r}; known: {', '.join(_REGISTRY)}")
+        raise ParameterError(unknown_name("construction", name, _REGISTRY))
     return _REGISTRY[name]
 
 

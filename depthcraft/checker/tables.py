@@ -120,22 +120,28 @@ class Context:
         return decode(b, vecs, self.pos_table(b))
 
 
-def _decoded(ctx: Context, sd: Side, labels: List[str], what: str) -> Dict[str, np.ndarray]:
-    """label -> [m] object array: each combination's decoded value of the SOp (Refused if not single)."""
+def _decoded(ctx: Context, sd: Side, labels: List[str], what: str,
+             rows: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+    """label -> [m] object array: each combination's decoded value of the SOp (Mismatch if not single);
+    ``rows`` (a boolean mask [m]): decode only those combinations, the others None (BOS keys, which
+    hold no SOp value)."""
     out = {}
     for lab in labels:
         if lab not in sd.vec:
             raise Refused(f"the program's {lab} is not in the residual stream the {what} reads")
-        vals = ctx.values(lab, sd.vec[lab])
+        keep = np.ones(len(sd.vec[lab]), bool) if rows is None else np.asarray(rows, bool)
+        vecs = sd.vec[lab][keep]
+        vals = ctx.values(lab, vecs)
         if lab in ctx.nodes and not prog.categorical(ctx.nodes[lab]):
             if ctx.numbers.get(lab) is None:
                 raise Unsupported(f"the program's numerical {lab} has too many values (or unknown ones) to name")
             vals = [ctx.program_number(lab, float(x)) for x in vals]
         bad = [i for i, v in enumerate(vals) if v is AMBIGUOUS]
         if bad:
-            raise Mismatch(f"the {what}'s {lab} holds no single value", {"vector": sd.vec[lab][bad[0]].tolist()})
-        arr = np.empty(len(vals), object)
-        arr[:] = vals
+            raise Mismatch(f"the {what}'s {lab} holds no single value", {"vector": vecs[bad[0]].tolist()})
+        arr = np.full(len(keep), None, object)
+        for i, v in zip(np.flatnonzero(keep), vals):
+            arr[i] = v
         out[lab] = arr
     return out
 
@@ -479,7 +485,7 @@ def _mean_values(ctx: Context, sem: prog.Semantics, node: Any, vs: Side, outs: n
     src = node.sop.label
     if prog.categorical(node.sop):
         raise Unsupported(f"{name} head {h}: a numerical mean of a categorical SOp")
-    want = _decoded(ctx, vs, [src], "value side")[src]
+    want = _decoded(ctx, vs, [src], "value side", rows=vs.kind == 1)[src]  # BOS holds no SOp value: 0 there
     worst = ctx.num_dev.get(src, 0.0)
     for i in range(len(got)):
         w = 0.0 if vs.kind[i] == 0 else float(want[i])

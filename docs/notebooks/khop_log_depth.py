@@ -171,14 +171,36 @@ Image(data=png.getvalue(), width=960)
 #
 # Zero one attention layer's output at a time and check the model on random inputs and the
 # task's edge cases: with any layer removed it is no longer exact.
+#
+# The fraction of inputs still exact is **the same for every layer**, and that is the construction at
+# work, not a bug of the figure: hop_8 needs find^8 = find^4(find^4), find^4 = find^2(find^2), ..., so
+# every answer that is not ⊥ passes through every one of the five layers, and without any one of them
+# the model answers ⊥ there. The inputs left exact are exactly those whose every answer is ⊥ (no
+# 8-hop chain anywhere: the all-equal and no-repeat edge cases, for instance). Split by the answer,
+# every layer keeps all the ⊥ positions right and gets none of the others.
 
 # %%
-from depthcraft.verify.ablation import ablate, ablation_inputs  # noqa: E402
+from depthcraft.verify.ablation import ablate, ablation_inputs, without_layer  # noqa: E402
+from depthcraft.verify.checks import predict_many  # noqa: E402
 
 resolved = lookup.resolve("khop_doubling", params)
-inputs = ablation_inputs(resolved.task, resolved.params, samples=200, seed=0)
-for row in ablate(model, resolved.task, resolved.params, inputs):
-    print(f"without layer {row['layer']}: exact on {row['exact_fraction']:.1%} of the inputs")
+task, p = resolved.task, resolved.params
+inputs = ablation_inputs(task, p, samples=200, seed=0)
+expected = [task.reference(p, x) for x in inputs]
+all_bot = sum(int(((e == task.none_value) | ~k).all(1).sum()) for e, k in expected) / sum(len(x) for x in inputs)
+print(f"inputs whose every answer is ⊥: {all_bot:.1%}")
+for row in ablate(model, task, p, inputs):
+    right = {True: [0, 0], False: [0, 0]}  # answer is ⊥ -> [right, scored]
+    ablated = predict_many(without_layer(model, row["layer"] - 1), inputs, task.none_value)
+    for (e, keep), (got, _, _) in zip(expected, ablated):
+        ok = ~task.mismatch(p, got, e) & keep
+        for bot in (True, False):
+            where = keep & ((e == task.none_value) == bot)
+            right[bot][0] += int((ok & where).sum())
+            right[bot][1] += int(where.sum())
+    print(f"without layer {row['layer']}: exact on {row['exact_fraction']:.1%} of the inputs; right at "
+          f"{right[True][0] / right[True][1]:.1%} of the ⊥ positions and "
+          f"{right[False][0] / right[False][1]:.1%} of the others")
 
 # %% [markdown]
 # ## 5. Trained transformers: the depth sweep

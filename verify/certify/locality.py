@@ -21,8 +21,8 @@ from depthcraft.constructions.model import BOS, PAD, CompiledModel, sublayer_nam
 from depthcraft.constructions.nodes import POSITION, HeadSpec
 from depthcraft.constructions.reference import Evaluator
 from depthcraft.verify.certify.float32 import U32, U64, gamma, up
-from depthcraft.verify.certify.symmetry import (MAX_ORBITS, Generator, NotProved, _applicable, _same, _side_values, _strict, _ties_resolved,
-                                                _value_sets, _weights64, act, forward_bound, kinds,
+from depthcraft.verify.certify.symmetry import (MAX_ORBITS, Generator, NotProved, check_applicable, strictly_equal, side_values, strict_key, ties_resolved,
+                                                node_value_sets, weights64, act, forward_bound, kinds,
                                                 residual_permutation, weight_check)
 
 
@@ -93,7 +93,7 @@ class _Directions:
         self.bos_only = np.array([lab in ("tokens:BOS", "tokens:PAD") for lab in labels])
         self.sop = np.array([b not in ("one", "tokens", "indices") for b in self.block])
         self.generators = tuple(generators)
-        self.owned = {_strict(v) for v in owned_tokens}
+        self.owned = {strict_key(v) for v in owned_tokens}
         moved = [self.is_object(k, v) for k, v in zip(self.kind, self.value)]
         self.object = np.array([m and k != "fixed" for m, k in zip(moved, self.kind)])
         self.blocks: Dict[str, np.ndarray] = {}
@@ -107,21 +107,21 @@ class _Directions:
         owned token."""
         if v is None or kind == "fixed":
             return False
-        if kind == "token" and _strict(v) in self.owned:
+        if kind == "token" and strict_key(v) in self.owned:
             return True
-        return any(not _same(act(kind, g, v), v) for g in self.generators)
+        return any(not strictly_equal(act(kind, g, v), v) for g in self.generators)
 
     def own_objects(self, positions: set, symbols: set) -> np.ndarray:
         """[D] bool: the directions whose value is an object (a moved symbol or position) of a component."""
         out = np.zeros(len(self.block), bool)
         for i in np.flatnonzero(self.object):
             k, v = self.kind[i], self.value[i]
-            out[i] = (_strict(v) in symbols) if k == "token" else (
+            out[i] = (strict_key(v) in symbols) if k == "token" else (
                 int(v) in positions if k == "position" else int(v) + 1 in positions)
         return out
 
 
-class _Local:
+class Local:
     """The locality route's view of one piece (:func:`forward_bound`'s ``local``)."""
 
     def __init__(self, model: CompiledModel, dirs: _Directions, piece: Piece,
@@ -146,7 +146,7 @@ class _Local:
         self.objects: Dict[int, np.ndarray] = {}
         for c in sorted(set(piece.components)):
             pos = {i + 1 for i, cc in enumerate(piece.components) if cc == c}
-            syms = {_strict(piece.tokens[i - 1]) for i in pos}
+            syms = {strict_key(piece.tokens[i - 1]) for i in pos}
             self.objects[c] = dirs.own_objects(pos, syms)
         self.objects[-1] = np.zeros(len(dirs.block), bool)
 
@@ -301,12 +301,12 @@ def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Dir
     xs = list(piece.tokens)
     comp = list(piece.components)
     pos_of = {c: {i + 1 for i, cc in enumerate(comp) if cc == c} for c in set(comp)}
-    sym_of = {c: {_strict(xs[i - 1]) for i in ps} for c, ps in pos_of.items()}
+    sym_of = {c: {strict_key(xs[i - 1]) for i in ps} for c, ps in pos_of.items()}
     is_object = dirs.is_object
 
     def of_comp(kind, v, c):
         if kind == "token":
-            return _strict(v) in sym_of[c]
+            return strict_key(v) in sym_of[c]
         return (int(v) if kind == "position" else int(v) + 1) in pos_of[c]
 
     def foreign_object(kind, v, c):
@@ -319,7 +319,7 @@ def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Dir
                 if foreign_object(kind, v, comp[i]):
                     raise NotProved(f"{node.label} at position {i + 1} of a piece is {v!r}, an object of another "
                                     f"component", (None, None), {"input": xs, "position": i + 1})
-    values = _value_sets(model)
+    values = node_value_sets(model)
     vocab = [v for v in model.input_values if v not in (BOS, PAD)]
     n = int(model.max_seq_len)
     for node in model.program.nodes.values():
@@ -328,15 +328,15 @@ def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Dir
         table = scores[node.label]
         fmax = np.zeros(len(xs))
         for t in node.spec.terms:
-            qk, qv = _side_values(t.query, kinds_, values, n)
-            kk, kv = _side_values(t.key, kinds_, values, n)
+            qk, qv = side_values(t.query, kinds_, values, n)
+            kk, kv = side_values(t.key, kinds_, values, n)
             qv = [v for v in (vocab if qv is None else qv) if v is not None]
             kv = [v for v in (vocab if kv is None else kv) if v is not None]
             key = id(t)
             if key not in tables:
                 tables[key] = (np.array([[float(t.score(a, b)) for b in kv] for a in qv]).reshape(len(qv), len(kv)),
                                np.array([is_object(kk, b) for b in kv], bool),
-                               {_strict(v): j for j, v in enumerate(qv)})
+                               {strict_key(v): j for j, v in enumerate(qv)})
             tab, obj, qidx = tables[key]
             qvals = list(range(1, len(xs) + 1)) if t.query is POSITION else list(ev.evaluate(t.query, xs))
             empty = not (t.key is POSITION or t.key is rasp.tokens)
@@ -345,7 +345,7 @@ def _program_local(model: CompiledModel, piece: Piece, ev: Evaluator, dirs: _Dir
                 for i in range(len(xs)):
                     if comp[i] != c or qvals[i] is None:
                         continue
-                    row = tab[qidx[_strict(qvals[i])]]
+                    row = tab[qidx[strict_key(qvals[i])]]
                     best = row[ok].max(initial=-np.inf)
                     fmax[i] += max(best, 0.0) if empty else best
         for i, row in enumerate(table):
@@ -379,7 +379,7 @@ def certify_by_locality(model: CompiledModel, locality: Locality, predicate: str
         count = locality.count()
         if count > MAX_ORBITS:
             raise NotProved(f"{count} pieces, above the budget of {MAX_ORBITS}")
-        _applicable(model, locality)
+        check_applicable(model, locality)
         kinds_ = kinds(model, locality.generators)
         out_kind = kinds_[model.program.sink]
         for g in locality.generators:
@@ -389,14 +389,14 @@ def certify_by_locality(model: CompiledModel, locality: Locality, predicate: str
         sink = model.program.nodes[model.program.sink]
         tables: Dict[int, Any] = {}
         pieces = list(locality.pieces())
-        w64 = _weights64(model)
+        w64 = weights64(model)
 
         def measure(which) -> Dict[str, float]:  # foreign keys taken as exact: a guess, proves nothing
             seen: Dict[str, float] = {}
             for piece in which:
                 ev = Evaluator()
                 xs = list(piece.tokens)
-                loc = _Local(model, dirs, piece, None)
+                loc = Local(model, dirs, piece, None)
                 forward_bound(model, xs, ev.evaluate(sink, xs), loc, w64)
                 for nm, r in loc.seen.items():
                     seen[nm] = max(seen.get(nm, 0.0), r)
@@ -407,9 +407,9 @@ def certify_by_locality(model: CompiledModel, locality: Locality, predicate: str
             for piece in pieces:
                 ev = Evaluator()
                 xs = list(piece.tokens)
-                scores = _ties_resolved(model, xs, ev)
+                scores = ties_resolved(model, xs, ev)
                 _program_local(model, piece, ev, dirs, kinds_, tables, scores)
-                for s_ in forward_bound(model, xs, ev.evaluate(sink, xs), _Local(model, dirs, piece, after), w64):
+                for s_ in forward_bound(model, xs, ev.evaluate(sink, xs), Local(model, dirs, piece, after), w64):
                     key = (s_["layer"], s_["head"])
                     w = worst.setdefault(key, dict(s_))
                     for f, pick in (("min_gap", min), ("leak_bound", max), ("radius_out", max)):

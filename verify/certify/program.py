@@ -678,7 +678,7 @@ def _split_want(ref: _Ref, qv: Dict[str, np.ndarray], kv: Dict[str, np.ndarray],
 
 
 def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Dict[str, Any], h: int,
-               n: int, causal: bool, eps: float, values: bool = True, attention: str = "softmax") -> None:
+               n: int, causal: bool, eps: float, rule: str, values: bool = True, attention: str = "softmax") -> None:
     """Check head ``h``'s selection and OV tables against the expression it implements.
 
     Args:
@@ -688,20 +688,18 @@ def check_head(state: State, blocks: Dict[str, Block], dec: Decoder, spec, p: Di
         spec: the sublayer's rows and ``qk_scale``; p: its weights (``w_q``... [heads, ...]).
         h: the head; n: N; causal: the model masks later keys.
         eps: the float64 rounding of the head's score table (:mod:`.heads`).
+        rule: the head's rule, :func:`.rules.classify`'s answer (``.name``), the same call that chose the
+            driver's float32 half.
         values: check the OV tables too (False: a set-valued read, checked by :func:`.sets.check_set_copy`).
-        attention: the model's attention kind. Which program rule applies is :func:`.rules.classify`'s
-            answer (the driver's float32 half is chosen by the same call).
+        attention: the model's attention kind.
     Raises:
         Unclean: a table differs from the program (why, witness: query, key, what is selected).
         NoSemantics: the head implements nothing checkable here.
         TooLarge: too many combinations.
     """
-    from depthcraft.verify.certify.rules import classify
-
     d = len(state.radius)
     q_rows, k_rows, v_rows, out_rows, wq, wk, wvo = head_weights(spec, p, h, d)
     written = [nm for nm, b in blocks.items() if np.isin(out_rows[np.abs(wvo).sum(0) > 0], b.rows).any()]
-    rule = classify(state, blocks, spec, p, h, attention, dec, {}).name
     if rule == "SelectorWidth head":
         return _check_selector_width_head(state, blocks, dec, selector_width_of(dec.link, written), written[0], q_rows,
                                           k_rows, v_rows, out_rows, wq, wk, wvo, n, causal, eps)

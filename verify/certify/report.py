@@ -32,7 +32,7 @@ from depthcraft.verify.certify.domain import Precondition
 from depthcraft.verify.certify.heads import DomainView, certify_head
 from depthcraft.verify.certify.mlps import certify_mlp
 from depthcraft.verify.certify.program import Decoder, NoSemantics, check_head, check_mlp, check_readout
-from depthcraft.verify.certify import links, rules, sets, symmetry
+from depthcraft.verify.certify import links, locality, rules, sets, symmetry
 from depthcraft.verify.certify.relu import certify_relu_head
 from depthcraft.verify.certify.values import level_clean_reason
 from depthcraft.verify.certify.state import (MAX_TUPLES, Block, State, TooLarge, Unclean, blocks_of, describe,
@@ -306,8 +306,10 @@ def _attention(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], nam
             return {"layer": name, "head": h, "check": "float32", **hc.failure}
         if dec is not None:
             eps = hc.tables[1]
-            bad = _program_entry(name, h, lambda: check_head(state, blocks, dec, spec, p, h, n, causal, eps,
-                                                              attention="relu" if relu else "softmax"),
+            kind = "relu" if relu else "softmax"
+            bad = _program_entry(name, h, lambda: check_head(
+                state, blocks, dec, spec, p, h, n, causal, eps,
+                rules.classify(state, blocks, spec, p, h, kind, dec, {}).name, attention=kind),
                                  cert.get("model") if not cert["program_failures"] else None)
             if bad is not None:
                 cert["program_failures"].append(bad)
@@ -575,7 +577,8 @@ def _set_sublayer(cert: Dict[str, Any], state: State, blocks: Dict[str, Block], 
             e, dom, r_out, (t, eps) = sets.certify_set_copy(state, blocks, spec, p, 0, n, causal, out)
 
             def check():
-                check_head(state, blocks, dec, spec, p, 0, n, causal, eps, values=False)
+                check_head(state, blocks, dec, spec, p, 0, n, causal, eps,
+                           rules.classify(state, blocks, spec, p, 0, "softmax", dec, {}).name, values=False)
                 sets.check_set_copy(state, blocks, dec, spec, p, 0, out, dom)
             bad = _program_entry(name, 0, check, model)
             sets.register_write(state, blocks, out, dom, out_rows, r_out, write)
@@ -707,7 +710,12 @@ def _by_symmetry(model: CompiledModel, atol: float, domain: str, precondition: P
     report's ``symmetry`` entry says what the symmetry route found (``certified``, ``why``,
     ``method``, ``orbits`` or ``pieces``, ``generators``, ``group``).
     """
-    sym = symmetry.certify_by_symmetry(model, precondition.symmetry, domain)
+    count = precondition.symmetry.count()
+    if count > symmetry.MAX_ORBITS and precondition.symmetry.locality is not None:
+        sym = locality.certify_by_locality(model, precondition.symmetry.locality, domain)  # too many orbits
+        sym["domain_orbits"] = count
+    else:
+        sym = symmetry.certify_by_symmetry(model, precondition.symmetry, domain)
     summary = {k: sym[k] for k in ("certified", "why", "layer", "head", "orbits", "generators", "group", "proof",
                                    "seconds")}
     summary.update({k: sym[k] for k in ("method", "pieces", "domain_orbits", "radius") if k in sym})

@@ -69,7 +69,7 @@ top of steps 1 and 2 for the group:
    over the query's *own* keys (its component and BOS) is strictly above the most a key of any
    other component can score: per score term, the largest entry of the term's table over the key
    values that are not the query's component's objects (0 where the key value may be None).
-5. *The weights are local* (:func:`forward_bound` with a :class:`_Local`): the bounded forward of
+5. *The weights are local* (:func:`forward_bound` with a :class:`.locality.Local`): the bounded forward of
    each piece takes every query's top among its own keys only; every other key is *foreign*: its
    score is at most, per residual block, the largest entry of the query's row of W_Q W_K^T over
    the directions a foreign key may hold (not the query's component's objects; 0 where an SOp may
@@ -96,7 +96,7 @@ import dataclasses
 import functools
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tracr.rasp import rasp
@@ -106,8 +106,6 @@ from depthcraft.constructions.nodes import POSITION, HeadRead, HeadSpec, apply_f
 from depthcraft.constructions.reference import Evaluator, score_table
 from depthcraft.verify.certify.float32 import U32, U64, gamma, up
 
-if TYPE_CHECKING:  # the locality route's types (verify/certify/locality.py imports this module)
-    from depthcraft.verify.certify.locality import Locality, _Local
 
 #: Most orbits the route enumerates (each costs one bounded forward of its representative); a domain
 #: with more is refused up front, naming the count.
@@ -176,7 +174,7 @@ class Symmetry:
     orbits: Callable[[], Sequence[Orbit]]
     proof: str
     count: Callable[[], int]
-    locality: Optional["Locality"] = None
+    locality: Optional[Any] = None  # a locality.Locality (that module imports this one)
 
 
 class NotProved(Exception):
@@ -205,7 +203,7 @@ def act(kind: str, g: Generator, v: Any) -> Any:
     return g.positions[int(v)] if 0 <= int(v) < len(g.positions) else v
 
 
-def _strict(v: Any) -> Tuple[type, Any]:
+def strict_key(v: Any) -> Tuple[type, Any]:
     """A value with its type (numpy scalars as Python ones): 1, 1.0 and True are three values here.
 
     Python's == (and so a set, or a dict key) takes them for one, but a program's functions can tell
@@ -216,9 +214,9 @@ def _strict(v: Any) -> Tuple[type, Any]:
     return type(v), v
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of the same type (:func:`_strict`; None equals only None)."""
-    return _strict(a) == _strict(b)
+def strictly_equal(a: Any, b: Any) -> bool:
+    """Equal values of the same type (:func:`strict_key`; None equals only None)."""
+    return strict_key(a) == strict_key(b)
 
 
 class _ValueSets(dict):
@@ -233,14 +231,14 @@ class _ValueSets(dict):
         return self[label]
 
 
-def _value_sets(model: CompiledModel) -> Dict[str, List[Any]]:
+def node_value_sets(model: CompiledModel) -> Dict[str, List[Any]]:
     out: Dict[str, List[Any]] = _ValueSets()
     for _, (sop, v) in model.program.values.items():
         out.setdefault(sop, []).append(v)
     return out
 
 
-def _side_values(side: Any, kinds: Dict[str, str], values: Dict[str, List[Any]], n: int):
+def side_values(side: Any, kinds: Dict[str, str], values: Dict[str, List[Any]], n: int):
     """(kind, values) of one side of a score term or a read's source."""
     if side is POSITION:
         return "position", list(range(1, n + 1))
@@ -259,7 +257,7 @@ def kinds(model: CompiledModel, generators: Sequence[Generator]) -> Dict[str, st
             (the message names the node, the generator and the value where it fails).
     """
     prog = model.program
-    values = _value_sets(model)
+    values = node_value_sets(model)
     vocab = [v for v in model.input_values if v not in (BOS, PAD)]
     n = int(model.max_seq_len)
     out: Dict[str, str] = {"tokens": "token"}
@@ -290,7 +288,7 @@ def kinds(model: CompiledModel, generators: Sequence[Generator]) -> Dict[str, st
                 raise NotProved(f"{lab}: a {head.kind.name} head (the symmetry route handles scored_lookup heads)")
             _terms_commute(head, out, values, vocab, n, generators)
             read = expr.read
-            kind, vals = _side_values(read.source, out, values, n)
+            kind, vals = side_values(read.source, out, values, n)
             if vals is None:
                 vals = vocab
             out[lab] = _first_action(lab, [(kind, vals)], lambda a: apply_fn(read.fn, a[0]), generators,
@@ -335,21 +333,21 @@ def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator
     """The first action under which f(g a_1, ..., g a_k) = g f(a_1, ..., a_k) on every combination.
 
     Every value f takes (and the BOS value) must be one of ``own``, the SOp's residual values, with its
-    type (:func:`_strict`): the nodes that read this SOp are checked on ``own`` only.
+    type (:func:`strict_key`): the nodes that read this SOp are checked on ``own`` only.
     """
     combos = list(itertools.product(*[vals for _, vals in sides]))
-    key = lambda c: tuple(_strict(a) for a in c)  # noqa: E731
+    key = lambda c: tuple(strict_key(a) for a in c)  # noqa: E731
     results = {key(c): f(c) for c in combos}
-    have = {_strict(v) for v in own}
+    have = {strict_key(v) for v in own}
     for c, r in itertools.chain(zip(combos, results.values()), (((), v) for v in fixed)):
-        if r is not None and _strict(r) not in have:
+        if r is not None and strict_key(r) not in have:
             raise NotProved(f"{label}: the value {r!r} (of {c!r}) is not one of its residual values {list(own)!r} "
                             f"(with its type): the nodes that read it are checked on those only")
     last = None
     for kind in ACTIONS:
         ok = True
         for gi, g in enumerate(generators):
-            if any(not _same(act(kind, g, v), v) for v in fixed):
+            if any(not strictly_equal(act(kind, g, v), v) for v in fixed):
                 ok, last = False, f"its BOS value {fixed} moves under generator {gi}"
                 break
             for c in combos:
@@ -358,7 +356,7 @@ def _first_action(label: str, sides, f: Callable, generators: Sequence[Generator
                     continue
                 want = act(kind, g, results[key(c)])
                 got = results[key(gc)] if key(gc) in results else f(gc)
-                if not _same(got, want):
+                if not strictly_equal(got, want):
                     ok, last = False, f"at {c!r} under generator {gi}: f(g a) = {got!r}, g f(a) = {want!r}"
                     break
             if not ok:
@@ -376,8 +374,8 @@ def _terms_commute(head: HeadSpec, kinds_: Dict[str, str], values, vocab, n: int
     permutes its rows and columns (a value whose image is not in its set is refused).
     """
     for t in head.spec.terms:
-        qk, qv = _side_values(t.query, kinds_, values, n)
-        kk, kv = _side_values(t.key, kinds_, values, n)
+        qk, qv = side_values(t.query, kinds_, values, n)
+        kk, kv = side_values(t.key, kinds_, values, n)
         qv = [v for v in (vocab if qv is None else qv) if v is not None]
         kv = [v for v in (vocab if kv is None else kv) if v is not None]
         table = np.array([[float(t.score(q, k)) for k in kv] for q in qv], np.float64).reshape(len(qv), len(kv))
@@ -566,18 +564,18 @@ def _proj(e: np.ndarray, rad: np.ndarray, w: np.ndarray, bias: Optional[np.ndarr
 
 
 def forward_bound(model: CompiledModel, xs: Sequence[Any], want: Sequence[Any],
-                  local: Optional["_Local"] = None, w64: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+                  local: Optional[Any] = None, w64: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Step 3 of the module docstring at one input: the float32 forward decodes to ``want`` everywhere.
 
     Args:
         model: a compiled softmax model (no biases in attention, ReLU MLPs).
         xs: the input's token values at positions 1..n (no BOS).
         want: [n] the RASP program's values there (None: no value).
-        local: the locality route (:func:`certify_by_locality`): each query row's own keys are BOS and
+        local: the locality route (:func:`.locality.certify_by_locality`): each query row's own keys are BOS and
             its component's positions; every other key is *foreign*, bounded from the weights over
             the values it may hold (not the query's component's objects) and a residual within the
-            assumed radius of their one-hot (:class:`_Local`), up to N + 1 of them.
-        w64: the weights in float64 (:func:`_weights64`), made once per certification; None: made here.
+            assumed radius of their one-hot (:class:`.locality.Local`), up to N + 1 of them.
+        w64: the weights in float64 (:func:`weights64`), made once per certification; None: made here.
     Returns:
         One entry per sublayer (and head): ``{"layer", "head", "min_gap", "leak_bound", "radius_out"}``
         (the smallest top gap in units of nats, the largest leak, the largest radius after it).
@@ -586,7 +584,7 @@ def forward_bound(model: CompiledModel, xs: Sequence[Any], want: Sequence[Any],
             a radius that leaves no decoding margin, or a position that decodes to another value.
     """
     n_max = int(model.max_seq_len)
-    w64 = _weights64(model) if w64 is None else w64
+    w64 = weights64(model) if w64 is None else w64
     pc = w64["_proj"]
     ids = model.encode([list(xs)])[0]
     t = len(ids)
@@ -709,7 +707,7 @@ def forward_bound(model: CompiledModel, xs: Sequence[Any], want: Sequence[Any],
                             f"{eb:.4g}", ("read-out", None), {"input": list(xs), "position": i})
         rec = margins.setdefault("margin", margin)
         margins["margin"], margins["error"] = min(rec, margin), max(margins.get("error", 0.0), eb)
-        if not _same(got, want[i - 1]):
+        if not strictly_equal(got, want[i - 1]):
             raise NotProved(f"read-out at position {i} decodes to {got!r}, the program gives {want[i - 1]!r}",
                             ("read-out", None), {"input": list(xs), "position": i})
     stats.append({"layer": "read-out", "head": None, "min_gap": margins.get("margin"), "leak_bound": None,
@@ -717,7 +715,7 @@ def forward_bound(model: CompiledModel, xs: Sequence[Any], want: Sequence[Any],
     return stats
 
 
-def _weights64(model: CompiledModel) -> Dict[str, Any]:
+def weights64(model: CompiledModel) -> Dict[str, Any]:
     """The model's weights in float64, per sublayer name, and a projection cache (``_proj``): one certification's
     private copies (made per call, so a model whose weights change between calls is read afresh)."""
     got: Dict[str, Any] = {"unembed": np.asarray(model.params["unembed"]["w"], np.float64), "_proj": {}}
@@ -731,7 +729,7 @@ def _weights64(model: CompiledModel) -> Dict[str, Any]:
     return got
 
 
-def _ties_resolved(model: CompiledModel, xs: Sequence[Any], ev: Evaluator) -> Dict[str, List[List[float]]]:
+def ties_resolved(model: CompiledModel, xs: Sequence[Any], ev: Evaluator) -> Dict[str, List[List[float]]]:
     """Step 1's premise at x: every scored head's best key is unique, or its tied keys read equal values.
 
     Returns:
@@ -749,7 +747,7 @@ def _ties_resolved(model: CompiledModel, xs: Sequence[Any], ev: Evaluator) -> Di
         for i, row in enumerate(table):
             best = max(row)
             tied = [j for j, s in enumerate(row) if s == best]
-            if len(tied) > 1 and any(not _same(rd[j], rd[tied[0]]) for rd in reads for j in tied):
+            if len(tied) > 1 and any(not strictly_equal(rd[j], rd[tied[0]]) for rd in reads for j in tied):
                 raise NotProved(f"head {node.label}: at position {i + 1} of a representative the program's best "
                                 f"score is tied between positions {tied} that read different values (the "
                                 f"tie-break by position does not commute with the group)",
@@ -774,23 +772,18 @@ def certify_by_symmetry(model: CompiledModel, symmetry: Symmetry, predicate: str
                            "orbits": 0, "generators": len(symmetry.generators), "per_layer": [],
                            "group": symmetry.group, "proof": symmetry.proof, "method": "symmetry"}
     count = symmetry.count()
-    if count > MAX_ORBITS and symmetry.locality is not None:
-        from depthcraft.verify.certify.locality import certify_by_locality  # the other route, one module up
-        out = certify_by_locality(model, symmetry.locality, predicate)
-        out["domain_orbits"] = count
-        return out
     try:
         if count > MAX_ORBITS:
             raise NotProved(f"the domain is {count:.3g} orbits of {symmetry.group}, above the budget of "
                             f"{MAX_ORBITS} representatives (each needs its own bounded forward)")
-        _applicable(model, symmetry)
+        check_applicable(model, symmetry)
         kinds_ = kinds(model, symmetry.generators)
         out_kind = kinds_[model.program.sink]
         for g in symmetry.generators:
             weight_check(model, residual_permutation(model, kinds_, g), g, out_kind)
         worst: Dict[Tuple[str, Optional[int]], Dict[str, Any]] = {}
         sink = model.program.nodes[model.program.sink]
-        w64 = _weights64(model)
+        w64 = weights64(model)
         for orbit in symmetry.orbits():
             ev = Evaluator()
             xs = list(orbit.tokens)
@@ -798,7 +791,7 @@ def certify_by_symmetry(model: CompiledModel, symmetry: Symmetry, predicate: str
                 if sorted(symmetry.generators[gi].positions[1:len(xs) + 1]) != list(range(1, len(xs) + 1)):
                     raise NotProved(f"generator {gi} does not map the positions 1..{len(xs)} of the representative "
                                     f"{xs} onto themselves", (None, None), {"input": xs})
-            _ties_resolved(model, xs, ev)
+            ties_resolved(model, xs, ev)
             want = ev.evaluate(sink, xs)
             for s in forward_bound(model, xs, want, w64=w64):
                 key = (s["layer"], s["head"])
@@ -815,7 +808,7 @@ def certify_by_symmetry(model: CompiledModel, symmetry: Symmetry, predicate: str
     return res
 
 
-def _applicable(model: CompiledModel, symmetry: Symmetry) -> None:
+def check_applicable(model: CompiledModel, symmetry: Symmetry) -> None:
     if model.program is None:
         raise NotProved("no RASP program is linked to these weights")
     if not model.categorical_output:
@@ -832,7 +825,7 @@ def _applicable(model: CompiledModel, symmetry: Symmetry) -> None:
         if len(g.positions) != model.max_seq_len + 1 or sorted(g.positions) != list(range(len(g.positions))):
             raise NotProved(f"a generator's positions are not a permutation of 0..{model.max_seq_len}")
         for v in model.input_values:  # the embedding is checked against sigma, the program against act
-            if not _same(g.sigma(v), act("token", g, v)):
+            if not strictly_equal(g.sigma(v), act("token", g, v)):
                 raise NotProved(f"a generator moves the token {v!r} to {g.sigma(v)!r}, which the token action "
                                 f"does not (bools and foreign values are fixed)")
         img = [b for _, b in g.tokens]

@@ -2,7 +2,8 @@
 
 One module per command or group of commands, each parsing its options, calling the
 library and printing: :mod:`~depthcraft.verify.cli.catalogue` (``list``),
-:mod:`~depthcraft.verify.cli.verify` (``verify``), :mod:`~depthcraft.verify.cli.run`
+:mod:`~depthcraft.verify.cli.verify` (``verify``),
+:mod:`~depthcraft.verify.cli.check` (``check``: a user's own RASP program file), :mod:`~depthcraft.verify.cli.run`
 (``run``, ``show``), :mod:`~depthcraft.verify.cli.explore` (``explore``),
 :mod:`~depthcraft.verify.cli.saved` (``save``, ``verify-saved``),
 :mod:`~depthcraft.verify.cli.certificates` (``check-certificate``),
@@ -13,8 +14,9 @@ and :mod:`~depthcraft.verify.cli.published` (``published``). Shared options live
 Every command is registered here, in :data:`COMMANDS`.
 
 Exit status: 0 when every check passed, 1 when a check failed, 2 on bad usage or
-bad input or an interrupted run (one line on stderr, no traceback, no partial files:
-every file is written to a temporary name and renamed when complete).
+bad input or an interrupted run (one message on stderr, wrapped at the terminal's width,
+no traceback, no partial files: every file is written to a temporary name and renamed
+when complete).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import click
 from depthcraft.constructions.allocator import keep_freed_memory
 from depthcraft.constructions.devices import use_cpu_devices
 from depthcraft.constructions.errors import DepthcraftError
-from depthcraft.verify.cli import (catalogue, certificates, claims, dedupe, docs, explore, precision, published, run,
-                                   saved, train, verify)
+from depthcraft.verify.cli import (catalogue, certificates, check, claims, dedupe, docs, explore, precision,
+                                   published, run, saved, train, verify)
 from depthcraft.verify.cli.render import err_console
+from depthcraft.verify.views.text import wrap
 
 #: The one line printed (on stderr) when a run is interrupted.
 INTERRUPTED = "depthcraft: error: interrupted; nothing was written"
@@ -55,15 +58,25 @@ def cli() -> None:
 
 
 #: Every command of the group.
-COMMANDS = (catalogue.list_cmd, verify.verify_cmd, run.run_cmd, run.show_cmd, explore.explore_cmd,
+COMMANDS = (catalogue.list_cmd, verify.verify_cmd, check.check_cmd, run.run_cmd, run.show_cmd, explore.explore_cmd,
             saved.save_cmd, saved.verify_saved_cmd, precision.precision_cmd, train.train_cmd, claims.claims_cmd, docs.docs_cmd,
             dedupe.dedupe_cmd, published.published_cmd, certificates.check_certificate_cmd)
 for _command in COMMANDS:
     cli.add_command(_command)
 
 
+def error_lines(message: str) -> List[str]:
+    """An error message as printed: wrapped at the terminal's width (``COLUMNS`` when set; continuation
+    lines indented by two spaces) when standard error is a terminal; one line otherwise (a pipe, a log:
+    one line per error for the scripts that read it)."""
+    if not sys.stderr.isatty():
+        return [message]
+    return wrap(message, err_console.size.width, hanging="  ")
+
+
 def _error(message: str) -> None:
-    err_console.print(message, markup=False, highlight=False, emoji=False)
+    for line in error_lines(message):
+        err_console.print(line, markup=False, highlight=False, emoji=False)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -107,4 +120,4 @@ def entry() -> None:
     main()
 
 
-__all__ = ["COMMANDS", "INTERRUPTED", "cli", "entry", "main"]
+__all__ = ["COMMANDS", "INTERRUPTED", "cli", "entry", "error_lines", "main"]

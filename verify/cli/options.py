@@ -81,10 +81,25 @@ def markdown_option(help: str = "Write the measured-vs-bound table here (Markdow
     return click.option("--markdown", "md_path", type=click.Path(dir_okay=False), default=None, help=help)
 
 
+def certificate_option() -> Decorator:
+    """``--certificate FILE`` -> ``cert_path`` (None when not given): with ``--certify``, where the
+    certificate file goes (docs/certificates.md)."""
+    return click.option("--certificate", "cert_path", type=click.Path(dir_okay=False), default=None,
+                        help="With --certify: write the certificate file there (gzip when it ends in .gz; the model "
+                             "beside it; a .safetensors path bundles both); re-check it with depthcraft "
+                             "check-certificate.")
+
+
+def check_certificate_path(cert_path: Optional[str], certify: bool) -> None:
+    """Refuse ``--certificate`` without ``--certify`` (a click usage error, exit 2)."""
+    if cert_path and not certify:
+        raise click.UsageError("--certificate needs --certify (a certificate file holds a proof)")
+
+
 def png_option(help: str) -> Decorator:
     """``--png FILE`` -> ``png`` (None when not given)."""
     return click.option("--png", "png", type=click.Path(dir_okay=False), default=None, help=help)
 
 
-__all__ = ["check_options", "exhaustive_option", "hypothesis_option", "input_option", "json_option",
+__all__ = ["certificate_option", "check_certificate_path", "check_options", "exhaustive_option", "hypothesis_option", "input_option", "json_option",
            "markdown_option", "max_memory_option", "params_option", "png_option", "samples_option", "seed_option", "stacked"]

@@ -71,20 +71,32 @@ def certificate_cell(cert: Optional[Dict[str, Any]]) -> Text:
 
 
 def certificate_lines(cert: Dict[str, Any], columns: int, names: Optional[Dict[int, str]] = None) -> List[str]:
-    """What a certificate that does not hold names: the sublayer, the head, why, and the witness.
+    """What a certificate's ``uncertified`` entries name: the sublayer, the head, why, and the witness.
+
+    For a certificate that does not hold, each entry is what could not be proved (``not certified:
+    attn 1 head 0: ...``). For one that holds (by the exhaustive check, or on the task's domain),
+    the entries are what the tables route alone did not prove: they print as a ``note:``, not as a
+    failure, after one line saying what did prove it.
 
     ``names``: token id -> the name a user types (:meth:`Task.token_names`); a witness's ``tokens``
     entries print as those names (ids where ``names`` is None).
     """
-    out = []
+    out: List[str] = []
+    held = bool(cert["certified"])
+    if held:
+        kind = certificate_kind(cert)
+        by = {"exhaustive": "certified by the exhaustive check of the task's whole input set",
+              "domain": "certified on the task's declared domain (its scope names it)"}.get(kind, "certified")
+        out += wrap(f"note: {by}; the tables route alone did not prove:", columns, indent="  ", hanging="    ")
     for u in cert.get("uncertified", []):
         where = " ".join(str(x) for x in (u.get("layer"), f"head {u['head']}" if u.get("head") is not None else None)
                          if x is not None) or "model"
-        label = "not proved by the tables" if cert["certified"] else "not certified"
-        out += wrap(f"{label}: {where}: {u['why']}", columns, indent="  ", hanging="    ")
+        out += wrap(f"{where}: {u['why']}" if held else f"not certified: {where}: {u['why']}", columns,
+                    indent="    " if held else "  ", hanging="      " if held else "    ")
         if u.get("witness"):
             witness = named_tokens(u["witness"], names) if names else u["witness"]
-            out += wrap(f"witness: {_compact(witness)}", columns, indent="    ", hanging="      ")
+            out += wrap(f"witness: {_compact(witness)}", columns, indent="      " if held else "    ",
+                        hanging="        " if held else "      ")
     return out
 
 
@@ -342,11 +354,17 @@ def counterexample_lines(cx: Dict[str, Any], columns: int, indent: str = "  ") -
             ("got", _tokens(cx.get("got_text", ""), n))]
     if all(cells is not None for _, cells in rows):
         table = [("position", [str(i) for i in range(1, n + 1)])] + rows
-        return lines + aligned_rows(table, columns, marks=[p - 1 for p in cx["positions"]], indent=indent)
+        return lines + aligned_rows(table, columns, marks=[p - 1 for p in cx["positions"]], indent=indent) \
+            + _type_note(cx, columns, indent)
     for label, key in (("input", "tokens"), ("expected", "expected"), ("got", "got")):
         text = cx.get(f"{key}_text" if key != "tokens" else "tokens_text") or " ".join(map(str, cx[key]))
         lines += wrap(f"{label:<9} {text}", columns, indent=indent, hanging=" " * 10)
-    return lines
+    return lines + _type_note(cx, columns, indent)
+
+
+def _type_note(cx: Dict[str, Any], columns: int, indent: str) -> List[str]:
+    """The counterexample's ``type_note`` (expected and got print alike but differ in type), wrapped."""
+    return wrap(cx["type_note"], columns, indent=indent, hanging=indent + "  ") if cx.get("type_note") else []
 
 
 def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]:
@@ -370,6 +388,9 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
         title += f" (loaded from {report['loaded_from']})"
     style = "bold red" if not report["passed"] else "bold yellow" if (cx or bad_bounds or warnings) else "bold"
     out = [Text(line, style=style) for line in wrap(title + (": FAILED" if not report["passed"] else ""), columns)]
+    if report.get("headline"):
+        out += [Text(line, style="red") for line in wrap(f"why: {report['headline']}", columns, indent="  ",
+                                                         hanging="    ")]
     for key, b in bad_bounds:
         side = "is below the lower" if b.get("kind") == "lower" else "exceeds the"
         out += [Text(line, style="red") for line in
@@ -378,7 +399,8 @@ def details(report: Dict[str, Any], columns: Optional[int] = None) -> List[Text]
         out += [Text(line) for line in counterexample_lines(cx, columns)]
     for w in warnings:
         out += [Text(line, style="yellow") for line in wrap(f"warning: {w}", columns, indent="  ")]
-    out += [Text(line, style="yellow") for line in cert_lines]
+    cert_style = "" if report["passed"] and cert and cert.get("certified") else "yellow"
+    out += [Text(line, style=cert_style) for line in cert_lines]
     if na:
         out += [Text(line) for line in wrap(f"layer ablation: not applicable: {na}", columns, indent="  ")]
     if reduced:
@@ -432,14 +454,66 @@ def stream_reports(reports: Iterable[Dict[str, Any]], labels: Sequence[str],
     return out
 
 
-def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[str] = ()) -> None:
-    """The details of every report that has any, the files written, and the summary line (last)."""
+def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Sequence[str]) -> List[str]:
+    """Write ``--json`` / ``--markdown`` (atomically); return one line per file written, and one per
+    certificate file a report wrote (``certificate_file``: where, or why none was written)."""
+    from depthcraft.constructions.files import write_json_atomic, write_text_atomic
+    from depthcraft.verify.report import markdown_table
+
+    written = []
+    if json_path:
+        write_json_atomic(json_path, {"results": reports, "passed": all(r["passed"] for r in reports)})
+        written.append(f"report written to {json_path}")
+    if md_path:
+        write_text_atomic(md_path, markdown_table(reports, varying))
+        written.append(f"table written to {md_path}")
+    for r in reports:
+        f = r.get("certificate_file")
+        if not f:
+            continue
+        if f.get("path") is None:
+            written.append(f"no certificate file written: {f.get('why', '')}")
+        elif f.get("model") == f["path"]:
+            written.append(f"certificate ({f['bytes']} bytes) bundled with the model in {f['path']}")
+        else:
+            written.append(f"certificate written to {f['path']} ({f['bytes']} bytes), model to {f['model']}")
+    return written
+
+
+#: What the report lines' columns mean (:func:`legend`).
+LEGEND = ("L/bound, H/bound: attention layers, most heads in a layer, measured from the weights / the "
+          "theorem's bound (≥b: a lower bound; ✗: not met).",
+          "checks: inputs checked, ✓ all exact (3/622 ✗: 3 wrong). pass: bound met, exact, every layer needed.")
+#: The certificate column's values (``--certify``).
+CERT_LEGEND = ("cert: yes = proved for every input up to n from the weights; exh = every input of the task's "
+               "finite input set run; dom = proved on the task's declared domain; no = not certified.")
+
+
+def legend(certify: bool = False, columns: Optional[int] = None) -> List[str]:
+    """The report lines' legend (:data:`LEGEND`, and :data:`CERT_LEGEND` with ``certify``), wrapped at ``columns``."""
+    columns = columns or width()
+    out: List[str] = []
+    for line in LEGEND + ((CERT_LEGEND,) if certify else ()):
+        out += wrap(line, columns, hanging="  ")
+    return out
+
+
+def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[str] = (),
+           certify: bool = False) -> None:
+    """The details of every report that has any, the legend, the files written, and the summary line (last).
+
+    Details of a failing report start with its ``why:`` (the report's ``headline``); what a passing
+    report's certificate did not prove by its tables reads as a ``note:`` under the report's name.
+    """
     blocks = [d for d in (details(r) for r in reports) if d]
     for block in blocks:
         echo()
         for line in block:
             echo(line)
-    if blocks or written:
+    echo()
+    for line in legend(certify):
+        echo(Text(line, style="dim"))
+    if written:
         echo()
     for line in written:
         for part in wrap(line, width()):
@@ -447,5 +521,5 @@ def finish(reports: Sequence[Dict[str, Any]], seconds: float, written: Sequence[
     echo(summary(reports, seconds))
 
 
-__all__ = ["COLUMNS", "ReportLines", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
+__all__ = ["write_outputs", "CERT_LEGEND", "COLUMNS", "LEGEND", "ReportLines", "legend", "bound_cell", "checks_cell", "console", "counterexample_lines", "details",
            "duration", "echo", "err_console", "finish", "inputs_progress", "params_text", "short_count", "progress_bar", "stream_reports", "summary", "width"]

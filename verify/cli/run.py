@@ -9,7 +9,6 @@ Both print within the output width.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -26,10 +25,19 @@ from depthcraft.verify.cli.render import width
 @options.input_option()
 @options.max_memory_option()
 def run_cmd(name, params, text, max_memory) -> None:
-    """Run a construction on one input and compare with the reference."""
+    """Run a construction (or a saved .safetensors model) on one input and compare with the reference."""
+    from depthcraft.constructions.files import check_outputs
     from depthcraft.verify import views
+    from depthcraft.verify.cli.saved import is_saved_model
 
-    data, _ = views.for_construction(name, parse_assignments(params), text, details=False, max_memory=max_memory)
+    if is_saved_model(name):
+        if params:
+            raise ParameterError("-p cannot be combined with a saved model (its parameters are in the file)")
+        check_outputs([], inputs=[name])
+        data, _ = views.for_saved(name, text)
+    else:
+        data, _ = views.for_construction(name, parse_assignments(params), text, details=False,
+                                         max_memory=max_memory)
     click.echo("\n".join(views.outcome_lines(data, width())))
     sys.exit(0 if data.exact else 1)
 
@@ -46,11 +54,11 @@ def show_cmd(name, params, text, png, max_memory) -> None:
     Prints the RASP program, where each head attends, every MLP, and the
     residual-stream layout; --png writes the attention maps.
     """
-    from depthcraft.verify import lookup, views
+    from depthcraft.verify import views
     from depthcraft.constructions.files import check_outputs
+    from depthcraft.verify.cli.saved import is_saved_model
 
-    registered = name in {c.name for c in lookup.all_constructions()}  # a construction name wins over a file
-    saved = not registered and (name.endswith(".safetensors") or os.path.isfile(name))
+    saved = is_saved_model(name)  # a construction name wins over a file
     check_outputs([png], inputs=[name] if saved else [])
     if saved:
         if params:

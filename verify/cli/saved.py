@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Optional
 
 import click
 
@@ -61,31 +62,72 @@ def save_cmd(name, params, out, certify, max_memory) -> None:
         echo(line)
 
 
-@click.command("verify-saved")
-@click.argument("path", type=click.Path(dir_okay=False))
-@options.check_options(1000, "Random inputs.")
-@options.json_option()
-def verify_saved_cmd(path, samples, exhaustive, hyp, seed, json_path) -> None:
-    """Load a saved model and verify it (bound recorded in the file, task reference)."""
+def is_saved_model(name: str) -> bool:
+    """Whether a command's NAME argument means a saved model file: not a registered construction, and a
+    ``.safetensors`` name or an existing file (a construction name wins over a file of that name)."""
+    import os
+
+    from depthcraft.verify import lookup
+
+    if name in {c.name for c in lookup.all_constructions()}:
+        return False
+    return name.endswith(".safetensors") or (os.path.isfile(name) and not name.endswith(".py"))
+
+
+def verify_saved(path: str, *, samples: int, exhaustive: bool, hyp: int, seed: int, json_path, certify: bool = False,
+                 reference: Optional[str] = None, cert_path: Optional[str] = None) -> None:
+    """``depthcraft verify-saved PATH`` (and ``depthcraft verify PATH``): load, verify, print, exit.
+
+    A file of a registered construction is checked against its task's reference and the bound it
+    records; a file of a user's own program needs ``reference`` (``FILE.py:FN``). ``certify``
+    proves what a loaded file allows (a file keeps the weights, not the RASP program: the
+    certificate says so where it needs the program); ``cert_path`` writes its certificate file.
+
+    Raises:
+        SystemExit: 0 passed, 1 a check failed.
+        ParameterError: an unreadable or foreign file; a user's model without ``reference``.
+    """
     from depthcraft.verify.api import check_program
-    from depthcraft.verify.cli.verify import write_outputs
+    from depthcraft.verify.cli.render import write_outputs
 
     started = time.perf_counter()
-    files.check_outputs([json_path], inputs=[path])
+    options.check_certificate_path(cert_path, certify)
+    files.check_outputs([json_path, cert_path], inputs=[path])
     model = io.load(path)
-    if not model.meta.get("construction"):
-        raise ParameterError(f"{path} holds no registered construction; verify it in Python with "
-                             f"depthcraft.check_program(depthcraft.load(path), reference=...)")
+    ref = None
+    if reference is not None:
+        from depthcraft.verify.userfiles import load_reference
+
+        ref = load_reference(reference)
+    elif not model.meta.get("construction"):
+        raise ParameterError(f"{path} holds no registered construction: give its reference, "
+                             f"--reference FILE.py:FN (FN(tokens) -> one output per token)")
 
     def reports():
-        report = check_program(model, samples=samples, exhaustive=exhaustive, seed=seed, hypothesis_examples=hyp)
+        report = check_program(model, reference=ref, samples=samples, exhaustive=exhaustive, seed=seed,
+                               hypothesis_examples=hyp, certify=certify, certificate_path=cert_path)
         report["loaded_from"] = path
         yield report
 
-    label = params_text(model.meta.get("params") or {})
-    done = stream_reports(reports(), [label], [path])
-    finish(done, time.perf_counter() - started, write_outputs(done, json_path, None, ["construction", "params"]))
+    label = params_text(model.meta.get("params") or {}) or f"n={model.max_seq_len}"
+    done = stream_reports(reports(), [label], [path], certify=certify)
+    finish(done, time.perf_counter() - started, write_outputs(done, json_path, None, ["construction", "params"]),
+           certify=certify)
     sys.exit(0 if done[0]["passed"] else 1)
 
 
-__all__ = ["save_cmd", "verify_saved_cmd"]
+@click.command("verify-saved")
+@click.argument("path", type=click.Path(dir_okay=False))
+@options.check_options(1000, "Random inputs.")
+@click.option("--certify", is_flag=True, help="Also prove exactness for every input up to N (docs/certification.md).")
+@click.option("--reference", default=None, metavar="FILE.py:FN",
+              help="The reference of a model of your own program (a registered construction's is its task's).")
+@options.certificate_option()
+@options.json_option()
+def verify_saved_cmd(path, samples, exhaustive, hyp, seed, certify, reference, cert_path, json_path) -> None:
+    """Load a saved model and verify it (bound recorded in the file, task reference)."""
+    verify_saved(path, samples=samples, exhaustive=exhaustive, hyp=hyp, seed=seed, json_path=json_path,
+                 certify=certify, reference=reference, cert_path=cert_path)
+
+
+__all__ = ["is_saved_model", "save_cmd", "verify_saved", "verify_saved_cmd"]

@@ -12,11 +12,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence
 
 import click
 
-from depthcraft.constructions.files import check_outputs, write_json_atomic, write_text_atomic
+from depthcraft.constructions.files import check_outputs
 from depthcraft.constructions.params import expand_sweeps, parse_assignments
 from depthcraft.verify.cli import options
-from depthcraft.verify.cli.render import finish, inputs_progress, params_text, progress_bar, stream_reports, timed
-from depthcraft.verify.report import markdown_table
+from depthcraft.verify.cli.saved import is_saved_model, verify_saved
+from depthcraft.verify.cli.render import write_outputs, finish, inputs_progress, params_text, progress_bar, stream_reports, timed
 
 #: Random inputs per check when --samples is not given (one construction; --all).
 DEFAULT_SAMPLES, DEFAULT_SAMPLES_ALL = 1000, 500
@@ -36,18 +36,6 @@ def with_estimates(reports: Iterable[Dict[str, Any]], estimates: Sequence[Any]) 
         yield r
 
 
-def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Sequence[str]) -> List[str]:
-    """Write ``--json`` / ``--markdown`` (atomically); return one line per file written."""
-    written = []
-    if json_path:
-        write_json_atomic(json_path, {"results": reports, "passed": all(r["passed"] for r in reports)})
-        written.append(f"report written to {json_path}")
-    if md_path:
-        write_text_atomic(md_path, markdown_table(reports, varying))
-        written.append(f"table written to {md_path}")
-    return written
-
-
 @click.command("verify")
 @click.argument("name", required=False)
 @click.option("--all", "run_all", is_flag=True, help="Verify every construction at its embedded defaults.")
@@ -57,15 +45,13 @@ def write_outputs(reports: List[Dict[str, Any]], json_path, md_path, varying: Se
                              f"{DEFAULT_SAMPLES_ALL} with --all).")
 @click.option("--certify", is_flag=True, help="Also prove exactness for every input up to N from the heads' "
               "finite tables (docs/certification.md).")
-@click.option("--certificate", "cert_path", type=click.Path(dir_okay=False),
-              help="With --certify: write the certificate file there (gzip when it ends in .gz); re-check it with "
-                   "depthcraft check-certificate.")
+@options.certificate_option()
 @options.max_memory_option()
 @options.json_option()
 @options.markdown_option()
 def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, cert_path, max_memory, json_path,
                md_path) -> None:
-    """Compile a construction, measure it, check its bound and its exactness.
+    """Compile a construction (or load a saved .safetensors model), measure it, check its bound and exactness.
 
     Prints one line per report (construction, parameters, L and H against their
     bounds, d_model, inputs checked, passed, time), the counterexample of any
@@ -78,13 +64,20 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, c
     started = time.perf_counter()
     if bool(name) == bool(run_all):
         raise click.UsageError("give a construction NAME or --all (not both)")
+    if name and name.endswith(".py"):
+        raise click.UsageError(f"{name} is a Python file: check a RASP program in it with "
+                               f"depthcraft check {name}[:NAME] --vocab ... --max-seq-len N")
+    if name and is_saved_model(name):  # a saved model file: what verify-saved does
+        if params:
+            raise click.UsageError("-p cannot be combined with a saved model (its parameters are in the file)")
+        verify_saved(name, samples=DEFAULT_SAMPLES if samples is None else samples, exhaustive=exhaustive, hyp=hyp,
+                     seed=seed, json_path=json_path, certify=certify, cert_path=cert_path)
     if run_all and params:
         raise click.UsageError("-p cannot be combined with --all (it uses each construction's defaults)")
     if run_all and exhaustive:
         raise click.UsageError("--exhaustive cannot be combined with --all (most defaults have far too many inputs; "
                                "--all already checks every input where the input set is small)")
-    if cert_path and not certify:
-        raise click.UsageError("--certificate needs --certify (a certificate file holds a proof)")
+    options.check_certificate_path(cert_path, certify)
     if cert_path and run_all:
         raise click.UsageError("--certificate writes one file: give one construction, not --all")
     check_outputs([json_path, md_path, cert_path])
@@ -115,8 +108,8 @@ def verify_cmd(name, run_all, params, samples, exhaustive, hyp, seed, certify, c
     done = stream_reports(timed(bar, with_estimates(reports, estimates), estimates, labels), labels, shown, bar,
                           certify=certify)
     written = write_outputs(done, json_path, md_path, varying)
-    finish(done, time.perf_counter() - started, written)
+    finish(done, time.perf_counter() - started, written, certify=certify)
     sys.exit(0 if all(r["passed"] for r in done) else 1)
 
 
-__all__ = ["verify_cmd", "varying_keys", "write_outputs"]
+__all__ = ["verify_cmd", "varying_keys"]

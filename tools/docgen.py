@@ -2,11 +2,11 @@
 
 A page holds generated blocks between two markers::
 
-    <!-- BEGIN generated:status (depthcraft docs; edit verify/docgen.py, not this block) -->
+    <!-- BEGIN generated:status (depthcraft docs; edit tools/docgen.py, not this block) -->
     ...
     <!-- END generated:status -->
 
-``depthcraft docs`` (or ``python -m depthcraft.verify.docgen``) rewrites every block of every
+``depthcraft docs`` from a checkout (or ``python -m tools.docgen`` from its root) rewrites every block of every
 Markdown page under the project root from the files under ``results/`` (verification reports
 written by ``depthcraft verify --json``, the precision study, the trained cross-check's
 ``claims.json``) and, for ``docs/architecture.md``, from the package's own module graph.
@@ -26,7 +26,7 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from depthcraft.constructions.errors import DepthcraftError
-from depthcraft.verify.report import certificate_kind
+from depthcraft.verify.report import certificate_kind, checked_inputs
 
 
 class DocgenError(DepthcraftError):
@@ -124,11 +124,6 @@ def bound_text(r: Mapping[str, Any], key: str) -> str:
     if not b:
         return str(measured)
     return f"{measured} / {'≥' if b['kind'] == 'lower' else ''}{b['bound']}"
-
-
-def checked_inputs(r: Mapping[str, Any]) -> Dict[str, int]:
-    """Inputs checked per check kind (only the checks that ran)."""
-    return {k: v["inputs"] for k, v in (r.get("checks") or {}).items() if v}
 
 
 def inputs_text(r: Mapping[str, Any]) -> str:
@@ -634,7 +629,7 @@ def render_dedupe(root: pathlib.Path) -> str:
 
 def render_architecture(root: pathlib.Path) -> str:
     """``docs/architecture.md``: every module, by layer, with the first line of its docstring."""
-    from depthcraft.verify import architecture as arch
+    from tools import architecture as arch
 
     files = arch.module_files()
     known = {m: p.read_text(encoding="utf-8") for m, p in files.items()}
@@ -1171,6 +1166,72 @@ def render_test_suite(root: pathlib.Path) -> str:
                          "XLA compilations", "tests", "CPUs", "load", "commit", "target"], rows)
 
 
+RECHECK = "results/certify/recheck.json"
+PLANTED = "results/certify/planted_bugs.json"
+
+
+def render_certificates(root: pathlib.Path) -> str:
+    """README: what the independent checker re-checked (``benchmarks/recheck.py``) and the planted-bug
+    corpus (``benchmarks/planted_bugs.py``): counts per status, the largest certificate's times, and
+    every row the checker did not confirm with its reason."""
+    d = load_json(root, RECHECK)
+    s = d["summary"]
+
+    def counts(part: Mapping[str, Any]) -> str:
+        return ", ".join(f"{v} {k}" for k, v in sorted(part["status"].items(), key=lambda kv: -kv[1]))
+
+    big = max(d["rows"], key=lambda r: r.get("certify_seconds") or 0)
+    out = [f"Re-checked by the independent checker (`{d['command']}`, {link(RECHECK)}):", "",
+           f"* `verify --all --certify` rows: {s['verify_all']['certified']} of {s['verify_all']['rows']} certified; "
+           f"of those, {counts(s['verify_all'])}.",
+           f"* tracr's test programs the certifier certifies: {s['tracr']['rows']}; {counts(s['tracr'])}.",
+           f"* the largest, `{big['name']}` {params_text(big['params'])}: the certifier {big['certify_seconds']:g} s, "
+           f"the checker {big['check_seconds']:g} s, a {big['bytes']:,}-byte certificate."]
+    if (root / PLANTED).is_file():
+        pb = load_json(root, PLANTED)["summary"]
+        out.append(f"* planted bugs ({link(PLANTED)}): {pb['refused_by_certifier']} of {pb['models']} wrong models "
+                   f"refused by the certifier; {pb['forgeries_rejected_by_checker']} of {pb['forgeries']} forged "
+                   f"certificates for them rejected by the checker.")
+    rows = [[f"`{r['name']}`", params_text(r["params"]), r["route"], r["status"], r["why"] or ""]
+            for r in d["rows"] if r["certified"] and r["status"] != "valid"]
+    if rows:
+        out += ["", "Certified rows the checker did not confirm (their `certified` stands on the certifier alone; "
+                "the report's `independent_check` says so):", "",
+                table(["construction / program", "parameters", "route", "checker", "why"], rows)]
+    return "\n".join(out)
+
+
+README_COMMANDS = "results/performance/readme_commands.json"
+
+
+def _minutes(seconds: float) -> str:
+    """``"4 min 07 s"`` (``"52 s"`` under a minute)."""
+    s = int(round(seconds))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def render_readme_commands(root: pathlib.Path) -> str:
+    """README's first screen: the two commands, each with the time it took from a fresh clone
+    (``benchmarks/readme_commands.py``: fresh venv, empty cache; install and run timed apart)."""
+    if not (root / README_COMMANDS).is_file():
+        return ("```bash\npython3 -m venv .venv && . .venv/bin/activate && pip install -e . && depthcraft verify --all "
+                "--certify\npython3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest -q\n```\n\n"
+                f"<sub>Not timed yet: `python benchmarks/readme_commands.py` writes {README_COMMANDS}.</sub>")
+    d = load_json(root, README_COMMANDS)["commands"]
+    what = {"main": "install, then verify and certify every construction at its defaults",
+            "tests": "install, then run the tests (the default suite, `slow` excluded)"}
+    lines = ["```bash"]
+    for name in ("main", "tests"):
+        c = d[name]
+        result = c["run"]["last_line"].strip("= ")
+        lines.append(f"# {what[name]}: measured on {c['cpus']} cores from a fresh clone with an empty cache, install "
+                     f"{_minutes(c['install']['wall_s'])}, then {_minutes(c['run']['wall_s'])} ({result})")
+        lines.append(c["readme_command"])
+    lines.append("```")
+    return "\n".join(lines) + (f"\n\n<sub>Times: `python benchmarks/readme_commands.py` "
+                               f"([{README_COMMANDS}](@/{README_COMMANDS}), commit {d['tests']['commit']}).</sub>")
+
+
 #: The connectivity sweeps (``results/graph_connectivity/COMMAND`` writes them, one file per chunk of n:
 #: ``nA-B.json``), matched by this pattern under the root.
 CONNECTIVITY_SWEEPS = "results/graph_connectivity/n*.json"
@@ -1367,6 +1428,8 @@ RENDERERS: Dict[str, Callable[[pathlib.Path], str]] = {
     "benchmark_summary": render_benchmark_summary,
     "verify_sizes": render_verify_sizes,
     "test_suite": render_test_suite,
+    "readme_commands": render_readme_commands,
+    "certificates": render_certificates,
     "certify_worked": render_certify_worked,
     "certify_scale": render_certify_scale,
     "certify_speed": render_certify_speed,
@@ -1431,7 +1494,7 @@ def run(root: pathlib.Path, check: bool = False) -> List[pathlib.Path]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m depthcraft.verify.docgen [--root DIR] [--check]``; exit 1 when ``--check`` finds stale pages."""
+    """``python -m tools.docgen [--root DIR] [--check]``; exit 1 when ``--check`` finds stale pages."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="depthcraft docs", description=__doc__.splitlines()[0])

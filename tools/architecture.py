@@ -16,29 +16,33 @@ A module may import from its own layer and the layers below. This module finds
 every module of the installed package, parses its imports (those inside
 functions too: a lazy import is still a dependency) and reports back-imports,
 import circles and imports of private names; ``tests/test_layering.py`` fails
-on any of them, and :mod:`depthcraft.verify.docgen` draws the module table of
+on any of them, and :mod:`tools.docgen` draws the module table of
 ``docs/architecture.md`` from it.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import pathlib
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 #: The layers, lowest first: (number, name, what lives there).
 LAYERS: Tuple[Tuple[int, str, str], ...] = (
-    (0, "core", "depthcraft.constructions: hand-built heads, compiler, model, runtime, io"),
-    (1, "rasp_programs", "depthcraft.rasp_programs: the constructions as RASP programs"),
-    (2, "catalogue", "depthcraft.constructions.catalogue: named constructions, task, source, bound formulas"),
-    (3, "verify", "depthcraft.verify: tasks, checks, verifier, API, views, cross-check"),
-    (4, "cli", "depthcraft.verify.cli: the depthcraft command line (and the docs runner that drives it, cli.doctools)"),
-    (5, "facade", "depthcraft: the public API"),
+    (0, "checker", "depthcraft.checker: the independent certificate checker (stdlib, numpy, safetensors and "
+                   "tracr.rasp only; nothing else of depthcraft)"),
+    (1, "core", "depthcraft.constructions: hand-built heads, compiler, model, runtime, io"),
+    (2, "rasp_programs", "depthcraft.rasp_programs: the constructions as RASP programs"),
+    (3, "catalogue", "depthcraft.constructions.catalogue: named constructions, task, source, bound formulas"),
+    (4, "verify", "depthcraft.verify: tasks, checks, verifier, API, views, cross-check"),
+    (5, "cli", "depthcraft.verify.cli: the depthcraft command line (and the docs runner that drives it, cli.doctools)"),
+    (6, "facade", "depthcraft: the public API"),
 )
 
 #: The subpackages that make up the installed package.
-TOP_PACKAGES = ("depthcraft", "depthcraft.constructions", "depthcraft.rasp_programs", "depthcraft.verify")
+TOP_PACKAGES = ("depthcraft", "depthcraft.checker", "depthcraft.constructions", "depthcraft.rasp_programs",
+                "depthcraft.verify")
 
 
 def layer(module: str) -> int:
@@ -47,17 +51,21 @@ def layer(module: str) -> int:
     Raises:
         ValueError: ``module`` is not part of depthcraft.
     """
-    if module in ("depthcraft", "depthcraft.__main__"):
-        return 5
+    parts = module.split(".")
+    if parts[0] == "depthcraft" and (len(parts) == 1 or parts[1] not in ("checker", "constructions", "rasp_programs",
+                                                                         "verify")):
+        return 6  # the facade: depthcraft/__init__.py, __main__.py, testing.py
     if module == "depthcraft.verify.cli" or module.startswith("depthcraft.verify.cli."):
-        return 4
+        return 5
     if module.startswith("depthcraft.verify"):
-        return 3
+        return 4
     if module.startswith("depthcraft.constructions.catalogue"):
-        return 2
+        return 3
     if module.startswith("depthcraft.rasp_programs"):
-        return 1
+        return 2
     if module.startswith("depthcraft.constructions"):
+        return 1
+    if module == "depthcraft.checker" or module.startswith("depthcraft.checker."):
         return 0
     raise ValueError(f"module {module!r} is not part of depthcraft")
 
@@ -74,7 +82,7 @@ def module_files() -> Dict[str, pathlib.Path]:
     out: Dict[str, pathlib.Path] = {}
     for package in TOP_PACKAGES:
         folder = _package_folder(package)
-        files = [folder / "__init__.py", folder / "__main__.py"] if package == "depthcraft" else folder.rglob("*.py")
+        files = sorted(folder.glob("*.py")) if package == "depthcraft" else folder.rglob("*.py")
         for path in files:
             if not path.is_file():
                 continue
@@ -93,6 +101,13 @@ def _package_of(module: str, known: Mapping[str, str]) -> str:
     return module if is_package else module.rpartition(".")[0]
 
 
+@functools.lru_cache(maxsize=None)
+def _import_nodes(source: str) -> Tuple[ast.AST, ...]:
+    """The import statements of a module's source, parsed once per source text (the checks run on the
+    same sources many times)."""
+    return tuple(n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
 def imports(module: str, source: str, known: Mapping[str, str]) -> List[Tuple[str, List[str], int]]:
     """The project imports of one module: (imported module, names taken from it, line).
 
@@ -100,7 +115,7 @@ def imports(module: str, source: str, known: Mapping[str, str]) -> List[Tuple[st
     else as taking name ``b`` from ``a``. Relative imports are resolved.
     """
     out: List[Tuple[str, List[str], int]] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in _import_nodes(source):
         if isinstance(node, ast.Import):
             out += [(a.name, [], node.lineno) for a in node.names
                     if a.name == "depthcraft" or a.name.startswith("depthcraft.")]
