@@ -19,6 +19,7 @@ PROGRAM = textwrap.dedent('''
                              rasp.tokens).named("next_token")
     halves = rasp.numerical(rasp.Map(lambda x: 1 / x, rasp.tokens)).named("halves")
     selector = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
+    ident = rasp.Map(lambda x: x, rasp.tokens).named("ident")
 
     def expected(xs):
         return xs[::-1]
@@ -28,6 +29,9 @@ PROGRAM = textwrap.dedent('''
 
     def two_args(xs, ys):
         return xs
+
+    def as_text(xs):
+        return [str(x) for x in xs]
 ''')
 
 
@@ -82,6 +86,27 @@ def test_a_causal_selector_reading_a_later_key_is_the_headline(prog, capsys):
     code, out, _ = run(capsys, "check", "mine.py:shifted", *ABC, "--max-seq-len", "4", "--samples", "20",
                        "--hypothesis", "5")
     assert code == 0, out
+
+
+def test_a_counterexample_names_the_types_where_the_texts_agree(prog, capsys):
+    """A reference of strings against a model of integers: "0" and 0 print alike, so the cells carry
+    their types and a note says which (issue 40, item 5)."""
+    code, out, _ = run(capsys, "check", "mine.py:ident", "--vocab", "0 1", "--max-seq-len", "3",
+                       "--reference", "mine.py:as_text", "--samples", "20", "--hypothesis", "10", "--json", "r.json")
+    assert code == 1
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("counterexample ("))
+    assert lines[start].split() == ["counterexample", "(found", "by", "the", "hypothesis", "check,", "shrunk),",
+                                    "wrong", "at", "position", "1:"]
+    table = [ln.split() for ln in lines[start + 1:start + 6]]  # shrunk to the one-token input 0
+    assert table == [["position", "1"], ["input", "0"], ["expected", "'0':str"], ["got", "0:int"], ["^"]]
+    note = " ".join(" ".join(lines[start + 6:]).split()).split(" layer ablation:")[0]
+    assert note == ("at position 1 the expected and the output values print alike but differ: "
+                    "expected '0' (str), got 0 (int)")
+    cx = json.loads((prog / "r.json").read_text())["results"][0]["counterexample"]
+    assert {k: cx[k] for k in ("tokens", "expected", "got", "positions", "expected_text", "got_text")} == {
+        "tokens": [0], "expected": ["0"], "got": [0], "positions": [1], "expected_text": "'0':str", "got_text": "0:int"}
+    assert cx["type_note"] == note
 
 
 @pytest.mark.parametrize("args, fragment", [

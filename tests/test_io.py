@@ -219,6 +219,46 @@ def test_cli_save_then_verify_and_show(tmp_path, capsys):
     assert "layer 3 head 0" in capsys.readouterr().out
 
 
+def test_verify_and_run_take_a_saved_model(tmp_path, capsys):
+    """``verify FILE.safetensors`` is ``verify-saved`` (its --certify included), ``run FILE.safetensors`` runs
+    the file; -p with a file is refused (its parameters are in the file). A file keeps the weights, not the
+    RASP program: --certify proves that float32 matches hardmax and says, as a note, that nothing links the
+    weights to the program (not certified, the run still passes)."""
+    path = str(tmp_path / "k1.safetensors")
+    with pytest.raises(SystemExit) as e:
+        cli.main(["save", "khop_doubling", "-p", "k=1", "-p", "n=6", "-p", "vocab=3", "-o", path])
+    assert e.value.code == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify", path, "--certify", "--samples", "20", "--hypothesis", "5", "--json",
+                  str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert e.value.code == 0, out
+    assert "1/1 passed" in out and "not certified: model: no RASP program is linked" in " ".join(out.split())
+    report = json.loads((tmp_path / "r.json").read_text())["results"][0]
+    assert report["loaded_from"] == path and report["passed"] is True
+    assert report["construction"] == "khop_doubling"
+    assert report["params"] == {"k": 1, "n": 6, "vocab": 3, "distribution": "paper"}
+    assert (report["checks"]["random"]["inputs"], report["checks"]["random"]["failed"]) == (20, 0)
+    cert = report["certificate"]
+    assert cert["certified"] is False and cert["float32_matches_hardmax"] is True
+    assert [(u["check"], u["why"]) for u in cert["uncertified"]] == [
+        ("program", "no RASP program is linked to these weights (a loaded or hand-made model): "
+                    "only float32_matches_hardmax can be proved")]
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", path, "--input", "a b a c"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert [ln.split() for ln in out.splitlines() if ln.strip()] == [
+        ["position", "1", "2", "3", "4"], ["input", "a", "b", "a", "c"], ["output", "⊥", "⊥", "b", "⊥"],
+        ["reference", "⊥", "⊥", "b", "⊥"], ["exact"]]
+    with pytest.raises(SystemExit) as e:
+        cli.main(["verify", path, "-p", "k=2"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip() == ("depthcraft: error: -p cannot be combined with a saved model "
+                                               "(its parameters are in the file)")
+
+
 def test_user_program_round_trip(tmp_path, capsys):
     from tracr.rasp import rasp
 
