@@ -265,14 +265,24 @@ def test_port_matches_hugging_face_gpt2():
 
 
 def test_finite_sample_rule():
-    e = {(1000, 2): (0.5, 0.01), (1000, 3): (0.4, 0.01), (1000, 4): (0.41, 0.01)}
-    assert published.judge_finite_sample(e)["verdict"] == "reproduced"  # one better, one tie
-    e[(1000, 4)] = (0.48, 0.01)
+    """Rule of 2026-12-07 (issue 41): a step is better or worse only by at least 0.01 and beyond noise."""
+    e = {(1000, 2): (0.5, 0.001), (1000, 3): (0.4, 0.001), (1000, 4): (0.405, 0.001)}
     r = published.judge_finite_sample(e)
-    assert r["verdict"] == "not reproduced" and "depth 4 is worse than depth 3" in r["reason"]
+    assert r["verdict"] == "reproduced"  # one better, one below the smallest difference that matters
+    assert [s["step"] for s in r["steps"]] == ["better", "no difference"]
+    e[(1000, 4)] = (0.48, 0.001)
+    r = published.judge_finite_sample(e)
+    assert r["verdict"] == "not reproduced" and "depth 4 is worse than depth 3 by 0.08" in r["reason"]
+    # issue 31's case: depth 3 above depth 2 by 0.0013 with tiny standard errors is no difference, not worse
+    e = {(1000, 2): (0.6737, 0.0002), (1000, 3): (0.6750, 0.0002), (1000, 4): (0.6052, 0.0002)}
+    r = published.judge_finite_sample(e)
+    assert [s["step"] for s in r["steps"]] == ["no difference", "better"] and r["verdict"] == "reproduced"
+    # noisy: a 0.05 drop with standard errors 0.05 (margin 2 sqrt(2) x 0.05 = 0.14) is within noise
     e = {(1000, 2): (0.5, 0.05), (1000, 3): (0.45, 0.05), (1000, 4): (0.44, 0.05)}
     assert published.judge_finite_sample(e)["verdict"] == "inconclusive"
     assert published.judge_finite_sample({(1000, 2): (0.5, 0.0)})["verdict"] == "inconclusive"
+    with pytest.raises(Exception, match="min_difference"):
+        published.judge_finite_sample(e, min_difference=-1)
 
 
 # ----------------------------------------------------------------------------- the command
