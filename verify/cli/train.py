@@ -106,6 +106,8 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--attention", type=click.Choice(["softmax", "relu"]), default=None, help="Attention kind.")
 @click.option("--embedding", type=click.Choice(list(EMBEDDINGS)), default=None,
               help="Token embedding: learned, or fixed onehot / random rows (never updated).")
+@click.option("--looped/--no-looped", default=None,
+              help="One block's weights shared by every layer (looped depth, Saunshi et al. 2025).")
 @click.option("--mixed/--separate", default=None,
               help="One model on all swept conditions (named by the BOS token), or one model per condition.")
 @click.option("--mix-over", default=None, metavar="NAMES",
@@ -143,7 +145,7 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Join the Ray cluster at ADDR (e.g. ray://head:10001 or auto); OUT must be shared by its nodes.")
 def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
-              attention, embedding, mixed, mix_over, curriculum, control, threshold, construction, eval_size,
+              attention, embedding, looped, mixed, mix_over, curriculum, control, threshold, construction, eval_size,
               alignment_size,
               checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh, use_ray,
               ray_address) -> None:
@@ -167,7 +169,7 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         p, parse_assignments(params),
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
-        attention=attention, embedding=embedding, mixed=mixed, control=control, curriculum=curriculum,
+        attention=attention, embedding=embedding, looped=looped, mixed=mixed, control=control, curriculum=curriculum,
         mix_over=None if mix_over is None else tuple(x.strip() for x in mix_over.split(",") if x.strip()),
         threshold=threshold,
         construction=construction, eval_size=eval_size, alignment_size=alignment_size,

@@ -35,7 +35,7 @@ from depthcraft.rasp_programs.retrieval import lower_bound_layers
 
 #: ``cpu`` and ``paper`` per task, and one preset per training claim C1-C6 (issue 11).
 PRESET_NAMES = ("cpu", "paper", "c1", "c2", "c3", "c4", "c5", "c6", "c1_long", "c3_mixed", "c3_curriculum",
-                "c5_mixed", "c5_curriculum", "c7_mixed", "c7_curriculum")
+                "c5_mixed", "c5_curriculum", "c7_mixed", "c7_curriculum", "c1_looped")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +93,7 @@ class Preset:
         precision: compute precision of the ``fused`` trainer (every group of a sweep in one
             compiled step): ``auto`` (bfloat16 on a GPU, float32 on the CPU), ``float32`` or
             ``bfloat16`` (bfloat16 products with float32 master weights, optimiser and loss).
+        looped: one block's weights shared by every layer (:class:`~verify.crosscheck.model.ModelConfig`).
     """
 
     task: str
@@ -133,6 +134,7 @@ class Preset:
     mix_over: Tuple[str, ...] = ()
     curriculum: Optional[float] = None
     precision: str = "auto"
+    looped: bool = False
 
 
 _PRESETS: Dict[Tuple[str, str], Preset] = {}
@@ -241,6 +243,13 @@ _add(Preset(
          "the control of k = 6 and 8 that the c1 sweep did not fit (the controls at depths 1-3 are the c1 "
          "sweep's). Planned from the c1 probe: about 45 minutes of one core for depths 2-5 and 30 for the "
          "depth-4 control (8 heads, width 128)"))
+_add(Preset(
+    name="c1_looped", steps=2500, looped=True, **{**_C1, "control": False},
+    note="Looped depth (issue 41; Saunshi et al., ICLR 2025: a block looped L times matches an L-layer model "
+         "on p-hop): the c1 recipe (N=32, |Σ|=4, mixed k in {1,2,3,4,6,8}, depths 2-5, 4 heads, width 64, "
+         "GPT-2 block, batch 32, 2500 steps, 3 seeds) with one block's weights shared by all L applications, "
+         "no capacity control; judged against the c1 sweep (the same recipe unlooped) by the rule of "
+         "verify/crosscheck/claims/looped.py, an extra row of claims.json, not a paper claim"))
 _C2 = dict(mlp=False, depths=(1, 2), heads=2, width=32, lr=3e-3, warmup=200, seeds=3, control=True,
            checkpoint_every=500, alignment_size=0)
 _add(Preset(

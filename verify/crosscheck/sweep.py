@@ -176,7 +176,7 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     if len({repr(sorted(c.items())) for c in conditions}) != len(conditions):
         raise ParameterError("the swept task parameters repeat a condition")
     model = ModelConfig(depth=1, heads=p.heads, width=p.width, mlp=p.mlp, layer_norm=p.layer_norm,
-                        attention=p.attention, causal=task.causal, embedding=p.embedding)
+                        attention=p.attention, causal=task.causal, embedding=p.embedding, looped=p.looped)
     tcfg = TrainConfig(steps=p.steps, batch=p.batch, lr=p.lr, warmup=min(p.warmup, p.steps),
                        weight_decay=p.weight_decay, eval_size=p.eval_size,
                        log_every=max(1, min(100, p.steps // 20)))

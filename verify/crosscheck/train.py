@@ -130,7 +130,8 @@ def runtime_schedule(cfg: TrainConfig, steps: Any, warmup: Any) -> optax.Schedul
 
 
 def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
-              lr_schedule: Optional[optax.Schedule] = None) -> optax.GradientTransformation:
+              lr_schedule: Optional[optax.Schedule] = None,
+              tie: Optional[Tuple[int, int]] = None) -> optax.GradientTransformation:
     """Gradient clipping then AdamW; weight decay only on weight matrices (ndim >= 2,
     embeddings included), not on biases or LayerNorm parameters.
 
@@ -142,11 +143,20 @@ def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
         lr_schedule: the learning rate per step (default :func:`schedule` of ``cfg``; the fused
             trainer passes a function that returns the step's rate, fed to its compiled chunk). The optimiser state's structure does not
             depend on it.
+        tie: ``(sublayers per block, blocks)`` of a looped model (:attr:`ModelConfig.tie
+            <verify.crosscheck.model.ModelConfig.tie>`): the blocks' weights are one shared set
+            (:func:`~verify.crosscheck.model.tie_blocks`); None = no tying.
     """
+    from depthcraft.verify.crosscheck.model import tie_blocks
+
     decay_mask = lambda params: jax.tree_util.tree_map(lambda a: a.ndim >= 2, params)  # noqa: E731
-    parts = [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
+    gather, scatter = tie_blocks(*tie) if tie else (None, None)
+    parts = [gather] if tie else []
+    parts += [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
     parts.append(optax.adamw(schedule(cfg) if lr_schedule is None else lr_schedule, b1=0.9, b2=cfg.b2,
                              weight_decay=cfg.weight_decay, mask=decay_mask))
+    if tie:
+        parts.append(scatter)
     tx = optax.chain(*parts)
     if not frozen:
         return tx
@@ -178,13 +188,14 @@ def optimiser_key(cfg: TrainConfig) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=16)
-def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+def make_step(arch: Arch, cfg: TrainConfig, rules: Tuple[Any, ...] = ((), None)) -> Callable:
     """The jitted train step ``(params, opt_state, ids, targets, mask) -> (params, opt_state, loss)``.
 
-    Cached per (architecture, optimiser settings, frozen parameters), so runs that differ
-    only in the seed reuse one compiled step.
+    Cached per (architecture, optimiser settings, parameter rules: :attr:`ModelConfig.rules
+    <verify.crosscheck.model.ModelConfig.rules>`, frozen paths and tied blocks), so runs that
+    differ only in the seed reuse one compiled step.
     """
-    tx = optimizer(cfg, frozen)
+    tx = optimizer(cfg, rules[0], tie=rules[1])
 
     @jax.jit
     def step(params, opt_state, ids, targets, mask):
@@ -196,10 +207,10 @@ def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] 
 
 
 @functools.lru_cache(maxsize=16)
-def optimiser_init(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+def optimiser_init(cfg: TrainConfig, rules: Tuple[Any, ...] = ((), None)) -> Callable:
     """The optimiser's ``init`` (zero moments, step counts), jitted: one XLA compilation per parameter
     structure instead of one per parameter shape run eagerly. Cached like :func:`make_step`."""
-    return jax.jit(optimizer(cfg, frozen).init)
+    return jax.jit(optimizer(cfg, rules[0], tie=rules[1]).init)
 
 
 def step_rng(seed: int, step: int) -> np.random.Generator:
@@ -288,7 +299,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
     """
     arch = model_cfg.arch(data.pad_id)
     params = init_params(model_cfg, jax.random.PRNGKey(train_cfg.seed), data.n_inputs, data.n_classes, data.seq_len)
-    state = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.frozen)(params)}
+    state = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.rules)(params)}
     desc = _describe(data, model_cfg, train_cfg)
     start, history, seconds = 0, [], 0.0
     if checkpoint_dir is not None:
@@ -298,7 +309,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
             history, seconds = list(meta.get("history", [])), float(meta.get("seconds", 0.0))
     resumed_from = start
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
-    step_fn = make_step(arch, optimiser_key(train_cfg), model_cfg.frozen)
+    step_fn = make_step(arch, optimiser_key(train_cfg), model_cfg.rules)
     params, opt_state = state["params"], state["opt_state"]
     t0 = time.perf_counter()
 
@@ -323,7 +334,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
         save(end)
     seconds += time.perf_counter() - t0
     return RunOutcome(params=params, arch=arch, history=history, seconds=seconds, resumed_from=resumed_from,
-                      n_params=count_params(params))
+                      n_params=count_params(params, model_cfg))
 
 
 def training_settings(desc: Any) -> Any:
@@ -434,17 +445,17 @@ def donate_args() -> Tuple[int, ...]:
     return () if jax.default_backend() == "cpu" else (0, 1)
 
 
-def seed_chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig) -> Callable:
+def seed_chunk_fn(arch: Arch, cfg: TrainConfig, rules, n: int, sampler, sampler_sig) -> Callable:
     """The jitted ``n``-step function of :func:`train_seeds`, vmapped over seeds.
 
     numpy-fed: ``(params[S], opt[S], ids[S, n, B, T], targets, mask) -> (params, opt, losses[S, n])``;
     jax-sampled: ``(params[S], opt[S], steps[n]) -> ...``, with each seed's keys derived inside.
-    Cached per (architecture, optimiser settings, frozen parameters, n, sampler).
+    Cached per (architecture, optimiser settings, parameter rules, n, sampler).
     """
-    key = (arch, cfg, frozen, n, sampler_sig)
+    key = (arch, cfg, rules, n, sampler_sig)
     if key in _CHUNK_CACHE:
         return _CHUNK_CACHE[key]
-    tx = optimizer(cfg, frozen)
+    tx = optimizer(cfg, rules[0], tie=rules[1])
 
     def train_step(p, o, ids, targets, mask):
         loss, grads = jax.value_and_grad(loss_fn)(p, ids, targets, mask, arch)
@@ -642,7 +653,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     n_seeds = len(seeds)
     arch = model_cfg.arch(data.pad_id)
     opt_key = optimiser_key(train_cfg)
-    init_state = optimiser_init(opt_key, model_cfg.frozen)
+    init_state = optimiser_init(opt_key, model_cfg.rules)
     inits = [init_params(model_cfg, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
              for s in seeds]
     state = {"params": stack_trees(inits), "opt_state": stack_trees([init_state(p) for p in inits])}
@@ -700,7 +711,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     while s < end:
         nxt = next_stop(s)
         n = nxt - s
-        fn = seed_chunk_fn(arch, opt_key, model_cfg.frozen, n, draw, sig)
+        fn = seed_chunk_fn(arch, opt_key, model_cfg.rules, n, draw, sig)
         if draw is None:
             batches = [[data.sample(step_rng(seed, t), train_cfg.batch,
                                     None if curriculum is None else range(stage + 1)) for t in range(s, nxt)]
@@ -741,7 +752,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     if checkpoint_dir is not None and s > start:
         save(s)
     seconds += time.perf_counter() - t0
-    n_params = count_params(_unstack(params, 0))
+    n_params = count_params(_unstack(params, 0), model_cfg)
     return [RunOutcome(params=_unstack(params, i), arch=arch, history=history[i], seconds=seconds,
                        resumed_from=resumed_from, n_params=n_params, curve=curves[i], steps_done=s,
                        exit_reason=exit_reason, seeds_together=n_seeds, sampler=sampler,
@@ -825,7 +836,7 @@ def load_trained(directory: str, seed: Optional[int] = None) -> TrainedModel:
     except (KeyError, TypeError, DepthcraftError) as e:
         raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
     params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    template = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.frozen)(params)}
+    template = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.rules)(params)}
     seeds = config.get("seeds")
     if seeds is not None:
         pick = seeds[0] if seed is None else seed
