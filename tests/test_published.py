@@ -320,6 +320,12 @@ def test_published_command_writes_results(tmp_path, capsys):
     assert doc["max_abs_diff"] == pytest.approx(max(abs(v) for x in doc["runs"].values() for v in x["diff"].values()),
                                                 abs=1e-4)
     assert (out / "COMMAND").is_file() and (out / "errors.png").is_file() and (out / "alignment_L2.png").is_file()
+    assert (out / "schedule_L2.png").is_file()
+    sched = json.loads((out / "schedules.json").read_text())
+    assert set(sched["models"]) == {"width4-depth2", "width4-depth3-samples1k"}
+    assert [len(l["heads"]) for l in sched["models"]["width4-depth2"]["layers"]] == [2, 2]
+    assert "--size 3" in (out / "COMMAND").read_text() and "port-check" not in (out / "COMMAND").read_text()
+    assert "3 inputs per k" in doc["explanation"] and "2048" not in doc["explanation"]
     al = doc["alignment"]["width4-depth2"]
     assert [l["expected"] for l in al["layers"]] == ["prev", "find1"]
     # a rerun reads the per-model files back instead of evaluating again
@@ -349,13 +355,14 @@ def test_claims_gain_the_authors_models_row(tmp_path):
 
     assert claims.published_c1(tmp_path) is None
     by_depth = {d: {k: (0.0 if k <= 2 ** (d - 2) else 0.5) for k in range(17)} for d in range(2, 6)}
-    doc = {"c1": {"ours": c1.calibrate(by_depth), "theirs": None}, "protocol": {"inputs_per_k": 2048}}
+    doc = {"c1": {"ours": c1.judge_errors(by_depth, {}, c1.PAPER_GRID), "theirs": None},
+           "protocol": {"inputs_per_k": 2048}}
     path = tmp_path / claims.PUBLISHED_RESULTS
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc))
     row = claims.published_c1(tmp_path)
     assert row["id"] == claims.C1_AUTHORS and row["verdict"] == c1.REPRODUCED
-    assert "L=2: 1, L=3: 2, L=4: 4, L=5: 8" in row["evidence"]
+    assert "k* L2: 1, L3: 2, L4: 4, L5: 8" in row["evidence"] and "chi2 geo 0.0" in row["evidence"]
 
 
 def test_explore_opens_a_published_model(tmp_path, capsys):

@@ -795,18 +795,57 @@ def align_model(model: PublishedModel, fmt: AuthorsFormat, ks: Sequence[int] = (
     return {"k": out, "reference_k": k_ref, "layers": layers, "construction_heads_found": found}
 
 
+# ----------------------------------------------------------------------------- hop schedules
+
+#: Hop counts the schedules are measured at (the reference k of depth L is 2^(L-2)).
+SCHEDULE_KS = (1, 2, 4, 8, 16)
+#: Sequences per k for the schedules, and their stream.
+SCHEDULE_SIZE, SCHEDULE_SEED = 64, SEED + 2
+
+
+def model_schedule(model: PublishedModel, fmt: AuthorsFormat, ks: Sequence[int] = SCHEDULE_KS,
+                   size: int = SCHEDULE_SIZE, seed: int = SCHEDULE_SEED) -> Dict[str, Any]:
+    """A published model's hop schedule (:func:`verify.crosscheck.schedule.measure`) on ``size``
+    fresh inputs per k (their format; the same inputs for every model).
+
+    Returns:
+        :func:`~verify.crosscheck.schedule.measure`'s dict plus ``depth``, ``heads``, ``samples``,
+        ``size``, ``seed``.
+    """
+    from depthcraft.verify.crosscheck import schedule
+
+    run = schedule.model_maps_fn(model.params, model.arch)
+    ids_by_k = {k: fmt.eval_set(k, size, seed)[0] for k in ks}
+    rec = schedule.measure(lambda k, x: run(ids_by_k[k]), lambda k: ids_by_k[k][:, 1:] - CHAR_BASE, ks, model.depth)
+    rec.update(depth=model.depth, heads=model.heads, samples=model.samples, size=size, seed=seed)
+    return rec
+
+
 # ----------------------------------------------------------------------------- results.json
 
 #: Differences from their errors.json above this are explained in results.json (issue 31).
 EXPLAIN_ABOVE = 0.01
 
-DROPOUT_NOTE = (
-    "Their errors.json was measured with dropout on: their notebook loads each model with "
-    "get_model_from_run (src/models.py), which never calls .eval(), and Hugging Face's GPT-2 has "
-    "dropout 0.1 by default (embeddings, attention weights, residual branches); it also used 100 "
-    "inputs per k. Our errors are the models' deterministic function (eval mode, no dropout) on "
-    "2048 inputs per k. port.json re-measures the errors with the reference GPT-2 in training mode "
-    "(dropout on, 100 inputs per k): those agree with errors.json within sampling noise.")
+def explanation(inputs_per_k: int, port: Optional[Mapping[str, Any]], within: int, checked: int) -> str:
+    """results.json's ``explanation``: why ours and their errors.json differ, written from this run's
+    settings and counts (issue 41: no fixed text)."""
+    text = ("Their errors.json was measured with dropout on: their notebook loads each model with "
+            "get_model_from_run (src/models.py), which never calls .eval(), and Hugging Face's GPT-2 has "
+            "dropout 0.1 by default (embeddings, attention weights, residual branches); it also used "
+            f"{THEIR_INPUTS_PER_K} inputs per k. Our errors are the models' deterministic function (eval mode, no "
+            f"dropout) on {inputs_per_k} inputs per k.")
+    if port and port.get("dropout_inputs_per_k"):
+        text += (f" port.json re-measures the errors with the reference GPT-2 in training mode (dropout on, "
+                 f"{port['dropout_inputs_per_k']} inputs per k, {sum(1 for r in port.get('runs', {}).values() if 'dropout_error' in r)} runs): "
+                 f"{within} of the {checked} cells that differ from errors.json by more than {EXPLAIN_ABOVE} agree "
+                 "with it within 3 sqrt(2) standard errors.")
+    else:
+        text += " No dropout-mode measurement (port.json) was used in this run."
+    return text
+
+
+#: Inputs per k behind the authors' errors.json (their notebook).
+THEIR_INPUTS_PER_K = 100
 
 
 def _mean_error(rec_k: Mapping[str, Mapping[str, float]], ks: Sequence[int]) -> Tuple[float, float]:
@@ -816,7 +855,8 @@ def _mean_error(rec_k: Mapping[str, Mapping[str, float]], ks: Sequence[int]) -> 
 
 
 def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignments: Mapping[str, Any],
-                  port: Optional[Mapping[str, Any]] = None, command: str = "") -> Dict[str, Any]:
+                  port: Optional[Mapping[str, Any]] = None, command: str = "",
+                  schedules: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """results.json of ``depthcraft published`` from the per-model records (:func:`evaluate_runs`),
     the alignments (:func:`align_model`) and the port check (``port.json``, optional).
 
@@ -832,6 +872,7 @@ def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignment
 
     present, absent = present_runs(repo)
     theirs = authors_errors(repo)
+    inputs = next(iter(records.values()))["size"] if records else SIZE
     port_runs = (port or {}).get("runs", {})
     runs: Dict[str, Any] = {}
     over = []
@@ -871,17 +912,20 @@ def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignment
     fresh4 = {runs[r]["depth"]: r for r in runs if RUNS[r][1:] == (4, -1)}
     ours_by_depth = {d: {int(k): v for k, v in runs[r]["errors"].items()} for d, r in sorted(fresh4.items())}
     theirs_by_depth = {d: theirs[f"width4-depth{d}"] for d in range(2, 7) if f"width4-depth{d}" in theirs}
-    c1_doc = {"rule_written": c1.WRITTEN, "rule": "slope of log2 k* per layer (k*: largest k with error "
-              f"< {c1.LEARNED}) in [{c1.GROWTH_LOW}, {c1.GROWTH_HIGH}], k* never decreasing, >= {c1.MIN_DEPTHS} "
-              "depths with k* >= 1 (verify/crosscheck/c1.py)",
-              "ours": c1.calibrate(ours_by_depth) if len(ours_by_depth) >= 2 else None,
-              "theirs": c1.calibrate(theirs_by_depth) if theirs_by_depth else None}
+    ours_se = {d: {int(k): v for k, v in runs[r]["se"].items()} for d, r in sorted(fresh4.items())}
+    c1_doc = {"rule_written": c1.WRITTEN, "rule": c1.RULE_TEXT,
+              "ours": c1.judge_errors(ours_by_depth, ours_se, c1.PAPER_GRID) if ours_by_depth else None,
+              "ours_inputs_per_k": inputs,
+              "theirs": c1.judge_errors(theirs_by_depth, {d: c1.binomial_se(e, THEIR_INPUTS_PER_K)
+                                                          for d, e in theirs_by_depth.items()}, c1.PAPER_GRID)
+              if theirs_by_depth else None,
+              "theirs_se": f"binomial bound sqrt(e (1 - e) / {THEIR_INPUTS_PER_K}) (errors.json gives none)"}
     fs_ks = range(1, MAX_HOPS + 1)
     fs_ours = {(RUNS[r][2], records[r]["depth"]): _mean_error(records[r]["k"], fs_ks)
                for r in records if RUNS[r][2] in SAMPLE_SIZES and RUNS[r][1] == 4}
     fs_theirs = {f"n={n} L={d}": round(float(np.mean([theirs[r][k] for k in fs_ks])), 4)
                  for r, (d, h, n) in RUNS.items() if n in SAMPLE_SIZES and r in theirs}
-    finite = {"rule_written": "2026-12-04", "ours": judge_finite_sample(fs_ours) if fs_ours else None,
+    finite = {"rule_written": FINITE_SAMPLE_WRITTEN, "min_difference": MIN_DIFFERENCE, "ours": judge_finite_sample(fs_ours) if fs_ours else None,
               "ours_mean_error": {f"n={n} L={d}": round(e, 4) for (n, d), (e, _) in sorted(fs_ours.items())},
               "theirs_mean_error": fs_theirs,
               "fresh_mean_error": {f"L={d}": round(float(np.mean([ours_by_depth[d][k] for k in fs_ks])), 4)
@@ -891,7 +935,7 @@ def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignment
         "source": "github.com/chsanford/hop-induction-heads, " + MODELS_DIR,
         "present": present, "absent": absent, "evaluated": [r for r in RUNS if r in records],
         "pending": [r for r in present if r not in records],
-        "protocol": {"inputs_per_k": next(iter(records.values()))["size"] if records else SIZE,
+        "protocol": {"inputs_per_k": inputs,
                      "seed": next(iter(records.values()))["seed"] if records else SEED,
                      "ks": list(range(MAX_HOPS + 1)), "symbols": N_SYMBOLS, "vocab": VOCAB,
                      "distribution": "no two equal neighbours (KHopTask distribution=paper)",
@@ -902,7 +946,7 @@ def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignment
         "explained_by_dropout": {"checked": len(checked), "within_noise": len(within),
                                  "rule": "|dropout-mode error - theirs| <= 3 sqrt(2) x the standard error "
                                          "of a 100-input estimate"},
-        "explanation": DROPOUT_NOTE,
+        "explanation": explanation(inputs, port, len(within), len(checked)),
         "spec_7a": {str(d): {str(k): v for k, v in row.items()} for d, row in PAPER_KHOP.items()},
         "c1": c1_doc, "finite_sample": finite,
         "alignment": dict(alignments),
@@ -911,7 +955,9 @@ def build_results(repo: str, records: Mapping[str, Mapping[str, Any]], alignment
                                        "transformers": port.get("transformers")},
         "port_runs": {r: {"max_abs_logit_diff": v["max_abs_logit_diff"], "argmax_agree": v["argmax_agree"]}
                       for r, v in port_runs.items()},
+        "port_dropout_inputs_per_k": (port or {}).get("dropout_inputs_per_k"),
         "seconds": round(sum(r["seconds"] for r in records.values()), 1),
+        "schedules": None if not schedules else schedules_summary(schedules),
     }
 
 
@@ -936,12 +982,12 @@ def write_figures(out: str, doc: Mapping[str, Any]) -> List[str]:
     for i, r in enumerate(fresh):
         c = cmap(i / max(len(fresh) - 1, 1))
         d = runs[r]["depth"]
-        ax.plot(ks, [runs[r]["errors"][str(k)] for k in ks], "o-", color=c, ms=3, label=f"L={d} ours (eval mode, 2048/k)")
+        ax.plot(ks, [runs[r]["errors"][str(k)] for k in ks], "o-", color=c, ms=3, label=f"L={d} ours (eval mode, {doc['protocol']['inputs_per_k']}/k)")
         ax.plot(ks, [runs[r]["theirs"].get(str(k), np.nan) for k in ks], "--", color=c, lw=1,
-                label=f"L={d} their errors.json")
+                label=f"L={d} their errors.json ({THEIR_INPUTS_PER_K}/k)")
         if "dropout_error" in runs[r]:
             ax.plot(ks, [runs[r]["dropout_error"][str(k)] for k in ks], "x", color=c, ms=5,
-                    label=f"L={d} dropout on (ref. GPT-2, 100/k)")
+                    label=f"L={d} dropout on (ref. GPT-2, {doc.get('port_dropout_inputs_per_k')}/k)")
     ax.axhline(0.05, color="grey", ls=":", lw=1)
     ax.set_xlabel("k (hops)")
     ax.set_ylabel("token error (target not ⊥)")
@@ -1017,6 +1063,22 @@ def write_figures(out: str, doc: Mapping[str, Any]) -> List[str]:
     return written
 
 
+def schedules_summary(schedules: Mapping[str, Any]) -> Dict[str, Any]:
+    """results.json's ``schedules``: per model (schedules.json's ``models``) its reference k and, per
+    layer, the matched references and the furthest find^m; the construction's per depth."""
+    models = {r: {"k_ref": rec["k_ref"], "depth": rec["depth"], "source": rec.get("source", "authors"),
+                  "layers": [{"layer": l["layer"], "schedule": l["schedule"], "find": l["find"]} for l in rec["layers"]]}
+              for r, rec in schedules["models"].items()}
+    return {"file": "schedules.json", "match": schedules["match"], "models": models,
+            "construction": {str(d): c for d, c in sorted(schedules["construction"].items())}}
+
+
+def _wrap(text: str, width: int) -> List[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, subsequent_indent="    ") or [""]
+
+
 def summary_lines(doc: Mapping[str, Any]) -> List[str]:
     """The command's report, lines of at most 80 columns."""
     lines = [f"present: {len(doc['present'])} of {len(RUNS)} runs; evaluated {len(doc['evaluated'])}"
@@ -1046,19 +1108,24 @@ def summary_lines(doc: Mapping[str, Any]) -> List[str]:
     if doc.get("port"):
         lines.append(f"port: max |logit diff| vs HF GPT-2 = {doc['port']['max_abs_logit_diff']:.1e} "
                      f"({doc['port']['runs_checked']} runs)")
-    for who in ("ours", "theirs"):
+    from depthcraft.verify.crosscheck import c1 as c1_rule
+
+    for who, label in (("ours", "eval mode"), ("theirs", "errors.json")):
         c = doc["c1"].get(who)
         if c:
-            for grid in ("paper_grid", "sweep_grid"):
-                g = c[grid]
-                ks = ",".join(str(x) for x in g["k_star"].values())
-                lines.append(f"C1 {who:<6} {grid:<10} k*={ks:<12} b={g['slope']}: {g['verdict']}"[:80])
+            lines.append(f"C1 on {label}: {c['verdict']}")
+            lines += ["  " + part for part in _wrap(c1_rule.describe(c), 76)]
     fs = doc["finite_sample"].get("ours")
     if fs:
-        lines.append(f"finite-sample: {fs['verdict']}: {fs['reason']}"[:80])
-    lines.append("alignment with the construction's head of each layer (L1 prev, L2-3 find1, ...):")
-    for r, al in doc["alignment"].items():
-        seq = " ".join(f"{l['alignment']:.2f}" + ("" if l["best_ref"] == l["expected"] else f"({l['best_ref']})")
-                       for l in al["layers"])
-        lines.append(f"  {r:<25}{seq}"[:80])
+        lines += _wrap(f"finite-sample: {fs['verdict']}: {fs['reason']}", 80)
+    sch = doc.get("schedules") or {}
+    if sch:
+        from depthcraft.verify.crosscheck.schedule import schedule_text
+
+        lines.append("hop schedule per layer (references matched by a head, mass >= "
+                     f"{sch.get('match')}):")
+        for r, rec in sch.get("models", {}).items():
+            lines += _wrap(f"  {r} (k={rec['k_ref']}): {schedule_text(rec['layers'])}", 80)
+        for d, cons in sorted(sch.get("construction", {}).items()):
+            lines.append(f"  construction L={d}: {' | '.join(n.replace('find', 'f') for n in cons)}")
     return lines

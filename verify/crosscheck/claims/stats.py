@@ -304,7 +304,8 @@ def recipe(doc: Dict[str, Any]) -> str:
         extra = ", evaluated on " + " ".join(f"{k}={v}" for k, v in diff.items())
     return (f"{doc.get('task')} {params}{extra}: {t.get('steps')} steps, batch {t.get('batch')}, lr {t.get('lr')}, "
             f"width {m.get('width')}, {m.get('heads')} heads, {'MLP' if m.get('mlp') else 'attention-only'}, "
-            f"{m.get('embedding', 'learned')} token embedding, {s.get('seeds')} seeds")
+            f"{m.get('embedding', 'learned')} token embedding{', looped (one shared block)' if m.get('looped') else ''}, "
+            f"{s.get('seeds')} seeds")
 
 
 def combine(parts: Sequence[str]) -> str:
