@@ -586,6 +586,15 @@ def render_published(root: pathlib.Path) -> str:
                     f"at least {sch.get('match')} of its attention on (f<m> = find^m, bos = parking on position 0), "
                     "and the furthest find^m a matched head reads, with its mass. The construction: " + cons + ".", "",
                 table(["model", "L", "k", "schedule per layer", "find m (mass) per layer"], srows)]
+        for name, rec in sch["models"].items():
+            if rec.get("source") == "authors" and name in fresh:
+                cons = sch.get("construction", {}).get(str(rec["depth"]), [])
+                diff = [f"layer {l['layer']} {', '.join(l['schedule']) or 'no matched head'} (construction: "
+                        f"{cons[l['layer'] - 1] if l['layer'] - 1 < len(cons) else '—'})"
+                        for l in rec["layers"] if (cons[l["layer"] - 1] if l["layer"] - 1 < len(cons) else None)
+                        not in l["schedule"] or len(l["schedule"]) > 1]
+                out += ["", f"Depth {rec['depth']} ({name}, k = {rec['k_ref']}): "
+                        + ("; ".join(diff) if diff else "the construction's schedule") + "."]
     return "\n".join(out)
 
 

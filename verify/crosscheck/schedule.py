@@ -169,8 +169,8 @@ def measure(maps_fn: Callable[[int, np.ndarray], Sequence[np.ndarray]], symbols_
         ks: hop counts (>= 1).
         depth: attention layers (for the reference k).
     Returns:
-        ``{"k_ref", "construction", "by_k": {str(k): {"layers": layer_schedule, "mass", "agree"
-        ([L][H][R] lists), "queries"}}, "layers": the layers at k_ref}``.
+        ``{"k_ref", "construction", "by_k": {str(k): {"layers": layer_schedule, "queries"}, with
+        "mass", "agree" ([L][H][R] lists) at k_ref only}, "layers": the layers at k_ref}``.
     """
     by_k: Dict[str, Any] = {}
     for k in ks:
@@ -180,6 +180,9 @@ def measure(maps_fn: Callable[[int, np.ndarray], Sequence[np.ndarray]], symbols_
                         "mass": np.round(sc["mass"], 4).tolist(), "agree": np.round(sc["agree"], 4).tolist(),
                         "queries": sc["queries"].astype(int).tolist()}
     k_ref = reference_k(depth, ks)
+    for k, rec in by_k.items():  # the matrices at the reference k only (keeps schedules.json small)
+        if k != str(k_ref):
+            rec.pop("mass"), rec.pop("agree")
     return {"k_ref": k_ref, "construction": construction_schedule(depth), "references": list(REFERENCES),
             "match": MATCH, "by_k": by_k, "layers": by_k[str(k_ref)]["layers"]}
 
