@@ -9,7 +9,7 @@ import pytest
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.verify.crosscheck.data import TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, init_params
-from depthcraft.verify.crosscheck.train import TrainConfig, train
+from depthcraft.verify.crosscheck.train import TrainConfig, train_loop
 from depthcraft.verify.tasks import get_task
 
 TM = get_task("tm")
@@ -48,7 +48,7 @@ def test_fixed_embedding_is_never_updated_and_the_rest_is(embedding):
     cfg = ModelConfig(depth=1, heads=2, width=32, mlp=False, embedding=embedding)
     tc = TrainConfig(steps=5, batch=16, lr=1e-2, warmup=1, weight_decay=0.1)
     init = init_params(cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    out = train(data, cfg, tc)
+    out = train_loop(data, cfg, tc)
     assert np.array_equal(np.asarray(out.params["embed"]["token"]), np.asarray(init["embed"]["token"]))
     assert not np.array_equal(np.asarray(out.params["embed"]["pos"]), np.asarray(init["embed"]["pos"]))
 
@@ -62,7 +62,7 @@ def test_learned_embedding_of_a_held_out_token_gets_no_gradient_only_decay():
     tc = TrainConfig(steps=5, batch=16, lr=1e-2, warmup=1, weight_decay=0.0)
     init = np.asarray(init_params(cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes,
                                   data.seq_len)["embed"]["token"])
-    got = np.asarray(train(data, cfg, tc).params["embed"]["token"])
+    got = np.asarray(train_loop(data, cfg, tc).params["embed"]["token"])
     assert np.array_equal(got[held], init[held])
     assert not np.array_equal(got[seen], init[seen])
 

@@ -93,6 +93,8 @@ class Preset:
         precision: compute precision of the ``fused`` trainer (every group of a sweep in one
             compiled step): ``auto`` (bfloat16 on a GPU, float32 on the CPU), ``float32`` or
             ``bfloat16`` (bfloat16 products with float32 master weights, optimiser and loss).
+        layout: the fused trainer's layout (``auto``: split on the CPU, padded on a GPU; ``padded``,
+            ``split``: :data:`~verify.crosscheck.fused.LAYOUTS`).
         looped: one block's weights shared by every layer (:class:`~verify.crosscheck.model.ModelConfig`).
     """
 
@@ -135,6 +137,7 @@ class Preset:
     curriculum: Optional[float] = None
     precision: str = "auto"
     looped: bool = False
+    layout: str = "auto"
 
 
 _PRESETS: Dict[Tuple[str, str], Preset] = {}
