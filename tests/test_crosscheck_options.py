@@ -156,3 +156,29 @@ def test_ictm_dense_with_one_query_and_iid_labels_is_ictm():
     x = DENSE.sample(p, np.random.default_rng(2), 128)
     assert x.shape[1] == ictm.max_seq_len(ictm.resolve({"n": 3, "m": 4}))
     assert np.array_equal(DENSE.reference(p, x)[0], ictm.reference(ictm.resolve({"n": 3, "m": 4}), x)[0])
+
+
+def test_a_preset_file_is_read_and_the_command_line_overrides_it(tmp_path, capsys):
+    """depthcraft train TASK --config FILE (issue 41: one config object, a preset file the CLI reads)."""
+    import json
+
+    from depthcraft.verify.cli import main
+    from depthcraft.verify.crosscheck import sweep
+    from depthcraft.verify.crosscheck.presets import get_preset, load_preset_file
+
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps({"preset": "c1", "steps": 300, "depths": [2, 3], "looped": True,
+                             "params": {"k": [1, 2]}}))
+    p = load_preset_file(str(f), "khop")
+    assert p.name == "mine" and p.steps == 300 and p.depths == (2, 3) and p.looped
+    assert p.params["k"] == (1, 2) and p.params["n"] == get_preset("khop", "c1").params["n"]
+    cfg = sweep.make_config(p, steps=50)
+    assert cfg.train.steps == 50 and cfg.model.looped and [c["k"] for c in cfg.conditions] == [1, 2]
+    f.write_text(json.dumps({"stepz": 3}))
+    with pytest.raises(ParameterError, match="unknown field 'stepz'"):
+        load_preset_file(str(f), "khop")
+    with pytest.raises(SystemExit) as e:
+        main(["train", "khop", "--config", str(f)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown field 'stepz'" in err[0]

@@ -433,3 +433,55 @@ def get_preset(task: str, name: str) -> Preset:
         known = sorted(f"{t}:{n}" for t, n in _PRESETS)
         raise ParameterError(f"no preset {name!r} for task {task!r}; known presets: {', '.join(known)}")
     return _PRESETS[(task, name)]
+
+
+#: Preset fields a preset file may not set (the task is the command's argument; a claim's depth
+#: rule is code).
+_NOT_IN_FILES = ("task", "claim")
+
+
+def load_preset_file(path: str, task: str) -> Preset:
+    """A preset from a JSON file (``depthcraft train TASK --config FILE``; the command line's options
+    override it).
+
+    The file is one object: ``"preset"`` names the built-in preset of ``task`` it starts from
+    (default ``cpu``), every other key is a :class:`Preset` field (``name`` defaults to the file's
+    stem). Lists become tuples (a list in ``params`` is swept, as on the command line).
+
+    Args:
+        path: the file.
+        task: the task (the command's argument).
+    Returns:
+        the :class:`Preset`.
+    Raises:
+        ParameterError: the file is missing, not JSON, not an object, names an unknown or forbidden
+            field, or a built-in preset that does not exist.
+    """
+    import json
+    import os
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except FileNotFoundError:
+        raise ParameterError(f"--config {path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ParameterError(f"--config {path}: not JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ParameterError(f"--config {path}: expected a JSON object of preset fields")
+    base = get_preset(task, str(raw.pop("preset", "cpu")))
+    fields = {f.name for f in dataclasses.fields(Preset)} - set(_NOT_IN_FILES)
+    bad = sorted(set(raw) - fields)
+    if bad:
+        raise ParameterError(f"--config {path}: unknown field {bad[0]!r}; the fields are {', '.join(sorted(fields))}")
+
+    def tup(v):
+        return tuple(v) if isinstance(v, list) else v
+
+    values = {k: tup(v) for k, v in raw.items()}
+    if "params" in values:
+        if not isinstance(values["params"], dict):
+            raise ParameterError(f"--config {path}: params must be an object")
+        values["params"] = {**base.params, **{k: tup(v) for k, v in values["params"].items()}}
+    values.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    return dataclasses.replace(base, **values)
