@@ -355,6 +355,14 @@ def _head_recipe(c: Dict[str, Any]) -> str:
     return " (mixed recipe)" if "mixed" in by else " (hard-only recipe)" if "hard-only" in by else ""
 
 
+def _c1_fits(k_star: Dict[str, Any], fit: Dict[str, Any]) -> str:
+    """k* intervals by depth and both fits' chi2 (C1's rule of 2026-12-07)."""
+    ks = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi if hi is not None else '>'}" for lo, hi in k_star.values())
+    g, lin = fit.get("geometric"), fit.get("linear")
+    fits = "" if not g else f"; chi2 geometric {g['chi2']:.1f} (x{g['factor']:.2f}/layer), linear {lin['chi2']:.1f}"
+    return f"k* at L = {_depth_range(k_star)}: {ks}{fits}"
+
+
 def claim_numbers(c: Dict[str, Any]) -> str:
     """The numbers that decide a claim's verdict, in a few words (from its ``measured``); "—" when the
     claim was not judged, and a pointer to the evidence when its numbers have an unknown shape."""
@@ -364,14 +372,15 @@ def claim_numbers(c: Dict[str, Any]) -> str:
     try:
         cid = c["id"]
         if cid == "C1":
-            g = m["growth"]
-            return (f"k* at L = {_depth_range(m['k_star'])}: {_kstars(m['k_star'])} (paper: "
-                    f"{_kstars({L: k for L, k in m['paper_k_star'].items() if L in m['k_star']})}); "
-                    f"log2 k* grows b = {g['slope']:.2f} per layer ({m['train_steps']} steps)")
+            return f"{_c1_fits(m['k_star'], m['rule'])} ({m['train_steps']} steps)"
         if cid.startswith("C1,"):
-            g = m["paper_grid"]
-            return (f"k* at L = {_depth_range(g['k_star'])} (k = 1..16): {_kstars(g['k_star'])}; "
-                    f"b = {g['slope']:.2f} per layer")
+            parts = [f"eval mode: {_c1_fits(m['eval_mode']['k_star'], m['eval_mode'])}"]
+            if m.get("errors_json"):
+                parts.append(f"errors.json: {_c1_fits(m['errors_json']['k_star'], m['errors_json'])}")
+            return "; ".join(parts)
+        if cid.startswith("C1 looped"):
+            return "; ".join(f"L={d}: mean error {r['looped_mean']:.3f} vs {r['plain_mean']:.3f}"
+                             for d, r in m["depths"].items())
         if cid == "C2":
             return "; ".join(f"{name}: error L=1 {_err(m[key]['L1'])}, L=2 {_err(m[key]['L2'])}"
                              for key, name in (("icqa", "ICQA"), ("tm_onehot", "TM held-out (one-hot)")))
