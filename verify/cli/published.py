@@ -96,8 +96,8 @@ def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size, o
     write_json_atomic(os.path.join(out, "results.json"), doc)
     lines = [f"# {P.MODELS_DIR} of a checkout of github.com/chsanford/hop-induction-heads (HOP_REPO)"]
     if port is not None:
-        lines.append(f"depthcraft published HOP_REPO --port-check --dropout-size "
-                     f"{port.get('dropout_inputs_per_k') or 0}  # port.json; needs torch and transformers")
+        lines.append(f"depthcraft published HOP_REPO --port-check --runs {','.join(port.get('runs', {}))} "
+                     f"--dropout-size {port.get('dropout_inputs_per_k') or 0}  # port.json; needs torch, transformers")
     lines.append(command)
     write_text_atomic(os.path.join(out, "COMMAND"), "\n".join(lines) + "\n")
     figures = P.write_figures(out, doc)
