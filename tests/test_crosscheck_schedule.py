@@ -50,3 +50,17 @@ def test_bad_shapes_are_refused():
         S.head_scores([np.zeros((2, 1, 4, 4))], S.reference_pointers(x))
     with pytest.raises(ParameterError):
         S.reference_pointers(np.zeros(5, int))
+
+
+def test_a_layers_find_entry_is_its_strongest_head_at_the_furthest_m():
+    """Two heads matched to find^3 (masses 0.6 and 0.9) and one to find^1 (1.0): the layer reads
+    find^3, reported with the 0.9 head (a tie in m no longer goes to the later head)."""
+    names = S.REFERENCES
+    mass = np.zeros((1, 3, len(names)))
+    agree = np.zeros_like(mass)
+    j1, j3 = names.index("find1"), names.index("find3")
+    mass[0, 0, j3], mass[0, 1, j3], mass[0, 2, j1] = 0.9, 0.6, 1.0
+    agree[0, 0, j3], agree[0, 1, j3], agree[0, 2, j1] = 0.99, 0.7, 1.0
+    (layer,) = S.layer_schedule(mass, agree)
+    assert layer["schedule"] == ["find1", "find3"]
+    assert layer["find"] == {"m": 3, "head": 1, "mass": 0.9, "agree": 0.99, "matched": True}

@@ -117,7 +117,8 @@ def layer_schedule(mass: np.ndarray, agree: np.ndarray, names: Sequence[str] = R
         One dict per layer (1-based ``layer``): ``"heads": [{"head", "best", "mass", "agree"}]``,
         ``"schedule"``: the matched references (best of a head with mass >= ``match``), sorted by
         reference order; ``"find"``: ``{"m", "head", "mass", "agree", "matched"}``, the largest m
-        of a head matched to find^m (the furthest pointer the layer reads), else (``matched``
+        of a head matched to find^m (the furthest pointer the layer reads) and, of the heads
+        matched to that m, the one with the largest mass (the first on a tie); else (``matched``
         false) the head and m with the largest find mass.
     """
     out = []
@@ -131,10 +132,10 @@ def layer_schedule(mass: np.ndarray, agree: np.ndarray, names: Sequence[str] = R
                           "agree": round(float(agree[l, h, j]), 4)})
             if mass[l, h, j] >= match:
                 matched.add(j)
-        found = [(int(hd["best"][4:]), hd["head"] - 1) for hd in heads
-                 if hd["best"].startswith("find") and hd["mass"] >= match]
-        if found:  # the furthest pointer a head of the layer reads
-            m, h = max(found)
+        found = [(int(hd["best"][4:]), float(mass[l, hd["head"] - 1, names.index(hd["best"])]), hd["head"] - 1)
+                 for hd in heads if hd["best"].startswith("find") and hd["mass"] >= match]
+        if found:  # the furthest pointer a head of the layer reads; of its heads, the one with the most mass
+            m, _, h = max(found, key=lambda f: (f[0], f[1], -f[2]))
             j = names.index(f"find{m}")
         else:
             fm = np.where(np.isnan(mass[l][:, fcols]), -1.0, mass[l][:, fcols])
