@@ -587,7 +587,8 @@ def render_published(root: pathlib.Path) -> str:
         srows = []
         for name, rec in sch["models"].items():
             srows.append([name, str(rec["depth"]), str(rec["k_ref"]),
-                          " \\| ".join(",".join(x.replace("find", "f") for x in l["schedule"]) or "—" for l in rec["layers"]),
+                          " | ".join(",".join(x.replace("find", "f") for x in l["schedule"]) or "—"
+                                     for l in rec["layers"]),  # cell() escapes the pipes
                           " ".join(f"{l['find']['m']} ({l['find']['mass']:.2f})" for l in rec["layers"])])
         cons = "; ".join(f"L={k}: " + " \\| ".join(x.replace("find", "f") for x in v)
                          for k, v in sch.get("construction", {}).items())
