@@ -184,7 +184,7 @@ def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
     """
     import tempfile
 
-    from depthcraft.verify.crosscheck.train import TrainJob, train
+    from depthcraft.verify.crosscheck.trainer import TrainJob, train
 
     t = time.perf_counter()
     chunk = cfg.chunk

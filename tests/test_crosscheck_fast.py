@@ -271,7 +271,7 @@ def test_dense_needs_a_task_that_scores_several_positions():
 
 def test_the_one_entry_point_gives_every_backend_the_same_losses(tiny_training):
     """train(TrainJob, backend): loop, fast and fused (float32, split layout on the CPU) agree to FLOAT_TOL."""
-    from depthcraft.verify.crosscheck.train import TrainJob, train
+    from depthcraft.verify.crosscheck.trainer import TrainJob, train
 
     data, mc, tc, chunk = tiny_training
     job = TrainJob(data=data, model=mc, train=tc, seeds=(0, 1), chunk=chunk, sampler="numpy", precision="float32")

@@ -251,7 +251,7 @@ def test_one_entry_point_padded_bfloat16_keeps_padding_and_tracks_float32(tiny_t
     0.05 nats of float32's over the 12 steps."""
     import dataclasses
 
-    from depthcraft.verify.crosscheck.train import TrainJob, train
+    from depthcraft.verify.crosscheck.trainer import TrainJob, train
 
     data, mc, tc, chunk = tiny_training
     jobs = [TrainJob(data=data, model=dataclasses.replace(mc, depth=d), train=tc, seeds=(0,), chunk=chunk,
@@ -268,7 +268,7 @@ def test_one_entry_point_padded_bfloat16_keeps_padding_and_tracks_float32(tiny_t
 
 
 def test_backends_state_what_they_support(tiny_training):
-    from depthcraft.verify.crosscheck.train import BACKENDS, TrainJob, check_backend, train
+    from depthcraft.verify.crosscheck.trainer import BACKENDS, TrainJob, check_backend, train
 
     data, mc, tc, chunk = tiny_training
     with pytest.raises(ParameterError, match="needs trainer='fast' or 'fused', not 'loop'"):

@@ -130,7 +130,7 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--checkpoint-every", type=click.IntRange(0, MAX_STEPS), default=None,
               help="Steps between checkpoints (0 = only at the end).")
 @click.option("--trainer", type=click.Choice(["fast", "fused", "loop"]), default=None,
-              help="The backend of verify.crosscheck.train.train: fast: a (condition, depth)'s seeds vmapped, "
+              help="The backend of verify.crosscheck.trainer.train: fast: a (condition, depth)'s seeds vmapped, "
                    "--chunk steps per call; fused: every run of the sweep in one compiled step; loop: one step "
                    "per call.")
 @click.option("--sampler", type=click.Choice(["auto", "jax", "numpy"]), default=None,

@@ -73,7 +73,8 @@ class Preset:
         trainer: ``fast`` (:func:`~verify.crosscheck.train.train_seeds`: the seeds of a
             (condition, depth) vmapped, ``chunk`` steps per jitted call), ``fused``
             (:func:`~verify.crosscheck.fused.train_fused`: every run in one jitted call) or ``loop``
-            (:func:`~verify.crosscheck.train.train`, one step per call, one seed at a time).
+            (:func:`~verify.crosscheck.train.train_loop`, one step per call, one seed at a time); all
+            through :func:`~verify.crosscheck.trainer.train`.
         sampler: training data of the fast trainer: ``auto`` (JAX sampler where the task has
             one, else numpy), ``jax`` or ``numpy`` (:data:`~verify.crosscheck.train.SAMPLERS`).
         chunk: optimiser steps per jitted call of the fast trainer.

@@ -32,8 +32,9 @@ from depthcraft.verify.crosscheck.data import TaskData, condition_names
 from depthcraft.verify.crosscheck.fused import PRECISIONS
 from depthcraft.verify.crosscheck.model import ModelConfig
 from depthcraft.verify.crosscheck.presets import Preset
-from depthcraft.verify.crosscheck.train import (BACKENDS, PLATEAU_MARGIN, SAMPLERS, TrainConfig, TrainJob,
-                                                check_backend, evaluate, marginal_entropy, plateau_exit_step, train)
+from depthcraft.verify.crosscheck.train import (PLATEAU_MARGIN, SAMPLERS, TrainConfig, evaluate, marginal_entropy,
+                                                plateau_exit_step)
+from depthcraft.verify.crosscheck.trainer import BACKENDS, TrainJob, check_backend, train
 from depthcraft.verify.tasks import get_task
 
 #: Seed of the evaluation and alignment inputs (independent of the training seeds).
@@ -227,7 +228,7 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
                        mix_over=tuple(p.mix_over), curriculum=p.curriculum, precision=p.precision, layout=p.layout)
 
 
-#: Trainers of a sweep: the backends of :func:`~verify.crosscheck.train.train` (``fast``: seeds
+#: Trainers of a sweep: the backends of :func:`~verify.crosscheck.trainer.train` (``fast``: seeds
 #: vmapped, one group at a time; ``fused``: every group and seed in one compiled step; ``loop``).
 TRAINERS = tuple(BACKENDS)
 

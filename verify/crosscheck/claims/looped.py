@@ -36,8 +36,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from depthcraft.verify.crosscheck import c1 as c1_rule
-from depthcraft.verify.crosscheck.claims.stats import (INCONCLUSIVE, MIN_SEEDS, NOT_REPRODUCED, NOT_RUN,
-    REPRODUCED, ROOT, conditions, depths, recipe, rule_text, stat)
+from depthcraft.verify.crosscheck.claims.stats import (INCONCLUSIVE, MIN_DIFFERENCE, MIN_SEEDS, NOT_REPRODUCED,
+    NOT_RUN, REPRODUCED, ROOT, conditions, depths, recipe, rule_text, stat)
 
 #: The id of the claims table's row.
 LOOPED_ID = "C1 looped (Saunshi et al., extra row)"
@@ -66,8 +66,6 @@ def judge_looped(looped: Mapping[str, Any], plain: Mapping[str, Any]) -> Dict[st
         "looped_mean", "plain_mean", "difference", "noise", "worse"}}, "c1_on_looped",
         "min_difference"}}``.
     """
-    from depthcraft.verify.crosscheck.published import MIN_DIFFERENCE
-
     lo, pl = _by_depth(looped), _by_depth(plain)
     grid = sorted({k for per in lo.values() for k in per})
     rows: Dict[str, Any] = {}
