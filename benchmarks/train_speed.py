@@ -39,7 +39,7 @@ from depthcraft.verify.crosscheck.data import TaskData
 from depthcraft.verify.crosscheck.presets import get_preset
 from depthcraft.verify.crosscheck.sweep import device_info, make_config
 from depthcraft.verify.crosscheck.model import init_params
-from depthcraft.verify.crosscheck.train import loss_fn, train, train_seeds
+from depthcraft.verify.crosscheck.train import loss_fn, train_loop, train_seeds
 from depthcraft.verify.tasks import get_task
 
 
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     def run_loop():
         t = time.perf_counter()
         for s in seeds[:1]:
-            train(data, model, dataclasses.replace(loop_cfg(a.loop_steps), seed=s))
+            train_loop(data, model, dataclasses.replace(loop_cfg(a.loop_steps), seed=s))
         return a.loop_steps / (time.perf_counter() - t)
 
     def run_fast(sampler):

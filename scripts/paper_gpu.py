@@ -48,6 +48,9 @@ beside SPEC §7a's), COMMAND.
 path for another sweep, its steps times ``--scale`` (default 20) as the cap, written to
 ``OUT/TASK_NAME`` (no k-hop table). Curriculum presets need the per-group trainer and are refused.
 
+``--smoke --layout padded --precision bfloat16``: the GPU's settings on the CPU (the default
+suite runs it, tests/test_paper_gpu.py), so a first GPU run is not the path's first run.
+
 ``--smoke``: a tiny configuration of the same code path (N = 8, k = 0..1, depth 2 and the control
 at 1, width 16, 2 seeds, 40 steps in chunks of 2, eval 32) for a CPU (tests/test_paper_gpu.py);
 its steps are fixed, and the budget is checked and held the same way.
@@ -100,10 +103,11 @@ def build_config(a: argparse.Namespace) -> sweep.SweepConfig:
     """The sweep: the khop paper preset, with the smoke sizes or the command line's seeds/control,
     trained by the fused trainer at ``a.precision``."""
     precision = getattr(a, "precision", "auto")
+    layout = getattr(a, "layout", "auto")
     if getattr(a, "preset", None):
         task, _, name = a.preset.partition(":")
         preset = get_preset(task, name)
-        return sweep.make_config(preset, trainer="fused", precision=precision, steps=preset.steps * a.scale,
+        return sweep.make_config(preset, trainer="fused", precision=precision, layout=layout, steps=preset.steps * a.scale,
                                  **({"seeds": a.seeds} if a.seeds is not None else {}),
                                  **({"control": a.control} if a.control is not None else {}))
     preset = get_preset("khop", "paper")
@@ -112,8 +116,10 @@ def build_config(a: argparse.Namespace) -> sweep.SweepConfig:
     if a.smoke:
         o = smoke_overrides()
         params = o.pop("params")
-        return sweep.make_config(preset, params, control=control, trainer="fused", precision=precision, **o)
-    return sweep.make_config(preset, seeds=seeds, control=control, trainer="fused", precision=precision)
+        return sweep.make_config(preset, params, control=control, trainer="fused", precision=precision,
+                                 layout=layout, **o)
+    return sweep.make_config(preset, seeds=seeds, control=control, trainer="fused", precision=precision,
+                             layout=layout)
 
 
 def peak_flops(backend: str) -> Tuple[float, str]:
@@ -178,15 +184,17 @@ def calibrate(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]],
     """
     import tempfile
 
-    from depthcraft.verify.crosscheck.fused import train_fused
+    from depthcraft.verify.crosscheck.trainer import TrainJob, train
 
     t = time.perf_counter()
     chunk = cfg.chunk
     runs, datas, sets, _, _ = sweep.fused_inputs(cfg, groups)
     with tempfile.TemporaryDirectory() as ckpt:
-        res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=chunk,
-                          sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=chunk,
-                          stop_at=(CAL_CHUNKS + 1) * chunk, checkpoint_dir=ckpt)
+        jobs = [TrainJob(data=d, model=r.model, train=cfg.train, seeds=(r.train.seed,), chunk=chunk,
+                         sampler=cfg.sampler, eval_sets=tuple(st), eval_every=chunk,
+                         stop_at=(CAL_CHUNKS + 1) * chunk, checkpoint_dir=ckpt, precision=cfg.precision,
+                         layout=cfg.layout) for d, r, st in zip(datas, runs, sets)]
+        res = train(jobs, "fused").fused
     timed = res.stats["chunks"][1:]
     step_s = sum(c["seconds"] for c in timed) / max(1, len(timed) * chunk)
     evals = res.stats["evals"]
@@ -239,7 +247,7 @@ def check_checkpoint(cfg: sweep.SweepConfig, groups: List[List[sweep.RunSpec]], 
 
     runs, datas, _, _, _ = sweep.fused_inputs(cfg, groups)
     triples = [(d, r.model, r.train.seed) for d, r in zip(datas, runs)]
-    layout = fused.resolve_layout("auto")
+    layout = fused.resolve_layout(cfg.layout)
     families = fused.make_families(triples, cfg.sampler, layout)
     every = cfg.eval_every or max(1, cfg.train.steps // sweep.DEFAULT_CURVE_POINTS)
     desc = fused.checkpoint_description(triples, cfg.train, families, fused.resolve_precision(cfg.precision),
@@ -294,6 +302,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=int, default=20, help="--preset's step cap: its steps times this (default 20)")
     ap.add_argument("--precision", choices=PRECISIONS, default="auto",
                     help="compute precision (default auto: bfloat16 on a GPU, float32 on the CPU)")
+    ap.add_argument("--layout", choices=("auto", "padded", "split"), default="auto",
+                    help="fused layout (default auto: padded on a GPU, split on the CPU); --smoke --layout padded "
+                         "--precision bfloat16 runs the GPU's settings on the CPU")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, CPU, seconds (tests the path)")
     ap.add_argument("--fresh", action="store_true", help="discard OUT's checkpoint (default: continue from it)")
     a = ap.parse_args(argv)

@@ -90,17 +90,23 @@ def _khop_doc(kstar_by_depth, ks=(1, 2, 3, 4, 6, 8)):
     return doc(runs, names)
 
 
+DENSE = tuple(range(1, 17))
+
+
 def test_c1_doubling_reproduced_and_flat_not():
-    out = C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})}))
+    """Issue 41's rule on sweeps: a dense grid k = 1..16 lets doubling decide; on the CPU sweeps' grid
+    {1, 2, 3, 4, 6, 8} doubling from k* = 1 saturates at L = 5, leaving three depths: inconclusive."""
+    out = C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 2, 4: 4, 5: 8}, DENSE)}))
     assert out["verdict"] == C.REPRODUCED
-    assert out["measured"]["k_star"] == {"2": 1, "3": 2, "4": 4, "5": 8}
-    assert [s["ratio"] for s in out["measured"]["steps"]] == [2.0, 2.0, 2.0]
-    assert out["measured"]["growth"]["slope"] == pytest.approx(1.0)
-    flat = C.judge_c1(Res({"khop": _khop_doc({2: 2, 3: 2, 4: 3, 5: 4})}))
-    assert flat["verdict"] == C.NOT_REPRODUCED  # log2 k* grows 0.36 per layer
-    # the calibrated rule (issue 31): a plateau on a coarse grid does not by itself reject (1, 3, 6, 6: b = 0.88)
-    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 3, 4: 6, 5: 6})}))["verdict"] == C.REPRODUCED
-    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 4, 4: 2, 5: 8})}))["verdict"] == C.NOT_REPRODUCED
+    assert out["measured"]["k_star"] == {"2": [1, 1], "3": [2, 2], "4": [4, 4], "5": [8, 8]}
+    assert out["measured"]["rule"]["geometric"]["b"] == pytest.approx(1.0, abs=1e-6)
+    assert out["measured"]["rule"]["linear"]["chi2"] == pytest.approx(27.6)
+    coarse = C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})}))
+    assert coarse["verdict"] == C.INCONCLUSIVE and coarse["measured"]["rule"]["saturated"] == [5]
+    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 2, 4: 3, 5: 4}, DENSE)}))["verdict"] != C.REPRODUCED
+    # the 5000-step sweep's 1, 3, 6, 6 on the coarse grid (k* in [1, 1], [3, 3], [6, 7], [6, 7]) does not double
+    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 3, 4: 6, 5: 6})}))["verdict"] != C.REPRODUCED
+    assert C.judge_c1(Res({"khop": _khop_doc({2: 1, 3: 4, 4: 2, 5: 8}, DENSE)}))["verdict"] == C.NOT_REPRODUCED
     one_step = C.judge_c1(Res({"khop": _khop_doc({2: 4, 3: 8})}))
     assert one_step["verdict"] == C.INCONCLUSIVE  # the step from 4 reaches max k: nothing measured past it
 
@@ -108,11 +114,11 @@ def test_c1_doubling_reproduced_and_flat_not():
 def test_c1_verdict_is_the_longest_sweeps_and_both_step_counts_are_reported(tmp_path):
     from tools import docgen
 
-    short = _khop_doc({2: 2, 3: 2, 4: 2, 5: 3})  # b = 0.18 < 0.5: not reproduced at 2500 steps
-    long = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})  # doubling at 5000 steps
+    short = _khop_doc({2: 2, 3: 2, 4: 2, 5: 3}, DENSE)  # flat: not reproduced at 2500 steps
+    long = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8}, DENSE)  # doubling at 5000 steps
     out = C.judge_c1(Res({"khop": short, "khop_long": long}))
     assert out["verdict"] == C.REPRODUCED and out["measured"]["train_steps"] == 5000
-    assert out["measured"]["k_star"] == {"2": 1, "3": 2, "4": 4, "5": 8}
+    assert out["measured"]["k_star"] == {"2": [1, 1], "3": [2, 2], "4": [4, 4], "5": [8, 8]}
     assert {s: v["verdict"] for s, v in out["measured"]["by_steps"].items()} == {
         "2500": C.NOT_REPRODUCED, "5000": C.REPRODUCED}
     assert out["evidence"].startswith("verdict from the 5000-step sweep. 2500 STEPS (khop): not reproduced")
@@ -123,6 +129,8 @@ def test_c1_verdict_is_the_longest_sweeps_and_both_step_counts_are_reported(tmp_
         C.judge_c1(Res({}))
     path = tmp_path / docgen.CLAIMS
     path.parent.mkdir(parents=True)
+    short, long = _khop_doc({2: 2, 3: 2, 4: 2, 5: 3}), _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})
+    out = C.judge_c1(Res({"khop": short, "khop_long": long}))
     path.write_text(json.dumps({"claims": [dict(out, id="C1")]}), encoding="utf-8")
     lines = docgen.render_c1_table(tmp_path).splitlines()
     assert lines[0].startswith("| L | steps | k=1 (ours)")
@@ -133,14 +141,14 @@ def test_c1_verdict_is_the_longest_sweeps_and_both_step_counts_are_reported(tmp_
 
 
 def test_c1_reports_every_control_and_a_control_that_learns_more_is_inconclusive():
-    d = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8})
+    d = _khop_doc({2: 1, 3: 2, 4: 4, 5: 8}, DENSE)
     names = d["settings"]["condition_names"]
     for depth, kstar in ((2, 1), (3, 4)):  # L=2's control matches L=2; L=3's learns k=4 where L=3 has 2
-        d["runs"] += [run(names, depth, s, [0.0 if k <= kstar else 0.4 for k in (1, 2, 3, 4, 6, 8)],
+        d["runs"] += [run(names, depth, s, [0.0 if k <= kstar else 0.4 for k in DENSE],
                           control=True, heads=4, width=64) for s in range(3)]
     out = C.judge_c1(Res({"khop": d}))
-    assert out["measured"]["control_k_star"] == {"2": 1, "3": 4}
-    assert "k*: L=2: 1, L=3: 4" in out["evidence"]
+    assert out["measured"]["control_k_star"] == {"2": [1, 1], "3": [4, 4]}
+    assert "k*: L=2: 1, L=3: 4" in out["evidence"] and "control k*_lo = 4 > k*_hi = 2" in out["evidence"]
     assert out["verdict"] == C.INCONCLUSIVE  # L=3's limit may be capacity
 
 

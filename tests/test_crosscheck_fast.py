@@ -24,7 +24,7 @@ from depthcraft.constructions.errors import ParameterError
 from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.data import Batch, TaskData
 from depthcraft.verify.crosscheck.samplers import has_jax_sampler, jax_sampler
-from depthcraft.verify.crosscheck.train import (TrainConfig, marginal_entropy, plateau_exit_step, train,
+from depthcraft.verify.crosscheck.train import (TrainConfig, marginal_entropy, plateau_exit_step, train_loop,
                                                 train_seeds)
 from depthcraft.verify.tasks import get_task
 
@@ -45,7 +45,7 @@ def _losses(outcome):
 def test_one_seed_with_numpy_batches_matches_the_loop(tiny_training):
     data, mc, tc, chunk = tiny_training
     for seed in (0, 3):
-        old = train(data, mc, TrainConfig(**{**tc.to_json(), "seed": seed}))
+        old = train_loop(data, mc, TrainConfig(**{**tc.to_json(), "seed": seed}))
         (new,) = train_seeds(data, mc, tc, [seed], chunk=chunk, sampler="numpy")
         assert [h["step"] for h in new.history] == [h["step"] for h in old.history] == list(range(1, 13))
         assert np.abs(_losses(new) - _losses(old)).max() <= FLOAT_TOL
@@ -267,3 +267,16 @@ def test_dense_needs_a_task_that_scores_several_positions():
         sweep.make_config(get_preset("icqa", "cpu"), dense=True)
     assert sweep.make_config(get_preset("ictm", "cpu"), dense=True).task == "ictm_dense"
     assert sweep.make_config(get_preset("khop", "cpu"), dense=True).task == "khop"
+
+
+def test_the_one_entry_point_gives_every_backend_the_same_losses(tiny_training):
+    """train(TrainJob, backend): loop, fast and fused (float32, split layout on the CPU) agree to FLOAT_TOL."""
+    from depthcraft.verify.crosscheck.trainer import TrainJob, train
+
+    data, mc, tc, chunk = tiny_training
+    job = TrainJob(data=data, model=mc, train=tc, seeds=(0, 1), chunk=chunk, sampler="numpy", precision="float32")
+    by = {b: train(job, b).outcomes[0] for b in ("loop", "fast", "fused")}
+    for i in range(2):
+        ref = _losses(by["loop"][i])
+        assert np.abs(_losses(by["fast"][i]) - ref).max() <= FLOAT_TOL
+        assert np.abs(_losses(by["fused"][i]) - ref).max() <= FLOAT_TOL

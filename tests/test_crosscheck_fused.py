@@ -243,3 +243,40 @@ def test_the_run_length_is_not_part_of_the_compiled_step():
     b = fused_chunk_fn(fams, dataclasses.replace(cfg.train, steps=5000, warmup=300), 20, "float32")
     assert a is b
     assert fused_chunk_fn(fams, dataclasses.replace(cfg.train, lr=1e-4), 20, "float32") is not a
+
+
+def test_one_entry_point_padded_bfloat16_keeps_padding_and_tracks_float32(tiny_training):
+    """train(jobs, "fused") with the GPU's settings on the CPU (issue 41): depths 1 and 2 in one padded
+    family; the depth-1 member comes back with its own sublayers only, and bfloat16's losses stay within
+    0.05 nats of float32's over the 12 steps."""
+    import dataclasses
+
+    from depthcraft.verify.crosscheck.trainer import TrainJob, train
+
+    data, mc, tc, chunk = tiny_training
+    jobs = [TrainJob(data=data, model=dataclasses.replace(mc, depth=d), train=tc, seeds=(0,), chunk=chunk,
+                     sampler="numpy", layout="padded", precision=p) for d in (1, 2) for p in ("bfloat16",)]
+    res = train(jobs, "fused")
+    assert res.fused.stats["layout"] == "padded" and res.fused.stats["precision"] == "bfloat16"
+    assert res.fused.stats["families"] == 1
+    (shallow,), (deep,) = res.outcomes
+    assert len(shallow.params["layers"]) == len(mc.arch(data.pad_id).sublayers) // mc.depth
+    ref = train([dataclasses.replace(j, precision="float32") for j in jobs], "fused")
+    for got, want in zip((shallow, deep), (ref.outcomes[0][0], ref.outcomes[1][0])):
+        diff = np.abs(np.array([h["loss"] for h in got.history]) - np.array([h["loss"] for h in want.history]))
+        assert diff.max() < 0.05
+
+
+def test_backends_state_what_they_support(tiny_training):
+    from depthcraft.verify.crosscheck.trainer import BACKENDS, TrainJob, check_backend, train
+
+    data, mc, tc, chunk = tiny_training
+    with pytest.raises(ParameterError, match="needs trainer='fast' or 'fused', not 'loop'"):
+        check_backend("loop", exit_error=0.1)
+    with pytest.raises(ParameterError, match="needs trainer='fast'"):
+        check_backend("fused", curriculum=0.9)
+    with pytest.raises(ParameterError, match="expected one of loop, fast, fused"):
+        check_backend("gpu")
+    assert BACKENDS["fused"].jobs_together and not BACKENDS["fast"].jobs_together
+    with pytest.raises(ParameterError, match="one checkpoint per seed"):
+        train(TrainJob(data=data, model=mc, train=tc, seeds=(0, 1), checkpoint_dir="x"), "loop")

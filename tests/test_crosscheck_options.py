@@ -9,7 +9,7 @@ import pytest
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.verify.crosscheck.data import TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, init_params
-from depthcraft.verify.crosscheck.train import TrainConfig, train
+from depthcraft.verify.crosscheck.train import TrainConfig, train_loop
 from depthcraft.verify.tasks import get_task
 
 TM = get_task("tm")
@@ -48,7 +48,7 @@ def test_fixed_embedding_is_never_updated_and_the_rest_is(embedding):
     cfg = ModelConfig(depth=1, heads=2, width=32, mlp=False, embedding=embedding)
     tc = TrainConfig(steps=5, batch=16, lr=1e-2, warmup=1, weight_decay=0.1)
     init = init_params(cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    out = train(data, cfg, tc)
+    out = train_loop(data, cfg, tc)
     assert np.array_equal(np.asarray(out.params["embed"]["token"]), np.asarray(init["embed"]["token"]))
     assert not np.array_equal(np.asarray(out.params["embed"]["pos"]), np.asarray(init["embed"]["pos"]))
 
@@ -62,7 +62,7 @@ def test_learned_embedding_of_a_held_out_token_gets_no_gradient_only_decay():
     tc = TrainConfig(steps=5, batch=16, lr=1e-2, warmup=1, weight_decay=0.0)
     init = np.asarray(init_params(cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes,
                                   data.seq_len)["embed"]["token"])
-    got = np.asarray(train(data, cfg, tc).params["embed"]["token"])
+    got = np.asarray(train_loop(data, cfg, tc).params["embed"]["token"])
     assert np.array_equal(got[held], init[held])
     assert not np.array_equal(got[seen], init[seen])
 
@@ -156,3 +156,29 @@ def test_ictm_dense_with_one_query_and_iid_labels_is_ictm():
     x = DENSE.sample(p, np.random.default_rng(2), 128)
     assert x.shape[1] == ictm.max_seq_len(ictm.resolve({"n": 3, "m": 4}))
     assert np.array_equal(DENSE.reference(p, x)[0], ictm.reference(ictm.resolve({"n": 3, "m": 4}), x)[0])
+
+
+def test_a_preset_file_is_read_and_the_command_line_overrides_it(tmp_path, capsys):
+    """depthcraft train TASK --config FILE (issue 41: one config object, a preset file the CLI reads)."""
+    import json
+
+    from depthcraft.verify.cli import main
+    from depthcraft.verify.crosscheck import sweep
+    from depthcraft.verify.crosscheck.presets import get_preset, load_preset_file
+
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps({"preset": "c1", "steps": 300, "depths": [2, 3], "looped": True,
+                             "params": {"k": [1, 2]}}))
+    p = load_preset_file(str(f), "khop")
+    assert p.name == "mine" and p.steps == 300 and p.depths == (2, 3) and p.looped
+    assert p.params["k"] == (1, 2) and p.params["n"] == get_preset("khop", "c1").params["n"]
+    cfg = sweep.make_config(p, steps=50)
+    assert cfg.train.steps == 50 and cfg.model.looped and [c["k"] for c in cfg.conditions] == [1, 2]
+    f.write_text(json.dumps({"stepz": 3}))
+    with pytest.raises(ParameterError, match="unknown field 'stepz'"):
+        load_preset_file(str(f), "khop")
+    with pytest.raises(SystemExit) as e:
+        main(["train", "khop", "--config", str(f)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown field 'stepz'" in err[0]

@@ -10,7 +10,7 @@ from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.verify.crosscheck.checkpoint import read_meta
 from depthcraft.verify.crosscheck.data import TaskData
 from depthcraft.verify.crosscheck.model import ModelConfig, init_params
-from depthcraft.verify.crosscheck.train import TrainConfig, evaluate, train
+from depthcraft.verify.crosscheck.train import TrainConfig, evaluate, train_loop
 from depthcraft.verify.tasks import get_task
 
 KHOP = get_task("khop")
@@ -24,11 +24,11 @@ def _leaves(tree):
 
 def test_resume_gives_the_parameters_of_an_uninterrupted_run(tmp_path, tiny_training):
     data, mc, tc, _ = tiny_training  # 12 steps
-    full = train(data, mc, tc)
+    full = train_loop(data, mc, tc)
     ckpt = str(tmp_path / "run")
-    half = train(data, mc, tc, checkpoint_dir=ckpt, stop_at=3)
+    half = train_loop(data, mc, tc, checkpoint_dir=ckpt, stop_at=3)
     assert read_meta(ckpt)["step"] == 3
-    rest = train(data, mc, tc, checkpoint_dir=ckpt)
+    rest = train_loop(data, mc, tc, checkpoint_dir=ckpt)
     assert rest.resumed_from == 3
     assert read_meta(ckpt)["step"] == 12
     assert [n for n in os.listdir(ckpt) if n.endswith(".safetensors")] == ["state-000000012.safetensors"]
@@ -38,7 +38,7 @@ def test_resume_gives_the_parameters_of_an_uninterrupted_run(tmp_path, tiny_trai
     # the nine steps after the checkpoint did change the weights
     assert any(not np.array_equal(a, b) for a, b in zip(_leaves(half.params), _leaves(rest.params)))
     # a finished checkpoint is loaded, not retrained
-    again = train(data, mc, tc, checkpoint_dir=ckpt)
+    again = train_loop(data, mc, tc, checkpoint_dir=ckpt)
     assert again.resumed_from == 12
     for a, b in zip(_leaves(full.params), _leaves(again.params)):
         assert np.array_equal(a, b)
@@ -47,21 +47,21 @@ def test_resume_gives_the_parameters_of_an_uninterrupted_run(tmp_path, tiny_trai
 def test_checkpoint_with_other_settings_is_refused(tmp_path, tiny_training):
     data, mc, tc, _ = tiny_training
     ckpt = str(tmp_path / "run")
-    train(data, mc, tc, checkpoint_dir=ckpt, stop_at=1)
+    train_loop(data, mc, tc, checkpoint_dir=ckpt, stop_at=1)
     other = TrainConfig(**{**tc.to_json(), "lr": 5e-3})
     with pytest.raises(ParameterError, match=r"train\.lr: saved 0\.01, now 0\.005"):
-        train(data, mc, other, checkpoint_dir=ckpt)
+        train_loop(data, mc, other, checkpoint_dir=ckpt)
 
 
 def test_corrupt_checkpoint_is_an_input_error(tmp_path, tiny_training):
     data, mc, tc, _ = tiny_training
     ckpt = str(tmp_path / "run")
-    train(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
+    train_loop(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
     arrays = os.path.join(ckpt, read_meta(ckpt)["arrays"])
     with open(arrays, "wb") as f:
         f.write(b"not a safetensors file")
     with pytest.raises(InputError, match="unreadable"):
-        train(data, mc, tc, checkpoint_dir=ckpt)
+        train_loop(data, mc, tc, checkpoint_dir=ckpt)
 
 
 def test_init_shapes(tiny_training):
@@ -94,7 +94,7 @@ def test_tiny_run_learns_one_hop_with_two_layers():
     data = TaskData(KHOP, [KHOP.resolve({"k": 1, "n": 16, "vocab": 4})])
     mc = ModelConfig(depth=2, heads=2, width=32)
     tc = TrainConfig(steps=TINY_STEPS, batch=32, lr=3e-3, warmup=50, eval_size=512)
-    out = train(data, mc, tc)
+    out = train_loop(data, mc, tc)
     (ev,) = evaluate(out.params, out.arch, data, data.eval_sets(1, 512))
     assert ev["scored"] > 1000
     assert ev["error"] < 0.05, ev["error"]
@@ -104,6 +104,6 @@ def test_tiny_run_learns_one_hop_with_two_layers():
 def test_evaluation_size_does_not_block_resuming(tmp_path, tiny_training):
     data, mc, tc, _ = tiny_training
     ckpt = str(tmp_path / "run")
-    train(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
-    out = train(data, mc, TrainConfig(**{**tc.to_json(), "eval_size": 99}), checkpoint_dir=ckpt)
+    train_loop(data, mc, tc, checkpoint_dir=ckpt, stop_at=2)
+    out = train_loop(data, mc, TrainConfig(**{**tc.to_json(), "eval_size": 99}), checkpoint_dir=ckpt)
     assert out.resumed_from == 2

@@ -154,11 +154,11 @@ def test_bad_input_one_line_exit_2(args, message, capsys, tmp_path, monkeypatch)
 
 
 def test_trained_checkpoint(tmp_path, capsys, tiny_training):
-    from depthcraft.verify.crosscheck.train import load_trained, train
+    from depthcraft.verify.crosscheck.train import load_trained, train_loop
 
     data, mc, tc, _ = tiny_training  # k-hop k = 1, 2 at n = 6; 2 layers of 2 heads, width 16; 12 steps
     ckpt = str(tmp_path / "run")
-    outcome = train(data, mc, tc, checkpoint_dir=ckpt)
+    outcome = train_loop(data, mc, tc, checkpoint_dir=ckpt)
     back = load_trained(ckpt)
     assert back.step == 12
     for a, b in zip(*(np.asarray(x) for x in (outcome.params["embed"]["token"], back.params["embed"]["token"]))):

@@ -175,3 +175,17 @@ def test_preset_option_scales_another_claims_preset():
     base = pg.get_preset("ictm_dense", "c3")
     assert cfg.trainer == "fused" and cfg.train.steps == 20 * base.steps and cfg.seeds == base.seeds
     assert pg.main(["--preset", "retrieval_slots:c5_curriculum", "--out", "/nonexistent/x"]) == 2
+
+
+def test_the_gpu_settings_run_on_the_cpu(tmp_path):
+    """Issue 41: the GPU path (fused trainer, padded layout, bfloat16 matrix products) runs in the default
+    suite on the CPU at the smoke size, so a first GPU run is not the path's first run."""
+    pg = _script()
+    out = tmp_path / "gpu_settings"
+    assert pg.main(["--smoke", "--no-control", "--layout", "padded", "--precision", "bfloat16", "--out", str(out),
+                    "--budget-s", "600"]) == 0
+    r = json.loads((out / "results.json").read_text())
+    assert r["complete"] and r["paper_gpu"]["precision"] == "bfloat16" and r["paper_gpu"]["layout"] == "padded"
+    assert r["settings"]["layout"] == "padded" and all(x["steps_done"] == 40 for x in r["runs"])
+    losses = [h["loss"] for x in r["runs"] for h in x["history"]]
+    assert all(0 < v < 10 for v in losses) and losses[-1] < losses[0]

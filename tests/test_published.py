@@ -265,14 +265,24 @@ def test_port_matches_hugging_face_gpt2():
 
 
 def test_finite_sample_rule():
-    e = {(1000, 2): (0.5, 0.01), (1000, 3): (0.4, 0.01), (1000, 4): (0.41, 0.01)}
-    assert published.judge_finite_sample(e)["verdict"] == "reproduced"  # one better, one tie
-    e[(1000, 4)] = (0.48, 0.01)
+    """Rule of 2026-12-07 (issue 41): a step is better or worse only by at least 0.01 and beyond noise."""
+    e = {(1000, 2): (0.5, 0.001), (1000, 3): (0.4, 0.001), (1000, 4): (0.405, 0.001)}
     r = published.judge_finite_sample(e)
-    assert r["verdict"] == "not reproduced" and "depth 4 is worse than depth 3" in r["reason"]
+    assert r["verdict"] == "reproduced"  # one better, one below the smallest difference that matters
+    assert [s["step"] for s in r["steps"]] == ["better", "no difference"]
+    e[(1000, 4)] = (0.48, 0.001)
+    r = published.judge_finite_sample(e)
+    assert r["verdict"] == "not reproduced" and "depth 4 is worse than depth 3 by 0.08" in r["reason"]
+    # issue 31's case: depth 3 above depth 2 by 0.0013 with tiny standard errors is no difference, not worse
+    e = {(1000, 2): (0.6737, 0.0002), (1000, 3): (0.6750, 0.0002), (1000, 4): (0.6052, 0.0002)}
+    r = published.judge_finite_sample(e)
+    assert [s["step"] for s in r["steps"]] == ["no difference", "better"] and r["verdict"] == "reproduced"
+    # noisy: a 0.05 drop with standard errors 0.05 (margin 2 sqrt(2) x 0.05 = 0.14) is within noise
     e = {(1000, 2): (0.5, 0.05), (1000, 3): (0.45, 0.05), (1000, 4): (0.44, 0.05)}
     assert published.judge_finite_sample(e)["verdict"] == "inconclusive"
     assert published.judge_finite_sample({(1000, 2): (0.5, 0.0)})["verdict"] == "inconclusive"
+    with pytest.raises(Exception, match="min_difference"):
+        published.judge_finite_sample(e, min_difference=-1)
 
 
 # ----------------------------------------------------------------------------- the command
@@ -310,6 +320,12 @@ def test_published_command_writes_results(tmp_path, capsys):
     assert doc["max_abs_diff"] == pytest.approx(max(abs(v) for x in doc["runs"].values() for v in x["diff"].values()),
                                                 abs=1e-4)
     assert (out / "COMMAND").is_file() and (out / "errors.png").is_file() and (out / "alignment_L2.png").is_file()
+    assert (out / "schedule_L2.png").is_file()
+    sched = json.loads((out / "schedules.json").read_text())
+    assert set(sched["models"]) == {"width4-depth2", "width4-depth3-samples1k"}
+    assert [len(l["heads"]) for l in sched["models"]["width4-depth2"]["layers"]] == [2, 2]
+    assert "--size 3" in (out / "COMMAND").read_text() and "port-check" not in (out / "COMMAND").read_text()
+    assert "3 inputs per k" in doc["explanation"] and "2048" not in doc["explanation"]
     al = doc["alignment"]["width4-depth2"]
     assert [l["expected"] for l in al["layers"]] == ["prev", "find1"]
     # a rerun reads the per-model files back instead of evaluating again
@@ -339,13 +355,14 @@ def test_claims_gain_the_authors_models_row(tmp_path):
 
     assert claims.published_c1(tmp_path) is None
     by_depth = {d: {k: (0.0 if k <= 2 ** (d - 2) else 0.5) for k in range(17)} for d in range(2, 6)}
-    doc = {"c1": {"ours": c1.calibrate(by_depth), "theirs": None}, "protocol": {"inputs_per_k": 2048}}
+    doc = {"c1": {"ours": c1.judge_errors(by_depth, {}, c1.PAPER_GRID), "theirs": None},
+           "protocol": {"inputs_per_k": 2048}}
     path = tmp_path / claims.PUBLISHED_RESULTS
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc))
     row = claims.published_c1(tmp_path)
     assert row["id"] == claims.C1_AUTHORS and row["verdict"] == c1.REPRODUCED
-    assert "L=2: 1, L=3: 2, L=4: 4, L=5: 8" in row["evidence"]
+    assert "k* L2: 1, L3: 2, L4: 4, L5: 8" in row["evidence"] and "chi2 geo 0.0" in row["evidence"]
 
 
 def test_explore_opens_a_published_model(tmp_path, capsys):

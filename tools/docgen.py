@@ -350,6 +350,14 @@ def _head_recipe(c: Dict[str, Any]) -> str:
     return " (mixed recipe)" if "mixed" in by else " (hard-only recipe)" if "hard-only" in by else ""
 
 
+def _c1_fits(k_star: Dict[str, Any], fit: Dict[str, Any]) -> str:
+    """k* intervals by depth and both fits' chi2 (C1's rule of 2026-12-07)."""
+    ks = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi if hi is not None else '>'}" for lo, hi in k_star.values())
+    g, lin = fit.get("geometric"), fit.get("linear")
+    fits = "" if not g else f"; chi2 geometric {g['chi2']:.1f} (x{g['factor']:.2f}/layer), linear {lin['chi2']:.1f}"
+    return f"k* at L = {_depth_range(k_star)}: {ks}{fits}"
+
+
 def claim_numbers(c: Dict[str, Any]) -> str:
     """The numbers that decide a claim's verdict, in a few words (from its ``measured``); "—" when the
     claim was not judged, and a pointer to the evidence when its numbers have an unknown shape."""
@@ -359,14 +367,15 @@ def claim_numbers(c: Dict[str, Any]) -> str:
     try:
         cid = c["id"]
         if cid == "C1":
-            g = m["growth"]
-            return (f"k* at L = {_depth_range(m['k_star'])}: {_kstars(m['k_star'])} (paper: "
-                    f"{_kstars({L: k for L, k in m['paper_k_star'].items() if L in m['k_star']})}); "
-                    f"log2 k* grows b = {g['slope']:.2f} per layer ({m['train_steps']} steps)")
+            return f"{_c1_fits(m['k_star'], m['rule'])} ({m['train_steps']} steps)"
         if cid.startswith("C1,"):
-            g = m["paper_grid"]
-            return (f"k* at L = {_depth_range(g['k_star'])} (k = 1..16): {_kstars(g['k_star'])}; "
-                    f"b = {g['slope']:.2f} per layer")
+            parts = [f"eval mode: {_c1_fits(m['eval_mode']['k_star'], m['eval_mode'])}"]
+            if m.get("errors_json"):
+                parts.append(f"errors.json: {_c1_fits(m['errors_json']['k_star'], m['errors_json'])}")
+            return "; ".join(parts)
+        if cid.startswith("C1 looped"):
+            return "; ".join(f"L={d}: mean error {r['looped_mean']:.3f} vs {r['plain_mean']:.3f}"
+                             for d, r in m["depths"].items())
         if cid == "C2":
             return "; ".join(f"{name}: error L=1 {_err(m[key]['L1'])}, L=2 {_err(m[key]['L2'])}"
                              for key, name in (("icqa", "ICQA"), ("tm_onehot", "TM held-out (one-hot)")))
@@ -516,22 +525,27 @@ def render_published(root: pathlib.Path) -> str:
     out.append("")
     out.append(f"max |ours - theirs| = {d.get('max_abs_diff', 0):.3f} ({at.get('run')}, k={at.get('k')}); "
                f"{len(d.get('over_threshold', []))} (run, k) cells differ by more than {d.get('threshold')}; "
-               f"with dropout on, {ex.get('within_noise', 0)} of the {ex.get('checked', 0)} such cells measured "
-               f"agree with theirs within 3 sqrt(2) standard errors of a 100-input estimate. "
+               f"with dropout on ({d.get('port_dropout_inputs_per_k') or '—'} inputs per k), {ex.get('within_noise', 0)} "
+               f"of the {ex.get('checked', 0)} such cells measured agree with theirs within 3 sqrt(2) standard "
+               f"errors of a 100-input estimate. "
                + (f"Port: max |logit difference| against Hugging Face's GPT2Model "
                   f"{port['max_abs_logit_diff']:.1e} over {port['runs_checked']} runs "
                   f"(torch {port.get('torch')}, transformers {port.get('transformers')})." if port else ""))
     c1 = d.get("c1") or {}
     crow = []
-    for who, label in (("ours", "published models, ours (no dropout)"), ("theirs", "their errors.json")):
+    for who, label in (("ours", f"published models, ours (no dropout, {c1.get('ours_inputs_per_k')}/k)"),
+                       ("theirs", "their errors.json (100/k, binomial SE bound)")):
         c = c1.get(who)
-        if not c:
+        if not c or "geometric" not in c:
             continue
-        for grid, gl in (("paper_grid", "k = 1..16"), ("sweep_grid", "{1,2,3,4,6,8}")):
-            g = c[grid]
-            crow.append([label, gl, ", ".join(f"{x}" for x in g["k_star"].values()), f"{g['slope']}", g["verdict"]])
+        g, lin = c.get("geometric") or {}, c.get("linear") or {}
+        ks = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi if hi is not None else '>'}" for lo, hi in c["k_star"].values())
+        crow.append([label, ks, f"{g.get('chi2', float('nan')):.2f} (b {g.get('b', float('nan')):.2f}, "
+                                f"p {g.get('p', float('nan')):.3f})",
+                     f"{lin.get('chi2', float('nan')):.2f} (p {lin.get('p', float('nan')):.3f})", c["verdict"]])
     if crow:
-        out += ["", table(["C1 (rule of " + str(c1.get("rule_written")) + ")", "grid", "k* by L", "b", "verdict"], crow)]
+        out += ["", f"C1 (rule of {c1.get('rule_written')}: {c1.get('rule')}):", "",
+                table(["models", "k* by L (interval)", "chi2 geometric", "chi2 linear", "verdict"], crow)]
     fs = d.get("finite_sample") or {}
     if fs.get("ours_mean_error"):
         sizes = sorted({k.split(" ")[0] for k in fs["ours_mean_error"]}, key=lambda t: int(t[2:]))
@@ -543,7 +557,8 @@ def render_published(root: pathlib.Path) -> str:
             frows.append([t, "theirs", *(f"{fs['theirs_mean_error'][f'{t} L={L}']:.3f}" if f"{t} L={L}" in fs.get("theirs_mean_error", {})
                                          else "—" for L in depths)])
         verdict = (fs.get("ours") or {}).get("verdict", "—")
-        out += ["", f"Finite training sets (mean error over k = 1..16; rule of {fs.get('rule_written')}: "
+        out += ["", f"Finite training sets (mean error over k = 1..16; smallest difference that matters "
+                    f"{fs.get('min_difference', '—')}; rule of {fs.get('rule_written')}: "
                     f"**{verdict}**, {(fs.get('ours') or {}).get('reason', '')}):", "",
                 table(["samples", "errors", *(f"L={L}" for L in depths)], frows)]
     al = d.get("alignment") or {}
@@ -562,6 +577,29 @@ def render_published(root: pathlib.Path) -> str:
                     "another construction map fits one of its heads better, that map (chance, uniform causal "
                     "attention: about 0.2):", "",
                 table(["L", "k", *(f"layer {i}" for i in range(1, width - 1))], arows)]
+    sch = d.get("schedules") or {}
+    if sch.get("models"):
+        srows = []
+        for name, rec in sch["models"].items():
+            srows.append([name, str(rec["depth"]), str(rec["k_ref"]),
+                          " | ".join(",".join(x.replace("find", "f") for x in l["schedule"]) or "—"
+                                     for l in rec["layers"]),  # cell() escapes the pipes
+                          " ".join(f"{l['find']['m']} ({l['find']['mass']:.2f})" for l in rec["layers"])])
+        cons = "; ".join(f"L={k}: " + " \\| ".join(x.replace("find", "f") for x in v)
+                         for k, v in sch.get("construction", {}).items())
+        out += ["", f"Hop schedules (`results/crosscheck/published/schedules.json`): per layer the references that a head puts "
+                    f"at least {sch.get('match')} of its attention on (f<m> = find^m, bos = parking on position 0), "
+                    "and the furthest find^m a matched head reads, with its mass. The construction: " + cons + ".", "",
+                table(["model", "L", "k", "schedule per layer", "find m (mass) per layer"], srows)]
+        for name, rec in sch["models"].items():
+            if rec.get("source") == "authors" and name in fresh:
+                cons = sch.get("construction", {}).get(str(rec["depth"]), [])
+                diff = [f"layer {l['layer']} {', '.join(l['schedule']) or 'no matched head'} (construction: "
+                        f"{cons[l['layer'] - 1] if l['layer'] - 1 < len(cons) else '—'})"
+                        for l in rec["layers"] if (cons[l["layer"] - 1] if l["layer"] - 1 < len(cons) else None)
+                        not in l["schedule"] or len(l["schedule"]) > 1]
+                out += ["", f"Depth {rec['depth']} ({name}, k = {rec['k_ref']}): "
+                        + ("; ".join(diff) if diff else "the construction's schedule") + "."]
     return "\n".join(out)
 
 

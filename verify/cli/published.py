@@ -39,9 +39,12 @@ def _runs_option(value):
 @click.option("--runs", default=None, help="Comma-separated run names [default: every present run].")
 @click.option("--port-check", is_flag=True,
               help="Compare logits with Hugging Face's GPT-2 (needs torch, transformers); write port.json.")
-@click.option("--dropout-size", default=100, show_default=True, type=click.IntRange(0, 1 << 16),
-              help="With --port-check: inputs per k for the dropout-on error (their protocol; 0: skip).")
-def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size) -> None:
+@click.option("--dropout-size", default=1024, show_default=True, type=click.IntRange(0, 1 << 16),
+              help="With --port-check: inputs per k for the dropout-on error (0: skip).")
+@click.option("--ours", "ours", multiple=True, type=click.Path(file_okay=False, exists=True),
+              help="A k-hop sweep folder of our own (with checkpoints/) whose models' hop schedules go into "
+                   "schedules.json beside the authors' (repeatable).")
+def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size, ours) -> None:
     """Evaluate and align Sanford et al.'s published k-hop models (REPO: a checkout of their repository)."""
     from depthcraft.constructions.files import write_json_atomic, write_text_atomic
     from depthcraft.verify.crosscheck import published as P
@@ -85,18 +88,69 @@ def published_cmd(repo, out, root, size, seed, runs, port_check, dropout_size) -
     if os.path.isfile(os.path.join(out, "port.json")):
         with open(os.path.join(out, "port.json"), encoding="utf-8") as fh:
             port = json.load(fh)
-    command = "depthcraft published " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    doc = P.build_results(repo, records, alignments, port, command=command)
+    sched = _schedules(repo, records, ours, out)
+    args = [a if a != repo else "HOP_REPO" for a in sys.argv[2:]] if sys.argv[1:2] == ["published"] else \
+        ["HOP_REPO", "--size", str(size), "--seed", str(seed)]
+    command = "depthcraft published " + " ".join(shlex.quote(a) for a in args)
+    doc = P.build_results(repo, records, alignments, port, command=command, schedules=sched)
     write_json_atomic(os.path.join(out, "results.json"), doc)
-    write_text_atomic(os.path.join(out, "COMMAND"),
-                      f"# {P.MODELS_DIR} of a checkout of github.com/chsanford/hop-induction-heads\n"
-                      f"depthcraft published HOP_REPO --size {size} --seed {seed}\n"
-                      f"depthcraft published HOP_REPO --port-check  # needs torch and transformers\n")
+    lines = [f"# {P.MODELS_DIR} of a checkout of github.com/chsanford/hop-induction-heads (HOP_REPO)"]
+    if port is not None:
+        lines.append(f"depthcraft published HOP_REPO --port-check --runs {','.join(port.get('runs', {}))} "
+                     f"--dropout-size {port.get('dropout_inputs_per_k') or 0}  # port.json; needs torch, transformers")
+    lines.append(command)
+    write_text_atomic(os.path.join(out, "COMMAND"), "\n".join(lines) + "\n")
     figures = P.write_figures(out, doc)
+    figures += _schedule_figures(out, sched)
     for line in P.summary_lines(doc):
         echo(line)
     for f in [os.path.join(out, "results.json"), *figures]:
         echo(f"written: {f}")
+
+
+def _schedules(repo, records, ours, out):
+    """schedules.json: every evaluated published run's hop schedule and every model of ``ours``."""
+    from depthcraft.constructions.files import write_json_atomic
+    from depthcraft.verify.crosscheck import published as P
+    from depthcraft.verify.crosscheck import schedule as S
+
+    fmt = P.AuthorsFormat()
+    models = {}
+    for r in records:
+        rec = P.model_schedule(P.load_run(os.path.join(repo, P.MODELS_DIR, r)), fmt)
+        rec["source"] = "authors"
+        models[r] = rec
+    for folder in ours:
+        for name, rec in S.sweep_schedules(folder).items():
+            models[f"ours:{os.path.normpath(folder)}/{name}"] = rec
+    depths = sorted({m["depth"] for m in models.values()})
+    doc = {"references": list(S.REFERENCES), "match": S.MATCH, "ks_authors": list(P.SCHEDULE_KS),
+           "inputs_per_k": P.SCHEDULE_SIZE, "rule": " ".join((S.__doc__ or "").split("Per head and reference:")[1]
+                                                              .split("Inputs are drawn")[0].split()),
+           "construction": {str(d): S.construction_schedule(d) for d in depths}, "models": models}
+    write_json_atomic(os.path.join(out, "schedules.json"), doc)
+    return doc
+
+
+def _schedule_figures(out, sched):
+    """schedule_L<d>.png: the fresh-sample 4-head published run of each depth, and one per depth of
+    each of our sweeps (its first seed), under the sweep's folder name."""
+    from depthcraft.verify.crosscheck import published as P
+    from depthcraft.verify.crosscheck import schedule as S
+
+    written = []
+    for name, rec in sched["models"].items():
+        if rec.get("source") == "authors":
+            if P.RUNS.get(name, (0, 0, 0))[1:] != (4, -1):
+                continue
+            path = os.path.join(out, f"schedule_L{rec['depth']}.png")
+        else:
+            if not name.endswith("/seed0"):
+                continue
+            path = os.path.join(out, f"schedule_ours_L{rec['depth']}{'_looped' if rec.get('looped') else ''}.png")
+        S.write_figure(path, name, rec)
+        written.append(path)
+    return written
 
 
 __all__ = ["published_cmd"]

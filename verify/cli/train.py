@@ -21,7 +21,7 @@ from depthcraft.verify.cli import options
 from depthcraft.verify.cli.render import console
 from depthcraft.verify.crosscheck import sweep as sweep_mod
 from depthcraft.verify.crosscheck.model import EMBEDDINGS
-from depthcraft.verify.crosscheck.presets import PRESET_NAMES, get_preset
+from depthcraft.verify.crosscheck.presets import PRESET_NAMES, get_preset, load_preset_file
 
 
 class _RichProgress(sweep_mod.Progress):
@@ -93,6 +93,9 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--preset", type=click.Choice(PRESET_NAMES), default="cpu", show_default=True, metavar="NAME",
               help="cpu: minutes on 2 cores; paper: the paper's setting (GPU); c1..c7_curriculum: the "
                    f"training claims' sweeps. One of {', '.join(PRESET_NAMES)}.")
+@click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="A preset file (JSON object of preset fields, 'preset' naming the built-in one it starts "
+                   "from); the options below override it.")
 @click.option("--depths", default=None, metavar="RANGE", help="Attention depths, e.g. 1-6 or 1,2,4.")
 @click.option("--heads", type=click.IntRange(1, MAX_HEADS), default=None, help="Heads per attention layer.")
 @click.option("--width", type=click.IntRange(1, MAX_WIDTH), default=None, help="Residual width d_model.")
@@ -106,6 +109,8 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--attention", type=click.Choice(["softmax", "relu"]), default=None, help="Attention kind.")
 @click.option("--embedding", type=click.Choice(list(EMBEDDINGS)), default=None,
               help="Token embedding: learned, or fixed onehot / random rows (never updated).")
+@click.option("--looped/--no-looped", default=None,
+              help="One block's weights shared by every layer (looped depth, Saunshi et al. 2025).")
 @click.option("--mixed/--separate", default=None,
               help="One model on all swept conditions (named by the BOS token), or one model per condition.")
 @click.option("--mix-over", default=None, metavar="NAMES",
@@ -125,8 +130,9 @@ def print_summary(results: Dict[str, Any]) -> None:
 @click.option("--checkpoint-every", type=click.IntRange(0, MAX_STEPS), default=None,
               help="Steps between checkpoints (0 = only at the end).")
 @click.option("--trainer", type=click.Choice(["fast", "fused", "loop"]), default=None,
-              help="fast: a (condition, depth)'s seeds vmapped, --chunk steps per call; fused: every run of "
-                   "the sweep in one compiled step (no checkpoints); loop: one step per call.")
+              help="The backend of verify.crosscheck.trainer.train: fast: a (condition, depth)'s seeds vmapped, "
+                   "--chunk steps per call; fused: every run of the sweep in one compiled step; loop: one step "
+                   "per call.")
 @click.option("--sampler", type=click.Choice(["auto", "jax", "numpy"]), default=None,
               help="Training batches of the fast trainer: JAX sampler in the step, or numpy (auto: JAX if any).")
 @click.option("--chunk", type=click.IntRange(1, MAX_STEPS), default=None,
@@ -142,8 +148,8 @@ def print_summary(results: Dict[str, Any]) -> None:
               help="Train the independent runs as Ray tasks on a local Ray instance (pip install 'depthcraft[ray]').")
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Join the Ray cluster at ADDR (e.g. ray://head:10001 or auto); OUT must be shared by its nodes.")
-def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
-              attention, embedding, mixed, mix_over, curriculum, control, threshold, construction, eval_size,
+def train_cmd(task, params, preset, config_file, depths, heads, width, steps, batch, lr, warmup, seeds, mlp, layer_norm,
+              attention, embedding, looped, mixed, mix_over, curriculum, control, threshold, construction, eval_size,
               alignment_size,
               checkpoint_every, trainer, sampler, chunk, exit_error, dense, out_dir, fresh, use_ray,
               ray_address) -> None:
@@ -158,7 +164,7 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
     if use_ray or ray_address:
         sweep_mod.ray_module()  # without Ray installed: one line, exit 2, before any work
 
-    p = get_preset(task, preset)
+    p = load_preset_file(config_file, task) if config_file else get_preset(task, preset)
     if construction is not None:
         from depthcraft.verify import lookup
 
@@ -167,13 +173,13 @@ def train_cmd(task, params, preset, depths, heads, width, steps, batch, lr, warm
         p, parse_assignments(params),
         depths=sweep_mod.parse_depths(depths) if depths is not None else None, heads=heads, width=width,
         steps=steps, batch=batch, lr=lr, warmup=warmup, seeds=seeds, mlp=mlp, layer_norm=layer_norm,
-        attention=attention, embedding=embedding, mixed=mixed, control=control, curriculum=curriculum,
+        attention=attention, embedding=embedding, looped=looped, mixed=mixed, control=control, curriculum=curriculum,
         mix_over=None if mix_over is None else tuple(x.strip() for x in mix_over.split(",") if x.strip()),
         threshold=threshold,
         construction=construction, eval_size=eval_size, alignment_size=alignment_size,
         checkpoint_every=checkpoint_every, trainer=trainer, sampler=sampler, chunk=chunk, exit_error=exit_error,
         dense=dense)
-    out_dir = out_dir or os.path.join("results", "crosscheck", f"{task}_{preset}")
+    out_dir = out_dir or os.path.join("results", "crosscheck", f"{task}_{p.name}")
     _check_out_dir(out_dir)
     command = _command_line(click.get_current_context())
     console.print(f"device: {jax.default_backend()} ({jax.devices()[0]}); output: {out_dir}")

@@ -11,6 +11,7 @@ Modules, one responsibility each:
 * :mod:`~verify.crosscheck.data`: batches from the task samplers (fresh every step),
   conditions named by the BOS token.
 * :mod:`~verify.crosscheck.train`: optax AdamW, the jitted train step, evaluation.
+* :mod:`~verify.crosscheck.trainer`: the one trainer, ``train`` of a ``TrainJob`` with a backend.
 * :mod:`~verify.crosscheck.checkpoint`: safetensors + JSON checkpoints, atomic, exact resume.
 * :mod:`~verify.crosscheck.alignment`: attention alignment with the construction's maps.
 * :mod:`~verify.crosscheck.presets`: the ``cpu`` and ``paper`` sweeps per task.

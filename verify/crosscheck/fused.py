@@ -147,7 +147,7 @@ class Family:
         """What the compiled step depends on (the cache key)."""
         d = self.data
         return (d.task.name, repr(d.conditions), self.arch, self.active, tuple(self.seed_index),
-                len(self.seed_list), self.sampler, self.model.frozen)
+                len(self.seed_list), self.sampler, self.model.rules)
 
 
 def make_families(runs: Sequence[Tuple[TaskData, ModelConfig, int]], sampler: str = "auto",
@@ -170,7 +170,7 @@ def make_families(runs: Sequence[Tuple[TaskData, ModelConfig, int]], sampler: st
     keys: Dict[Any, List[int]] = {}
     for i, (data, model, seed) in enumerate(runs):
         k = (data.task.name, repr(data.conditions), repr(data.names),
-             model if layout == "split" else dataclasses.replace(model, depth=1))
+             model if layout == "split" or model.looped else dataclasses.replace(model, depth=1))  # a looped model's blocks are tied: never padded
         keys.setdefault(k, []).append(i)
     out = []
     for idx in keys.values():
@@ -292,7 +292,7 @@ def fused_chunk_fn(families: List[Family], cfg: TrainConfig, n: int, precision: 
         def body(states, xs):
             step, lr, feed = xs
             # the step's rate, whatever the optimiser's count (it equals ``step``)
-            txs = [optimizer(opt_cfg, f.model.frozen, lambda _count, lr=lr: lr) for f in families]
+            txs = [optimizer(opt_cfg, f.model.frozen, lambda _count, lr=lr: lr, tie=f.model.tie) for f in families]
             new, losses, drawn = [], [], {}
             for f, (params, opt), tx, draw, keys, fd in zip(families, states, txs, draws, seed_keys, feed):
                 if draw is not None:
@@ -354,7 +354,7 @@ def init_states(families: List[Family], runs, cfg: TrainConfig) -> List[Tuple[An
     out = []
     for f in families:
         params = _padded_init(f, runs)
-        tx = optimizer(optimiser_key(cfg), f.model.frozen)
+        tx = optimizer(optimiser_key(cfg), f.model.frozen, tie=f.model.tie)
         out.append((params, jax.jit(jax.vmap(tx.init))(params)))
     return out
 
@@ -671,7 +671,7 @@ def train_fused(runs: Sequence[Tuple[TaskData, ModelConfig, int]], train_cfg: Tr
             arch = model.arch(f.data.pad_id)
             own = _unpad(p, m, len(arch.sublayers))
             outcomes[i] = RunOutcome(params=own, arch=arch, history=history[i], seconds=seconds, resumed_from=start,
-                                     n_params=count_params(own), curve=curves[i] if eval_every else None,
+                                     n_params=count_params(own, model), curve=curves[i] if eval_every else None,
                                      steps_done=s, exit_reason=exit_reason, seeds_together=n_runs,
                                      sampler=f.sampler)
     return FusedResult(outcomes=outcomes, families=families, params=params, stats=stats)

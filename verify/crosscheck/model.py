@@ -18,6 +18,15 @@ and never updated: ``onehot`` (row i = e_i, needs width >= input vocabulary) or
 A learned embedding of a token that never occurs in training gets no gradient: it
 stays at its initialisation (shrunk only by weight decay), which is why template
 matching on held-out tokens is also run with fixed embeddings (issue 11).
+
+Looped depth (``looped=True``, issue 41; Saunshi et al., "Reasoning with latent thoughts: on
+the power of looped transformers", ICLR 2025): one block (an attention sublayer and its MLP)
+whose weights are shared by all ``depth`` applications. The runtime layout is unchanged (the
+block's arrays appear ``depth`` times in ``params["layers"]``, equal at initialisation); the
+optimiser keeps them equal (:func:`tie_blocks`: the shared weight's gradient is the sum of the
+copies' gradients, clipped, decayed and updated once, the update written to every copy), so the
+model is exactly one block applied ``depth`` times, and every forward, evaluation and attention
+map of the cross-check runs on it unchanged.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ class ModelConfig:
         causal: mask keys after the query position.
         embedding: token embedding, one of :data:`EMBEDDINGS` (``onehot`` and ``random`` are
             fixed: the optimiser never updates them, see :meth:`frozen`).
+        looped: one block's weights shared by all ``depth`` applications (module docstring).
     Raises:
         ParameterError: on any value outside these ranges.
     """
@@ -68,6 +78,7 @@ class ModelConfig:
     attention: str = "softmax"
     causal: bool = True
     embedding: str = "learned"
+    looped: bool = False
 
     def __post_init__(self):
         for name in ("depth", "heads", "width", "mlp_ratio"):
@@ -87,6 +98,17 @@ class ModelConfig:
         """Parameter paths the optimiser must leave unchanged: ``(("embed", "token"),)`` for a
         fixed token embedding, else none."""
         return () if self.embedding == "learned" else (("embed", "token"),)
+
+    @property
+    def tie(self) -> Optional[Tuple[int, int]]:
+        """``(sublayers per block, blocks)`` whose weights the optimiser ties (:func:`tie_blocks`),
+        or None for an unlooped model."""
+        return (2 if self.mlp else 1, self.depth) if self.looped else None
+
+    @property
+    def rules(self) -> Tuple[Any, ...]:
+        """What the optimiser needs to know of the parameters: ``(frozen, tie)`` (hashable)."""
+        return (self.frozen, self.tie)
 
     @property
     def d_head(self) -> int:
@@ -137,7 +159,9 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
         b_q/b_k/b_v [H, d/H], b_o [d]; per MLP w_1 [d, r*d], b_1, w_2 [r*d, d], b_2;
         unembed w [d, O], b [O]; LayerNorm ``ln`` per sublayer and ``ln_final``.
         The token embedding follows ``cfg.embedding`` (module docstring); the random
-        stream of every other weight does not depend on it.
+        stream of every other weight does not depend on it. A looped model's blocks are
+        ``depth`` copies of one block (the first block of the unlooped model of the same key),
+        with the output scale 1/sqrt(2 * depth) of ``depth`` applications.
     Raises:
         ParameterError: ``embedding="onehot"`` with ``width < n_inputs``.
     """
@@ -153,7 +177,7 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
         "layers": [],
         "unembed": {"w": normal((d, n_outputs)), "b": _zeros(n_outputs)},
     }
-    for _ in range(cfg.depth):
+    for _ in range(1 if cfg.looped else cfg.depth):
         attn = {"w_q": normal((h, d, e)), "w_k": normal((h, d, e)), "w_v": normal((h, d, e)),
                 "w_o": normal((h, e, d), out_std),
                 "b_q": _zeros(h, e), "b_k": _zeros(h, e), "b_v": _zeros(h, e), "b_o": _zeros(d)}
@@ -169,6 +193,8 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
             params["layers"].append(mlp)
         else:
             next(keys), next(keys)  # keep the key stream independent of ``mlp``
+    if cfg.looped:  # one block, applied ``depth`` times: equal copies (kept equal by tie_blocks)
+        params["layers"] = params["layers"] * cfg.depth
     if cfg.layer_norm:
         params["ln_final"] = _ln(d)
     if cfg.embedding == "onehot":
@@ -182,6 +208,51 @@ def init_params(cfg: ModelConfig, key: jax.Array, n_inputs: int, n_outputs: int,
     return params
 
 
-def count_params(params: Dict[str, Any]) -> int:
-    """Total number of parameters (every leaf's size)."""
-    return int(sum(np.size(a) for a in jax.tree_util.tree_leaves(params)))
+def count_params(params: Dict[str, Any], cfg: Optional[ModelConfig] = None) -> int:
+    """Number of distinct parameters: every leaf's size; for a looped ``cfg``, the shared block
+    counted once."""
+    total = int(sum(np.size(a) for a in jax.tree_util.tree_leaves(params)))
+    if cfg is not None and cfg.looped:
+        block, n = cfg.tie
+        copies = sum(np.size(a) for a in jax.tree_util.tree_leaves(params["layers"][block:]))
+        total -= int(copies)
+    return total
+
+
+def tie_blocks(block: int, n: int) -> Tuple[Any, Any]:
+    """The two optax transformations that make ``n`` copies of a block of ``block`` sublayers one
+    shared set of weights: ``(gather, scatter)``. ``gather`` (first in the chain) puts the sum of the
+    copies' gradients in the first copy and zeros in the others (so clipping sees the shared
+    weight's gradient once); ``scatter`` (last) writes the first copy's update into every copy.
+    With equal copies at initialisation, the copies stay equal bit for bit and follow the
+    optimisation of one shared block.
+
+    Args:
+        block: sublayers per block (>= 1); n: copies (>= 1).
+    Returns:
+        ``(gather, scatter)``: stateless :class:`optax.GradientTransformation` s over the runtime
+        params' ``"layers"`` list (length ``block * n``).
+    Raises:
+        ParameterError: block or n < 1.
+    """
+    import functools
+
+    import optax
+
+    if block < 1 or n < 1:
+        raise ParameterError(f"tie_blocks needs block >= 1 and n >= 1, got {block}, {n}")
+
+    def gather(updates, params=None):
+        layers = list(updates["layers"])
+        for j in range(block):
+            copies = [layers[i * block + j] for i in range(n)]
+            layers[j] = jax.tree_util.tree_map(lambda *a: functools.reduce(jnp.add, a), *copies)
+            for i in range(1, n):
+                layers[i * block + j] = jax.tree_util.tree_map(jnp.zeros_like, copies[i])
+        return {**updates, "layers": layers}
+
+    def scatter(updates, params=None):
+        layers = list(updates["layers"])
+        return {**updates, "layers": [layers[i % block] for i in range(block * n)]}
+
+    return optax.stateless(gather), optax.stateless(scatter)

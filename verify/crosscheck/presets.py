@@ -35,7 +35,7 @@ from depthcraft.rasp_programs.retrieval import lower_bound_layers
 
 #: ``cpu`` and ``paper`` per task, and one preset per training claim C1-C6 (issue 11).
 PRESET_NAMES = ("cpu", "paper", "c1", "c2", "c3", "c4", "c5", "c6", "c1_long", "c3_mixed", "c3_curriculum",
-                "c5_mixed", "c5_curriculum", "c7_mixed", "c7_curriculum")
+                "c5_mixed", "c5_curriculum", "c7_mixed", "c7_curriculum", "c1_looped")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,8 @@ class Preset:
         trainer: ``fast`` (:func:`~verify.crosscheck.train.train_seeds`: the seeds of a
             (condition, depth) vmapped, ``chunk`` steps per jitted call), ``fused``
             (:func:`~verify.crosscheck.fused.train_fused`: every run in one jitted call) or ``loop``
-            (:func:`~verify.crosscheck.train.train`, one step per call, one seed at a time).
+            (:func:`~verify.crosscheck.train.train_loop`, one step per call, one seed at a time); all
+            through :func:`~verify.crosscheck.trainer.train`.
         sampler: training data of the fast trainer: ``auto`` (JAX sampler where the task has
             one, else numpy), ``jax`` or ``numpy`` (:data:`~verify.crosscheck.train.SAMPLERS`).
         chunk: optimiser steps per jitted call of the fast trainer.
@@ -93,6 +94,9 @@ class Preset:
         precision: compute precision of the ``fused`` trainer (every group of a sweep in one
             compiled step): ``auto`` (bfloat16 on a GPU, float32 on the CPU), ``float32`` or
             ``bfloat16`` (bfloat16 products with float32 master weights, optimiser and loss).
+        layout: the fused trainer's layout (``auto``: split on the CPU, padded on a GPU; ``padded``,
+            ``split``: :data:`~verify.crosscheck.fused.LAYOUTS`).
+        looped: one block's weights shared by every layer (:class:`~verify.crosscheck.model.ModelConfig`).
     """
 
     task: str
@@ -133,6 +137,8 @@ class Preset:
     mix_over: Tuple[str, ...] = ()
     curriculum: Optional[float] = None
     precision: str = "auto"
+    looped: bool = False
+    layout: str = "auto"
 
 
 _PRESETS: Dict[Tuple[str, str], Preset] = {}
@@ -241,6 +247,13 @@ _add(Preset(
          "the control of k = 6 and 8 that the c1 sweep did not fit (the controls at depths 1-3 are the c1 "
          "sweep's). Planned from the c1 probe: about 45 minutes of one core for depths 2-5 and 30 for the "
          "depth-4 control (8 heads, width 128)"))
+_add(Preset(
+    name="c1_looped", steps=2500, looped=True, **{**_C1, "control": False},
+    note="Looped depth (issue 41; Saunshi et al., ICLR 2025: a block looped L times matches an L-layer model "
+         "on p-hop): the c1 recipe (N=32, |Σ|=4, mixed k in {1,2,3,4,6,8}, depths 2-5, 4 heads, width 64, "
+         "GPT-2 block, batch 32, 2500 steps, 3 seeds) with one block's weights shared by all L applications, "
+         "no capacity control; judged against the c1 sweep (the same recipe unlooped) by the rule of "
+         "verify/crosscheck/claims/looped.py, an extra row of claims.json, not a paper claim"))
 _C2 = dict(mlp=False, depths=(1, 2), heads=2, width=32, lr=3e-3, warmup=200, seeds=3, control=True,
            checkpoint_every=500, alignment_size=0)
 _add(Preset(
@@ -421,3 +434,55 @@ def get_preset(task: str, name: str) -> Preset:
         known = sorted(f"{t}:{n}" for t, n in _PRESETS)
         raise ParameterError(f"no preset {name!r} for task {task!r}; known presets: {', '.join(known)}")
     return _PRESETS[(task, name)]
+
+
+#: Preset fields a preset file may not set (the task is the command's argument; a claim's depth
+#: rule is code).
+_NOT_IN_FILES = ("task", "claim")
+
+
+def load_preset_file(path: str, task: str) -> Preset:
+    """A preset from a JSON file (``depthcraft train TASK --config FILE``; the command line's options
+    override it).
+
+    The file is one object: ``"preset"`` names the built-in preset of ``task`` it starts from
+    (default ``cpu``), every other key is a :class:`Preset` field (``name`` defaults to the file's
+    stem). Lists become tuples (a list in ``params`` is swept, as on the command line).
+
+    Args:
+        path: the file.
+        task: the task (the command's argument).
+    Returns:
+        the :class:`Preset`.
+    Raises:
+        ParameterError: the file is missing, not JSON, not an object, names an unknown or forbidden
+            field, or a built-in preset that does not exist.
+    """
+    import json
+    import os
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except FileNotFoundError:
+        raise ParameterError(f"--config {path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ParameterError(f"--config {path}: not JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ParameterError(f"--config {path}: expected a JSON object of preset fields")
+    base = get_preset(task, str(raw.pop("preset", "cpu")))
+    fields = {f.name for f in dataclasses.fields(Preset)} - set(_NOT_IN_FILES)
+    bad = sorted(set(raw) - fields)
+    if bad:
+        raise ParameterError(f"--config {path}: unknown field {bad[0]!r}; the fields are {', '.join(sorted(fields))}")
+
+    def tup(v):
+        return tuple(v) if isinstance(v, list) else v
+
+    values = {k: tup(v) for k, v in raw.items()}
+    if "params" in values:
+        if not isinstance(values["params"], dict):
+            raise ParameterError(f"--config {path}: params must be an object")
+        values["params"] = {**base.params, **{k: tup(v) for k, v in values["params"].items()}}
+    values.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    return dataclasses.replace(base, **values)

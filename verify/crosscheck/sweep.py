@@ -32,8 +32,9 @@ from depthcraft.verify.crosscheck.data import TaskData, condition_names
 from depthcraft.verify.crosscheck.fused import PRECISIONS
 from depthcraft.verify.crosscheck.model import ModelConfig
 from depthcraft.verify.crosscheck.presets import Preset
-from depthcraft.verify.crosscheck.train import (PLATEAU_MARGIN, SAMPLERS, TrainConfig, evaluate,
-                                                marginal_entropy, plateau_exit_step, train, train_seeds)
+from depthcraft.verify.crosscheck.train import (PLATEAU_MARGIN, SAMPLERS, TrainConfig, evaluate, marginal_entropy,
+                                                plateau_exit_step)
+from depthcraft.verify.crosscheck.trainer import BACKENDS, TrainJob, check_backend, train
 from depthcraft.verify.tasks import get_task
 
 #: Seed of the evaluation and alignment inputs (independent of the training seeds).
@@ -72,6 +73,8 @@ class SweepConfig:
         curriculum: with ``mixed``, the accuracy at which a model's curriculum moves to the next
             condition of its group (:func:`~verify.crosscheck.train.train_seeds`); None = no
             curriculum (every batch mixes all of the group's conditions).
+        layout: the fused trainer's layout (``auto``, ``padded``, ``split``:
+            :func:`~verify.crosscheck.fused.resolve_layout`).
         precision: the fused trainer's compute precision (:data:`~verify.crosscheck.fused.PRECISIONS`;
             ``auto`` = bfloat16 on a GPU, float32 on the CPU); the other trainers are float32.
     """
@@ -105,6 +108,7 @@ class SweepConfig:
     mix_over: tuple = ()
     curriculum: Optional[float] = None
     precision: str = "auto"
+    layout: str = "auto"
 
     @property
     def names(self) -> List[str]:
@@ -176,7 +180,7 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
     if len({repr(sorted(c.items())) for c in conditions}) != len(conditions):
         raise ParameterError("the swept task parameters repeat a condition")
     model = ModelConfig(depth=1, heads=p.heads, width=p.width, mlp=p.mlp, layer_norm=p.layer_norm,
-                        attention=p.attention, causal=task.causal, embedding=p.embedding)
+                        attention=p.attention, causal=task.causal, embedding=p.embedding, looped=p.looped)
     tcfg = TrainConfig(steps=p.steps, batch=p.batch, lr=p.lr, warmup=min(p.warmup, p.steps),
                        weight_decay=p.weight_decay, eval_size=p.eval_size,
                        log_every=max(1, min(100, p.steps // 20)))
@@ -184,20 +188,18 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         raise ParameterError(f"seeds must be >= 1, got {p.seeds}")
     if not 0 < p.threshold < 1:
         raise ParameterError(f"threshold must be in (0, 1), got {p.threshold}")
-    if p.trainer not in TRAINERS:
-        raise ParameterError(f"trainer={p.trainer!r}; expected one of {', '.join(TRAINERS)}")
+    check_backend(p.trainer, exit_error=p.exit_error, curriculum=p.curriculum, precision=p.precision)
     if p.sampler not in SAMPLERS:
         raise ParameterError(f"sampler={p.sampler!r}; expected one of {', '.join(SAMPLERS)}")
     if isinstance(p.chunk, bool) or not isinstance(p.chunk, int) or p.chunk < 1:
         raise ParameterError(f"chunk must be an integer >= 1, got {p.chunk!r}")
     if p.exit_error is not None and not 0 <= p.exit_error < 1:
         raise ParameterError(f"exit_error must be in [0, 1), got {p.exit_error}")
-    if p.exit_error is not None and p.trainer == "loop":
-        raise ParameterError("exit_error (early exit) needs trainer='fast' or 'fused'")
+    from depthcraft.verify.crosscheck.fused import resolve_layout
+
+    resolve_layout(p.layout)  # an unknown layout: one line now, not at the first compiled step
     if p.precision not in PRECISIONS:
         raise ParameterError(f"precision={p.precision!r}; expected one of {', '.join(PRECISIONS)}")
-    if p.precision == "bfloat16" and p.trainer != "fused":
-        raise ParameterError("precision='bfloat16' needs trainer='fused'")
     if not p.plateau_margin >= 0:
         raise ParameterError(f"plateau_margin must be >= 0 nats, got {p.plateau_margin}")
     eval_conditions = tuple(task.resolve({**c, **p.eval_params}) for c in conditions) if p.eval_params else None
@@ -212,8 +214,6 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
         raise ParameterError("a curriculum needs mixed training (--mixed): it orders a model's conditions")
     if p.curriculum is not None and (isinstance(p.curriculum, bool) or not 0 < p.curriculum <= 1):
         raise ParameterError(f"curriculum accuracy must be in (0, 1], got {p.curriculum!r}")
-    if p.curriculum is not None and p.trainer != "fast":
-        raise ParameterError("a curriculum needs trainer='fast'")
     if p.control_depths is not None and not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                                                 for d in p.control_depths):
         raise ParameterError(f"control_depths must be depths >= 1, got {p.control_depths!r}")
@@ -225,13 +225,12 @@ def make_config(preset: Preset, params: Optional[Dict[str, Any]] = None, **overr
                        eval_every=p.eval_every, trainer=p.trainer, sampler=p.sampler, chunk=p.chunk,
                        exit_error=p.exit_error, plateau_margin=p.plateau_margin, dense=p.dense,
                        control_depths=None if p.control_depths is None else tuple(p.control_depths),
-                       mix_over=tuple(p.mix_over), curriculum=p.curriculum, precision=p.precision)
+                       mix_over=tuple(p.mix_over), curriculum=p.curriculum, precision=p.precision, layout=p.layout)
 
 
-#: Trainers of a sweep: ``fast`` (:func:`train_seeds`, seeds vmapped, one group at a time),
-#: ``fused`` (:func:`~verify.crosscheck.fused.train_fused`: every group and seed in one compiled
-#: step) or ``loop`` (:func:`train`).
-TRAINERS = ("fast", "fused", "loop")
+#: Trainers of a sweep: the backends of :func:`~verify.crosscheck.trainer.train` (``fast``: seeds
+#: vmapped, one group at a time; ``fused``: every group and seed in one compiled step; ``loop``).
+TRAINERS = tuple(BACKENDS)
 
 
 def _dense_task(task):
@@ -500,8 +499,9 @@ def _train_curve(cfg: SweepConfig, data: TaskData, run: RunSpec, ckpt: str, eval
         rec = read_meta(ckpt)
         if rec is not None and rec["step"] > stop:
             continue  # resumed past this point without its evaluation: leave the gap
-        out = train(data, run.model, run.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
-                    stop_at=stop, on_step=lambda s, loss, run=run: progress.step(run, s, loss))
+        job = TrainJob(data=data, model=run.model, train=run.train, seeds=(run.train.seed,), checkpoint_dir=ckpt,
+                       checkpoint_every=cfg.checkpoint_every, stop_at=stop)
+        (out,) = train(job, "loop", on_step=lambda s, loss, run=run: progress.step(run, s, loss)).outcomes[0]
         ev = evaluate(out.params, out.arch, data, sets)
         curve.append({"step": stop, "error": {e["condition"]: e["error"] for e in ev},
                       "error_per_position": {e["condition"]: e["error_per_position"] for e in ev}})
@@ -600,13 +600,17 @@ def train_group(cfg: SweepConfig, out_dir: str, group: List[RunSpec], *, fresh: 
     run0 = group[0]
     data = _group_data(cfg, task, run0)
     eval_conds = _eval_conditions(cfg, run0)
-    ckpt = os.path.join(out_dir, "checkpoints", group_id(group) if cfg.trainer == "fast" else run0.run_id)
+    backend = BACKENDS[cfg.trainer]
+    ckpt = os.path.join(out_dir, "checkpoints", group_id(group) if backend.seeds_together else run0.run_id)
     if fresh and os.path.isdir(ckpt):
         shutil.rmtree(ckpt)
     rec = read_meta(ckpt)
     for j, run in enumerate(group):
         progress.start_run(first_index + j, total, run, rec["step"] if rec else 0)
-    if cfg.trainer == "fast":
+    job = TrainJob(data=data, model=run0.model, train=run0.train, seeds=tuple(r.train.seed for r in group),
+                   chunk=cfg.chunk, sampler=cfg.sampler, exit_error=cfg.exit_error, checkpoint_dir=ckpt,
+                   checkpoint_every=cfg.checkpoint_every, curriculum=cfg.curriculum, precision=cfg.precision)
+    if backend.curve:
         curve_sets = data.eval_sets(EVAL_SEED + 1, CURVE_EVAL_SIZE, eval_conds)
         every = cfg.eval_every or max(1, run0.train.steps // DEFAULT_CURVE_POINTS)
 
@@ -614,15 +618,11 @@ def train_group(cfg: SweepConfig, out_dir: str, group: List[RunSpec], *, fresh: 
             for run, loss in zip(group, losses):
                 progress.step(run, step, float(loss))
 
-        outcomes = train_seeds(data, run0.model, run0.train, [r.train.seed for r in group], chunk=cfg.chunk,
-                               sampler=cfg.sampler, eval_sets=curve_sets, eval_every=every,
-                               exit_error=cfg.exit_error, checkpoint_dir=ckpt,
-                               checkpoint_every=cfg.checkpoint_every, on_chunk=on_chunk,
-                               curriculum=cfg.curriculum)
+        job = dataclasses.replace(job, eval_sets=tuple(curve_sets), eval_every=every)
+        outcomes = train(job, cfg.trainer, on_chunk=on_chunk).outcomes[0]
         return outcomes, {name: marginal_entropy(s) for name, s in zip(data.names, curve_sets)}
     curve = _train_curve(cfg, data, run0, ckpt, eval_conds, progress) if cfg.eval_every else None
-    outcome = train(data, run0.model, run0.train, checkpoint_dir=ckpt, checkpoint_every=cfg.checkpoint_every,
-                    on_step=lambda s, loss: progress.step(run0, s, loss))
+    (outcome,) = train(job, cfg.trainer, on_step=lambda s, loss: progress.step(run0, s, loss)).outcomes[0]
     outcome.curve = curve
     return [outcome], None
 
@@ -803,8 +803,6 @@ def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[Cons
     ``checkpoint_dir``: checkpoint every curve point there, and resume from it
     (:func:`~verify.crosscheck.fused.train_fused`). Returns the final records in plan order.
     """
-    from depthcraft.verify.crosscheck.fused import train_fused
-
     runs, datas, sets, data_cache, curve_cache = fused_inputs(cfg, groups)
     every = cfg.eval_every or max(1, cfg.train.steps // DEFAULT_CURVE_POINTS)
     t0 = time.perf_counter()
@@ -822,10 +820,11 @@ def _fused_sweep(cfg: SweepConfig, groups: List[List[RunSpec]], infos: List[Cons
         for r, loss in zip(runs, losses):
             progress.step(r, step, float(loss))
 
-    res = train_fused([(d, r.model, r.train.seed) for d, r in zip(datas, runs)], cfg.train, chunk=cfg.chunk,
-                      sampler=cfg.sampler, precision=cfg.precision, eval_sets=sets, eval_every=every,
-                      exit_error=cfg.exit_error, deadline=deadline, checkpoint_dir=checkpoint_dir,
-                      on_point=on_point, on_chunk=on_chunk)
+    jobs = [TrainJob(data=d, model=r.model, train=cfg.train, seeds=(r.train.seed,), chunk=cfg.chunk,
+                     sampler=cfg.sampler, eval_sets=tuple(st), eval_every=every, exit_error=cfg.exit_error,
+                     checkpoint_dir=checkpoint_dir, precision=cfg.precision, layout=cfg.layout)
+            for d, r, st in zip(datas, runs, sets)]
+    res = train(jobs, cfg.trainer, on_point=on_point, on_chunk=on_chunk, deadline=deadline).fused
     t_eval = time.perf_counter()
     done = fused_final_eval(cfg, res, runs, infos, construction_maps)
     eval_s = time.perf_counter() - t_eval
@@ -914,7 +913,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         out["supervision"] = supervision
         return out
 
-    groups = seed_groups(runs) if cfg.trainer in ("fast", "fused") else [[r] for r in runs]
+    groups = seed_groups(runs) if BACKENDS[cfg.trainer].seeds_together else [[r] for r in runs]
     first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # plan index of each group's run 0
     done: Dict[int, List[Dict[str, Any]]] = {}
 
@@ -931,7 +930,7 @@ def run_sweep(cfg: SweepConfig, out_dir: str, *, fresh: bool = False, progress: 
         records[:] = [r for k in sorted(done) for r in done[k]]  # plan order, whatever finished first
         report.write_results(out_dir, results_now())
 
-    if cfg.trainer == "fused":
+    if BACKENDS[cfg.trainer].jobs_together:
         def write(recs, partial_step):
             records[:] = recs
             out = results_now()

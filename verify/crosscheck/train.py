@@ -1,6 +1,16 @@
-"""Training: the one-step loop (:func:`train`) and the fast trainer (:func:`train_seeds`), exact resume.
+"""Training: the backends' shared parts, the loop and vmapped-seeds backends, exact resume.
 
-:func:`train`: each step draws a fresh batch from the task's sampler with
+The one entry point, :func:`verify.crosscheck.trainer.train` (issue 41: one trainer, a
+:class:`~verify.crosscheck.trainer.TrainJob` and a backend), lives in
+:mod:`verify.crosscheck.trainer`, above this module and :mod:`verify.crosscheck.fused` (which
+imports this one). Its backends: ``loop`` (:func:`train_loop`), ``fast`` (:func:`train_seeds`,
+the seeds vmapped) and ``fused`` (:func:`verify.crosscheck.fused.train_fused`, every job and seed
+in one compiled step). The backends share the optimiser (:func:`optimizer`,
+:func:`schedule`), the loss (:func:`loss_fn`), the data streams (:func:`step_rng`,
+:func:`data_key`), the curve's scoring (:func:`score_predictions`), early exit and the checkpoint
+format and resume check (:func:`training_settings`); each keeps its own stepping loop.
+
+:func:`train_loop`: each step draws a fresh batch from the task's sampler with
 ``numpy.random.default_rng([seed, step])`` (so the data of a step does not depend
 on what ran before it), takes one AdamW step on the mean cross-entropy over the
 scored positions, and every ``checkpoint_every`` steps saves the parameters and
@@ -130,7 +140,8 @@ def runtime_schedule(cfg: TrainConfig, steps: Any, warmup: Any) -> optax.Schedul
 
 
 def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
-              lr_schedule: Optional[optax.Schedule] = None) -> optax.GradientTransformation:
+              lr_schedule: Optional[optax.Schedule] = None,
+              tie: Optional[Tuple[int, int]] = None) -> optax.GradientTransformation:
     """Gradient clipping then AdamW; weight decay only on weight matrices (ndim >= 2,
     embeddings included), not on biases or LayerNorm parameters.
 
@@ -142,11 +153,20 @@ def optimizer(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = (),
         lr_schedule: the learning rate per step (default :func:`schedule` of ``cfg``; the fused
             trainer passes a function that returns the step's rate, fed to its compiled chunk). The optimiser state's structure does not
             depend on it.
+        tie: ``(sublayers per block, blocks)`` of a looped model (:attr:`ModelConfig.tie
+            <verify.crosscheck.model.ModelConfig.tie>`): the blocks' weights are one shared set
+            (:func:`~verify.crosscheck.model.tie_blocks`); None = no tying.
     """
+    from depthcraft.verify.crosscheck.model import tie_blocks
+
     decay_mask = lambda params: jax.tree_util.tree_map(lambda a: a.ndim >= 2, params)  # noqa: E731
-    parts = [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
+    gather, scatter = tie_blocks(*tie) if tie else (None, None)
+    parts = [gather] if tie else []
+    parts += [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
     parts.append(optax.adamw(schedule(cfg) if lr_schedule is None else lr_schedule, b1=0.9, b2=cfg.b2,
                              weight_decay=cfg.weight_decay, mask=decay_mask))
+    if tie:
+        parts.append(scatter)
     tx = optax.chain(*parts)
     if not frozen:
         return tx
@@ -178,13 +198,14 @@ def optimiser_key(cfg: TrainConfig) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=16)
-def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+def make_step(arch: Arch, cfg: TrainConfig, rules: Tuple[Any, ...] = ((), None)) -> Callable:
     """The jitted train step ``(params, opt_state, ids, targets, mask) -> (params, opt_state, loss)``.
 
-    Cached per (architecture, optimiser settings, frozen parameters), so runs that differ
-    only in the seed reuse one compiled step.
+    Cached per (architecture, optimiser settings, parameter rules: :attr:`ModelConfig.rules
+    <verify.crosscheck.model.ModelConfig.rules>`, frozen paths and tied blocks), so runs that
+    differ only in the seed reuse one compiled step.
     """
-    tx = optimizer(cfg, frozen)
+    tx = optimizer(cfg, rules[0], tie=rules[1])
 
     @jax.jit
     def step(params, opt_state, ids, targets, mask):
@@ -196,10 +217,10 @@ def make_step(arch: Arch, cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] 
 
 
 @functools.lru_cache(maxsize=16)
-def optimiser_init(cfg: TrainConfig, frozen: Tuple[Tuple[str, ...], ...] = ()) -> Callable:
+def optimiser_init(cfg: TrainConfig, rules: Tuple[Any, ...] = ((), None)) -> Callable:
     """The optimiser's ``init`` (zero moments, step counts), jitted: one XLA compilation per parameter
     structure instead of one per parameter shape run eagerly. Cached like :func:`make_step`."""
-    return jax.jit(optimizer(cfg, frozen).init)
+    return jax.jit(optimizer(cfg, rules[0], tie=rules[1]).init)
 
 
 def step_rng(seed: int, step: int) -> np.random.Generator:
@@ -266,10 +287,11 @@ def _resumable(checkpoint_dir: str, desc: Dict[str, Any]):
     return record
 
 
-def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, checkpoint_dir: Optional[str] = None,
+def train_loop(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, checkpoint_dir: Optional[str] = None,
           checkpoint_every: int = 0, stop_at: Optional[int] = None,
           on_step: Optional[Callable[[int, Optional[float]], None]] = None) -> RunOutcome:
-    """Train one model on fresh batches from ``data``.
+    """The ``loop`` backend of :func:`train`: one model on fresh batches from ``data``, one
+    optimiser step per jitted call.
 
     Args:
         data: the task and its conditions.
@@ -288,7 +310,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
     """
     arch = model_cfg.arch(data.pad_id)
     params = init_params(model_cfg, jax.random.PRNGKey(train_cfg.seed), data.n_inputs, data.n_classes, data.seq_len)
-    state = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.frozen)(params)}
+    state = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.rules)(params)}
     desc = _describe(data, model_cfg, train_cfg)
     start, history, seconds = 0, [], 0.0
     if checkpoint_dir is not None:
@@ -298,7 +320,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
             history, seconds = list(meta.get("history", [])), float(meta.get("seconds", 0.0))
     resumed_from = start
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
-    step_fn = make_step(arch, optimiser_key(train_cfg), model_cfg.frozen)
+    step_fn = make_step(arch, optimiser_key(train_cfg), model_cfg.rules)
     params, opt_state = state["params"], state["opt_state"]
     t0 = time.perf_counter()
 
@@ -323,7 +345,7 @@ def train(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, *, che
         save(end)
     seconds += time.perf_counter() - t0
     return RunOutcome(params=params, arch=arch, history=history, seconds=seconds, resumed_from=resumed_from,
-                      n_params=count_params(params))
+                      n_params=count_params(params, model_cfg))
 
 
 def training_settings(desc: Any) -> Any:
@@ -434,17 +456,17 @@ def donate_args() -> Tuple[int, ...]:
     return () if jax.default_backend() == "cpu" else (0, 1)
 
 
-def seed_chunk_fn(arch: Arch, cfg: TrainConfig, frozen, n: int, sampler, sampler_sig) -> Callable:
+def seed_chunk_fn(arch: Arch, cfg: TrainConfig, rules, n: int, sampler, sampler_sig) -> Callable:
     """The jitted ``n``-step function of :func:`train_seeds`, vmapped over seeds.
 
     numpy-fed: ``(params[S], opt[S], ids[S, n, B, T], targets, mask) -> (params, opt, losses[S, n])``;
     jax-sampled: ``(params[S], opt[S], steps[n]) -> ...``, with each seed's keys derived inside.
-    Cached per (architecture, optimiser settings, frozen parameters, n, sampler).
+    Cached per (architecture, optimiser settings, parameter rules, n, sampler).
     """
-    key = (arch, cfg, frozen, n, sampler_sig)
+    key = (arch, cfg, rules, n, sampler_sig)
     if key in _CHUNK_CACHE:
         return _CHUNK_CACHE[key]
-    tx = optimizer(cfg, frozen)
+    tx = optimizer(cfg, rules[0], tie=rules[1])
 
     def train_step(p, o, ids, targets, mask):
         loss, grads = jax.value_and_grad(loss_fn)(p, ids, targets, mask, arch)
@@ -642,7 +664,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     n_seeds = len(seeds)
     arch = model_cfg.arch(data.pad_id)
     opt_key = optimiser_key(train_cfg)
-    init_state = optimiser_init(opt_key, model_cfg.frozen)
+    init_state = optimiser_init(opt_key, model_cfg.rules)
     inits = [init_params(model_cfg, jax.random.PRNGKey(s), data.n_inputs, data.n_classes, data.seq_len)
              for s in seeds]
     state = {"params": stack_trees(inits), "opt_state": stack_trees([init_state(p) for p in inits])}
@@ -700,7 +722,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     while s < end:
         nxt = next_stop(s)
         n = nxt - s
-        fn = seed_chunk_fn(arch, opt_key, model_cfg.frozen, n, draw, sig)
+        fn = seed_chunk_fn(arch, opt_key, model_cfg.rules, n, draw, sig)
         if draw is None:
             batches = [[data.sample(step_rng(seed, t), train_cfg.batch,
                                     None if curriculum is None else range(stage + 1)) for t in range(s, nxt)]
@@ -741,7 +763,7 @@ def train_seeds(data: TaskData, model_cfg: ModelConfig, train_cfg: TrainConfig, 
     if checkpoint_dir is not None and s > start:
         save(s)
     seconds += time.perf_counter() - t0
-    n_params = count_params(_unstack(params, 0))
+    n_params = count_params(_unstack(params, 0), model_cfg)
     return [RunOutcome(params=_unstack(params, i), arch=arch, history=history[i], seconds=seconds,
                        resumed_from=resumed_from, n_params=n_params, curve=curves[i], steps_done=s,
                        exit_reason=exit_reason, seeds_together=n_seeds, sampler=sampler,
@@ -825,7 +847,7 @@ def load_trained(directory: str, seed: Optional[int] = None) -> TrainedModel:
     except (KeyError, TypeError, DepthcraftError) as e:
         raise InputError(f"checkpoint {directory} does not describe its model: {e}") from None
     params = init_params(model_cfg, jax.random.PRNGKey(0), data.n_inputs, data.n_classes, data.seq_len)
-    template = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.frozen)(params)}
+    template = {"params": params, "opt_state": optimiser_init(optimiser_key(train_cfg), model_cfg.rules)(params)}
     seeds = config.get("seeds")
     if seeds is not None:
         pick = seeds[0] if seed is None else seed

@@ -6,7 +6,7 @@ task, a preset and extra ``depthcraft train`` options, written to
 ``results.json`` into a verdict: ``reproduced``, ``not reproduced`` or
 ``inconclusive``, with the measured numbers. :func:`write_claims` writes
 ``results/crosscheck/claims.json``; ``depthcraft docs`` renders it
-(:func:`verify.docgen.render_claims`).
+(``tools/docgen.py``'s ``render_claims``).
 
 The rules were written before any of their sweeps ran and are not tuned to the
 results. Shared definitions (every number from the non-control runs of one
@@ -53,12 +53,18 @@ from depthcraft.verify.crosscheck.claims.stats import (CLAIMS_FILE, CLEAR_SPEEDU
 
 
 def build_claims(root: pathlib.Path) -> Dict[str, Any]:
-    """``claims.json``: the thresholds and one entry per claim (C1-C7), then "C1, the authors' models"
-    when ``depthcraft published`` has written its results (:func:`published_c1`)."""
+    """``claims.json``: the thresholds and one entry per claim (C1-C7), with "C1, the authors' models"
+    when ``depthcraft published`` has written its results (:func:`published_c1`) and the looped-depth
+    row when its sweep exists (:func:`~verify.crosscheck.claims.looped.looped_row`) after C1."""
     claims = [evaluate_claim(root, c) for c in CLAIMS]
+    from depthcraft.verify.crosscheck.claims.looped import looped_row
+
     extra = published_c1(pathlib.Path(root))
     if extra is not None:
         claims.insert(1, extra)
+    loop = looped_row(pathlib.Path(root))
+    if loop is not None:
+        claims.insert(2 if extra is not None else 1, loop)
     return {"definitions": {"learned_mean_error_below": LEARNED, "failed_mean_error_at_least": FAILED,
                             "min_seeds": MIN_SEEDS, "learned_loss_nats": LEARNED_LOSS,
                             "clear_speedup": CLEAR_SPEEDUP, "rules_text": rule_text(__doc__ or "")},

@@ -10,8 +10,11 @@ C7 (graph connectivity needs depth growing like log n) is :func:`judge_c7`.
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from depthcraft.constructions.errors import InputError
 from depthcraft.verify.crosscheck import c1 as c1_rule
@@ -32,19 +35,19 @@ PAPER_KHOP: Dict[int, Dict[int, float]] = {
 
 
 def judge_c1(res: Results) -> Dict[str, Any]:
-    """C1 rule (issue 31's calibrated rule, verify/crosscheck/c1.py, written 2026-12-04 before this
-    re-judging). For each trained depth L, k*(L) = the largest k of the sweep whose mean error is
-    < 0.05 (0 when none). The growth b = the least-squares slope of log2 k*(L) on L over the depths
-    with k* >= 1, up to the first depth whose k* is the grid's largest k. reproduced: at least 3 such
-    depths, k* never decreases, 0.5 <= b <= 1.5 (doubling is b = 1), every configuration has 3 seeds,
-    and no capacity control (2x heads and width at a depth L) reaches a larger k than k*(L);
-    not reproduced: k* decreases somewhere or b is outside [0.5, 1.5] (with >= 3 depths);
-    inconclusive: otherwise. The rule accepts the authors' own models (their errors.json on the
-    grids 1..16 and {1, 2, 3, 4, 6, 8}, and our evaluation of their published models), which the
-    previous rule (every step's ratio in [1.5, 3], issue 11) rejected on the coarse grid. It cannot
-    tell doubling from linear growth over four depths from k* = 1 (1, 2, 3, 4 gives b = 0.66).
-    Two sweeps (issue 25): c1 (2500 steps) and c1_long (5000 steps), each judged on its own runs;
-    the claim's verdict is the 5000-step sweep's when present, else the 2500-step one's."""
+    """C1 rule (issue 41's rule, verify/crosscheck/c1.py, written 2026-12-07 before this re-judging).
+    For each trained depth L, the k* interval [k*_lo, k*_hi]: the largest k of the sweep's grid such
+    that every grid k' <= k has a mean error (over seeds) surely (resp. possibly) below 0.05, at a
+    one-sided 95 % Student t bound on the seeds' standard error, widened up to the next grid value
+    minus 1 (the grid {1, 2, 3, 4, 6, 8} is not dense). Then a geometric k = A 2^(bL) and a linear
+    k = c + dL fit of the intervals' centres (weighted least squares, sigma = max(1/sqrt(12), half
+    the interval)): reproduced when chi2_lin - chi2_geo >= 6, the geometric fit's p >= 0.01,
+    0.5 <= b <= 1.5, every configuration has 3 seeds and no capacity control (2x heads and width at a
+    depth L) has a k*_lo above k*_hi(L); not reproduced when k* surely decreases, neither model fits,
+    the linear one wins by 6, or the geometric one fits with b outside 0.5..1.5; inconclusive
+    otherwise ("cannot tell doubling from linear growth"). Two sweeps (issue 25): c1 (2500 steps) and
+    c1_long (5000 steps), each judged on its own runs; the claim's verdict is the 5000-step sweep's
+    when present, else the 2500-step one's."""
     per = {steps: _judge_c1_one(res[label]) for steps, label in C1_SWEEPS.items() if label in res.docs}
     if not per:
         raise InputError(f"no C1 sweep is present: {list(C1_SWEEPS.values())}")
@@ -62,77 +65,70 @@ def judge_c1(res: Results) -> Dict[str, Any]:
 C1_SWEEPS = {"2500": "khop", "5000": "khop_long"}
 
 
+def _seed_errors(doc: Dict[str, Any], ks: Dict[str, int], d: int, control: bool):
+    """(mean by k, standard error by k, fewest seeds, table row) of one depth's runs."""
+    mean, se, row, n = {}, {}, {}, None
+    for c, k in sorted(ks.items(), key=lambda x: x[1]):
+        s = stat(doc, c, depth=d, control=control)
+        if not s.errors:
+            continue
+        row[f"k={k}"] = s.to_json()
+        mean[k] = s.mean
+        se[k] = float(np.std(s.errors, ddof=1) / math.sqrt(s.n)) if s.n > 1 else 0.0
+        n = s.n if n is None else min(n, s.n)
+    return mean, se, n or 0, row
+
+
 def _judge_c1_one(doc: Dict[str, Any]) -> Dict[str, Any]:
     """:func:`judge_c1`'s rule on one sweep's results."""
     conds = conditions(doc)
     ks = {c: int(c.split("=")[1]) for c in conds if c.startswith("k=")}
+    grid = sorted(ks.values())
+    grid_pos = [k for k in grid if k >= 1]
     ds = depths(doc)
     table: Dict[str, Dict[str, Any]] = {}
-    kstar: Dict[int, int] = {}
-    undecided = False
+    intervals, fewest = {}, MIN_SEEDS
     for d in ds:
-        row = {}
-        best = 0
-        for c, k in sorted(ks.items(), key=lambda x: x[1]):
-            s = stat(doc, c, depth=d)
-            row[f"k={k}"] = s.to_json()
-            undecided |= not s.decided
-            if s.decided and s.mean < LEARNED:
-                best = max(best, k)
+        mean, se, n, row = _seed_errors(doc, ks, d, False)
         table[str(d)] = row
-        kstar[d] = best
-    control_rows: Dict[str, Dict[str, Any]] = {}
-    control_kstar: Dict[int, int] = {}
-    control_beats = []
+        fewest = min(fewest, n)
+        intervals[d] = c1_rule.k_star_interval(mean, se, grid_pos, c1_rule.seeds_quantile(n))
+    control_rows, control_k, control_beats = {}, {}, []
     for d in sorted({int(r["depth"]) for r in select(doc, control=True)}):
-        row, best = {}, 0
-        for c, k in ks.items():
-            s = stat(doc, c, depth=d, control=True)
-            if s.errors:
-                row[f"k={k}"] = s.to_json()
-                if s.decided and s.mean < LEARNED:
-                    best = max(best, k)
+        mean, se, n, row = _seed_errors(doc, ks, d, True)
         control_rows[str(d)] = row
-        control_kstar[d] = best
-        if d in kstar and best > kstar[d]:
-            control_beats.append(f"L={d}: control k* = {best} > {kstar[d]}")
-    kmax = max(ks.values()) if ks else 0
-    steps = []
-    decreasing = any(kstar[a] > kstar[b] for a, b in zip(ds, ds[1:]))
-    for a, b in zip(ds, ds[1:]):
-        if b == a + 1 and 1 <= kstar[a] < kmax:
-            steps.append((a, kstar[a], kstar[b], kstar[b] / kstar[a]))
-    growth = c1_rule.judge_growth(kstar, kmax)
-    ktext = ", ".join(f"L={d}: {kstar[d]}" for d in ds)
-    evidence = f"largest k with mean error < {LEARNED} (k*): {ktext} [{recipe(doc)}]"
-    if growth["slope"] is not None:
-        evidence += (f"; log2 k* grows b = {growth['slope']:.2f} per layer (x{growth['factor']:.2f}) over "
-                     f"L={growth['fitted'][0]}-{growth['fitted'][-1]}")
-    if steps:
-        evidence += "; steps " + ", ".join(f"L{a}->L{a + 1} x{r:.2f}" for a, _, _, r in steps)
-    if control_kstar:
+        lo, hi = c1_rule.k_star_interval(mean, se, grid_pos, c1_rule.seeds_quantile(n))
+        control_k[d] = [lo, None if hi == math.inf else hi]
+        if d in intervals and lo > intervals[d][1]:
+            control_beats.append(f"L={d}: control k*_lo = {lo} > k*_hi = {intervals[d][1]}")
+    result = c1_rule.judge_series(intervals)
+    ktext = ", ".join(f"L={d}: {lo}" + ("" if hi == lo else f"-{hi if hi is not None else '>'}")
+                      for d, (lo, hi) in result["k_star"].items())
+    evidence = f"k* interval (mean over seeds, one-sided 95 % t bound): {ktext} [{recipe(doc)}]"
+    if result["geometric"]:
+        g, lin = result["geometric"], result["linear"]
+        evidence += (f"; geometric fit b = {g['b']:.2f} (x{g['factor']:.2f}/layer), chi2 {g['chi2']:.2f} "
+                     f"(p = {g['p']:.3f}); linear fit {lin['slope']:.2f} per layer, chi2 {lin['chi2']:.2f} "
+                     f"(p = {lin['p']:.3f})")
+    if control_k:
         evidence += "; capacity controls (2x heads, 2x width) k*: " + \
-            ", ".join(f"L={d}: {k}" for d, k in sorted(control_kstar.items()))
+            ", ".join(f"L={d}: {k[0]}" for d, k in sorted(control_k.items()))
     if control_beats:
-        evidence += "; capacity controls: " + "; ".join(control_beats)
-    paper_kstar = {L: max([k for k, e in row.items() if e < LEARNED] or [0]) for L, row in PAPER_KHOP.items()}
-    evidence += "; paper (SPEC §7a, N=100): " + ", ".join(f"L={L}: {k}" for L, k in paper_kstar.items())
-    measured = {"k_star": {str(d): kstar[d] for d in ds}, "errors": table, "control": control_rows,
-                "control_k_star": {str(d): k for d, k in sorted(control_kstar.items())},
-                "paper_k_star": {str(L): k for L, k in paper_kstar.items()},
-                "steps": [{"from": a, "k_from": x, "k_to": y, "ratio": round(r, 3)} for a, x, y, r in steps],
-                "growth": {"slope": growth["slope"], "factor": growth["factor"], "fitted": growth["fitted"],
-                           "verdict": growth["verdict"], "rule_written": c1_rule.WRITTEN},
+        evidence += "; " + "; ".join(control_beats)
+    measured = {"k_star": result["k_star"], "errors": table, "control": control_rows,
+                "control_k_star": {str(d): k for d, k in sorted(control_k.items())},
+                "rule": {**{k: result[k] for k in ("fitted", "saturated", "decreasing", "geometric", "linear",
+                                                  "delta_chi2", "margin", "verdict", "reason")},
+                         "rule_written": c1_rule.WRITTEN},
                 "recipe": recipe(doc)}
-    if undecided:
+    if fewest < MIN_SEEDS:
         return make_verdict(INCONCLUSIVE, evidence + f" (a configuration has fewer than {MIN_SEEDS} seeds)", **measured)
-    if decreasing or growth["verdict"] == NOT_REPRODUCED:
-        return make_verdict(NOT_REPRODUCED, evidence + f" ({growth['reason']})", **measured)
-    if growth["verdict"] == REPRODUCED and not control_beats:
-        return make_verdict(REPRODUCED, evidence, **measured)
-    return make_verdict(INCONCLUSIVE, evidence + f" ({growth['reason'] if growth['verdict'] != REPRODUCED else 'a control learns more'})",
-                        **measured)
-
+    if result["verdict"] == NOT_REPRODUCED:
+        return make_verdict(NOT_REPRODUCED, evidence + f" ({result['reason']})", **measured)
+    if result["verdict"] == REPRODUCED and not control_beats:
+        return make_verdict(REPRODUCED, evidence + f" ({result['reason']})", **measured)
+    why = result["reason"] if result["verdict"] != REPRODUCED else "a control learns more"
+    return make_verdict(INCONCLUSIVE, evidence + f" ({why})", **measured)
 
 
 def judge_c7(res: Results) -> Dict[str, Any]:
@@ -231,29 +227,29 @@ C1_AUTHORS = "C1, the authors' models"
 
 
 def published_c1(root: pathlib.Path) -> Optional[Dict[str, Any]]:
-    """C1's calibrated rule (:mod:`verify.crosscheck.c1`) on the authors' published models, from
-    ``results/crosscheck/published/results.json`` (None when absent or without the four fresh-sample
-    4-head models). One model per depth (the authors trained one seed), evaluated in eval mode.
-    The verdict is the rule's on the paper's grid k = 1..16 when the sweep grid {1, 2, 3, 4, 6, 8}
-    agrees, else inconclusive."""
+    """C1's rule (:mod:`verify.crosscheck.c1`, written 2026-12-07) on the authors' published models,
+    from ``results/crosscheck/published/results.json`` (None when absent or without the four
+    fresh-sample 4-head models). Two judgements, each with both fits' numbers: our evaluation of
+    their models (depths 2-5, eval mode, every k = 1..16, the ratio estimator's standard errors) and
+    their errors.json (depths 2-6, dropout on, 100 inputs per k, the binomial standard-error bound).
+    One model per depth (the authors trained one seed). The row's verdict is the eval-mode one when
+    the errors.json one agrees, else inconclusive."""
     path = pathlib.Path(root) / PUBLISHED_RESULTS
     if not path.is_file():
         return None
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
-    ours, theirs = (doc.get("c1") or {}).get("ours"), (doc.get("c1") or {}).get("theirs")
+    c1 = doc.get("c1") or {}
+    ours, theirs = c1.get("ours"), c1.get("theirs")
     if not ours:
         return None
-    g, s = ours["paper_grid"], ours["sweep_grid"]
-    verdict = g["verdict"] if g["verdict"] == s["verdict"] else INCONCLUSIVE
-    ks = lambda j: ", ".join(f"L={d}: {k}" for d, k in j["k_star"].items())
+    verdict = ours["verdict"] if theirs is None or theirs["verdict"] == ours["verdict"] else INCONCLUSIVE
     n = (doc.get("protocol") or {}).get("inputs_per_k")
-    evidence = (f"the authors' 100k-step models (4 heads, width 128, fresh samples), evaluated here "
-                f"without dropout on {n} fresh inputs per k: k* on k = 1..16: {ks(g)}, log2 k* grows "
-                f"b = {g['slope']} per layer; on {{1, 2, 3, 4, 6, 8}}: {ks(s)}, b = {s['slope']}")
+    evidence = (f"the authors' 100k-step models (4 heads, width 128, fresh samples), evaluated here without "
+                f"dropout on {n} fresh inputs per k: {c1_rule.describe(ours)} ({ours['reason']})")
     if theirs:
-        evidence += (f"; their errors.json (dropout on, 100 inputs per k, L = 2-6): k* {ks(theirs['paper_grid'])}, "
-                     f"b = {theirs['paper_grid']['slope']}: {theirs['paper_grid']['verdict']}")
+        evidence += f"; their errors.json (dropout on, 100 inputs per k, L = 2-6): {c1_rule.describe(theirs)} " \
+                    f"({theirs['reason']})"
     evidence += f"; rule of {c1_rule.WRITTEN} (verify/crosscheck/c1.py)"
     return {"id": C1_AUTHORS, "source": "Sanford, Hsu & Telgarsky (ICML 2024)",
             "statement": "each added layer roughly doubles the largest k learned with small error, on the "
@@ -263,6 +259,4 @@ def published_c1(root: pathlib.Path) -> Optional[Dict[str, Any]]:
                         "github.com/chsanford/hop-induction-heads", "results": PUBLISHED_RESULTS, "present": True}],
             "rule": rule_text(published_c1.__doc__ or ""),
             "verdict": verdict, "evidence": evidence,
-            "measured": {"paper_grid": g, "sweep_grid": s, "theirs": theirs, "inputs_per_k": n},
-            "recipes": {}}
-
+            "measured": {"eval_mode": ours, "errors_json": theirs, "inputs_per_k": n}, "recipes": {}}

@@ -29,6 +29,11 @@ MIN_SEEDS = 3
 LEARNED_LOSS = 0.1
 #: A speed difference is "clear" when one learning step is at most this fraction of the other.
 CLEAR_SPEEDUP = 0.67
+#: The smallest difference between two mean errors that matters (issue 41; a fraction of tokens): the
+#: finite-sample rule (:func:`verify.crosscheck.published.judge_finite_sample`, which re-exports it as
+#: ``published.MIN_DIFFERENCE``) and the looped rule (:mod:`verify.crosscheck.claims.looped`) call two
+#: errors different only beyond it.
+MIN_DIFFERENCE = 0.01
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = "reproduced", "not reproduced", "inconclusive", "not run"
 
@@ -304,7 +309,8 @@ def recipe(doc: Dict[str, Any]) -> str:
         extra = ", evaluated on " + " ".join(f"{k}={v}" for k, v in diff.items())
     return (f"{doc.get('task')} {params}{extra}: {t.get('steps')} steps, batch {t.get('batch')}, lr {t.get('lr')}, "
             f"width {m.get('width')}, {m.get('heads')} heads, {'MLP' if m.get('mlp') else 'attention-only'}, "
-            f"{m.get('embedding', 'learned')} token embedding, {s.get('seeds')} seeds")
+            f"{m.get('embedding', 'learned')} token embedding{', looped (one shared block)' if m.get('looped') else ''}, "
+            f"{s.get('seeds')} seeds")
 
 
 def combine(parts: Sequence[str]) -> str:
