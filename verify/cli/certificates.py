@@ -14,8 +14,6 @@ program that is not the certificate's, or bad usage.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 import time
 from typing import Any, Optional
@@ -25,30 +23,6 @@ import click
 from depthcraft.constructions.errors import InputError, ParameterError
 from depthcraft.verify.cli.render import echo, width
 from depthcraft.verify.views.text import wrap
-
-
-def load_program(spec: str) -> Any:
-    """The RASP SOp ``NAME`` of the Python file in ``spec`` = ``FILE.py:NAME`` (NAME defaults to ``program``).
-
-    Raises:
-        InputError: no such file, the file raises on import, or NAME is not a RASP SOp.
-    """
-    from tracr.rasp import rasp
-
-    path, _, name = spec.partition(":")
-    name = name or "program"
-    if not os.path.isfile(path):
-        raise InputError(f"--program {spec}: no such file {path!r}")
-    mod_spec = importlib.util.spec_from_file_location(f"_depthcraft_user_{abs(hash(path))}", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    try:
-        mod_spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - a user's file: one line, no traceback
-        raise InputError(f"--program {spec}: importing {path} raised {type(e).__name__}: {e}") from None
-    sop = getattr(module, name, None)
-    if not isinstance(sop, rasp.RASPExpr):
-        raise InputError(f"--program {spec}: {name!r} in {path} is {type(sop).__name__}, not a RASP SOp")
-    return sop
 
 
 def _registered(cert: dict) -> Optional[Any]:
@@ -89,7 +63,9 @@ def check_certificate_cmd(cert_path, model_path, program_spec) -> None:
     except checker.ModelFileError as e:
         raise InputError(f"{e} (give the model file with --model)") from None
     if program_spec is not None:
-        sink = dedupe_program(load_program(program_spec)).program
+        from depthcraft.verify.userfiles import load_program
+
+        sink = dedupe_program(load_program(program_spec)[0]).program
     else:
         compiled = _registered(cert)
         if compiled is None or compiled.program is None:
@@ -112,4 +88,4 @@ def check_certificate_cmd(cert_path, model_path, program_spec) -> None:
     sys.exit(1)
 
 
-__all__ = ["check_certificate_cmd", "load_program"]
+__all__ = ["check_certificate_cmd"]
