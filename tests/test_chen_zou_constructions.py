@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -67,13 +68,15 @@ def _sc_labels_at_cls(sequences: int, heads: int = 0):
 def test_sc_adds_heads_where_the_generic_count_is_too_ill_conditioned_for_float32():
     # M = 501, n = 8, V = 4: the generic count ceil(500 / 10) = 50 heads gives
     # 50 * 10 + 1 = 501 feature dimensions for 501 sequences, a square least-squares
-    # system that interpolates in float64 but whose float32 read-out errs by 0.60 (> 1/4).
+    # system that interpolates in float64 but whose float32 read-out errs by about 0.6 (> 1/4; the
+    # digits depend on the BLAS build and its threads: 0.60 and 0.585 were both seen).
     # (M = 1501 fails the same way at 150 heads, by 0.52: 5x the cost, the same property.)
     p = lookup.resolve("sc_memorize", dict(sequences=501)).params
     generic = math.ceil((p["sequences"] - 1) / (p["n"] + p["vocab"] - 2))
     assert generic == 50
-    with pytest.raises(CompileError, match=r"float32 read-out errs by 0\.6\d* > 0\.25 \(50 heads"):
+    with pytest.raises(CompileError, match=r"float32 read-out errs by \d\.\d+ > 0\.25 \(50 heads") as e:
         _sc_labels_at_cls(501, heads=generic)
+    assert float(re.search(r"errs by (\d\.\d+)", str(e.value)).group(1)) > 0.25
     heads, got, want = _sc_labels_at_cls(501)
     assert heads == generic + 1  # one spare head is enough here
     assert got.tolist() == want.tolist()  # every memorised sequence reads its own label at CLS

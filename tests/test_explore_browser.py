@@ -113,10 +113,11 @@ def test_k8_page_in_headless_chromium(browser, tmp_path):
         now = _state(browser)
         assert now["images"] != seen[-1]["images"] and now["note"] != seen[-1]["note"]
         assert f"{stage - 1}-0" in now["current"]  # the head of this stage is highlighted...
-        assert browser.execute_script(  # ...and scrolled into the row of maps
-            "var c = document.querySelector('.head-map.current').getBoundingClientRect(),"
-            " s = document.getElementById('heads-strip').getBoundingClientRect();"
-            "return c.left >= s.left - 1 && c.right <= s.right + 1;")
+        in_view = ("var c = document.querySelector('.head-map.current').getBoundingClientRect(),"
+                   " s = document.getElementById('heads-strip').getBoundingClientRect();"
+                   "return c.left >= s.left - 1 && c.right <= s.right + 1;")
+        # ...and scrolled into the row of maps (a smooth scroll: it may take a moment on a loaded machine)
+        WebDriverWait(browser, 10).until(lambda d: d.execute_script(in_view))
         seen.append(now)
     assert len({tuple(s["images"]) for s in seen}) == 6  # six different residual pictures
     browser.find_element(By.ID, "stage-prev").click()
