@@ -610,3 +610,39 @@ def test_weight_perturbations_certified_only_when_right():
                 _, v = build(m)
                 if v.valid:
                     assert counterexample(m, 4) is None, f"UNSOUND: layer {li} {name} col {col} x {f}"
+
+
+@pytest.mark.parametrize("categorical_sink", [False, True])
+def test_a_numerical_mean_with_default_none_is_not_certified(categorical_sink):
+    """tracr compiles a numerical mean with BOS writing 0 where no key is selected, so the weights give 0
+    where a program with ``default=None`` gives None (at position 1 of [1, 2, 3] under LT: nothing is
+    selected). Checked against that program (the fingerprint does not hold the default), neither the
+    checker nor the certifier may prove it: found by an adversarial review of issue 39's checker."""
+    from depthcraft.verify.certify import prove
+
+    def program(default):
+        v = rasp.numerical(rasp.Map(lambda t: t - 1, rasp.tokens)).named("v")  # values {0, 1, 2}
+        mean = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LT), v,
+                                             default=default)).named("mean")
+        return (rasp.categorical(rasp.Map(lambda x: "zero" if x == 0 else "nonzero", mean)).named("z")
+                if categorical_sink else mean)
+
+    m = compile_program(program(0), [1, 2, 3], 4, causal=False)
+    premises = {} if categorical_sink else {"atol": 1e-3}
+    assert build(m, premises=premises)[1].valid  # the default-0 program: valid
+    wrong = program(None)
+    want = rasp.evaluate(wrong, [1, 2, 3])
+    if categorical_sink:
+        got = run_raw(m, [[1, 2, 3]])[0]
+    else:  # a number at every position
+        lg = np.asarray(m.forward_ids(m.encode([[1, 2, 3]], length=m.max_seq_len + 1)).logits, np.float64)
+        got = [float(x) for x in np.asarray(m.decode(lg[:, 1:4])[0], np.float64)]
+        assert abs(got[0]) < 1e-6  # 0, where the program gives None
+    assert want[0] is None and got[0] is not None  # the weights differ from the default-None program
+    assert not build(m, premises=premises, sink=wrong)[1].valid
+    cert, _ = build(m, premises=premises)
+    v = checker.check(checker.certificate.parse(checker.write("c.json.gz", cert)), checker_model(m), wrong)
+    assert not v.valid, v.proved
+    sink = sink_of(m)
+    (sink if not categorical_sink else sink.inner).default = None  # the model's own program, changed
+    assert not prove(m, **premises).certified

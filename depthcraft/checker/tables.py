@@ -480,8 +480,10 @@ def _mean_values(ctx: Context, sem: prog.Semantics, node: Any, vs: Side, outs: n
                           {"bos": sorted(set(bos.tolist())), "regular": sorted(set(reg.tolist()))[:5]})
         ctx.sw_scale[node.label] = float(bos[0])
         return
-    if node.default not in (0, 0.0, None):
-        raise Unsupported(f"{name} head {h}: a numerical mean with default {node.default!r} (tracr's is 0)")
+    if node.default is None or node.default != 0 or isinstance(node.default, bool):
+        # default None: where no key is selected the program gives None and the weights 0 (BOS's value)
+        raise Unsupported(f"{name} head {h}: a numerical mean with default {node.default!r} (the weights give 0 "
+                          f"where no key is selected; only default=0 is checked)")
     src = node.sop.label
     if prog.categorical(node.sop):
         raise Unsupported(f"{name} head {h}: a numerical mean of a categorical SOp")
@@ -517,9 +519,10 @@ def _selection(ctx: Context, sem: prog.Semantics, node: Any, qs: Side, ks: Side,
     reach_k = _reachable(ctx, kv, reg, kpos)
     P = P & reach_q[:, None]
     sk, pk = S[:, reg], P[:, reg] & reach_k[None, :]
-    sb = np.where(P[:, bos], S[:, bos], np.nan)
-    with np.errstate(all="ignore"):
-        bos_hi, bos_lo = np.nanmax(sb, 1)[:, None], np.nanmin(sb, 1)[:, None]
+    pb = P[:, bos]  # a query row with no possible BOS (none reachable) gets NaN, which no comparison passes
+    has_bos = pb.any(1)
+    bos_hi = np.where(has_bos, np.where(pb, S[:, bos], -np.inf).max(1, initial=-np.inf), np.nan)[:, None]
+    bos_lo = np.where(has_bos, np.where(pb, S[:, bos], np.inf).min(1, initial=np.inf), np.nan)[:, None]
 
     def fail(why: str, mask: np.ndarray) -> None:
         i, j = np.argwhere(mask)[0]

@@ -1391,8 +1391,10 @@ def _check_numerical_values(state, blocks, dec, expr, v_rows, out_rows, wvo, n) 
     src, nm = expr.sop.label, expr.label
     if not numerical_block(blocks, nm) or not numerical_block(blocks, src):
         raise NoSemantics(f"numerical Aggregate {nm}: its SOp or output is not a one-row numerical block")
-    if expr.default not in (0, None):
-        raise NoSemantics(f"numerical Aggregate {nm} with default {expr.default!r}")
+    if expr.default is None or expr.default != 0 or isinstance(expr.default, bool):
+        # default None: where no key is selected the program gives None and the weights 0 (BOS's value)
+        raise NoSemantics(f"numerical Aggregate {nm} with default {expr.default!r}: the weights give 0 where no "
+                          f"key is selected, so only default=0 is proved")
     cols = np.flatnonzero(np.isin(out_rows, blocks[nm].rows))
     w = wvo[:, cols]
     cv = combos(state, blocks, sorted(set(read_blocks(blocks, v_rows, w)) | {src}), v_rows, n, w=w, keep=[src])

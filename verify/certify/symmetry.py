@@ -232,6 +232,8 @@ class _ValueSets(dict):
 
 
 def node_value_sets(model: CompiledModel) -> Dict[str, List[Any]]:
+    """SOp label -> its categorical values, from ``model.program.values``; looking up an SOp with none
+    raises :class:`NotProved` (its checks would hold vacuously)."""
     out: Dict[str, List[Any]] = _ValueSets()
     for _, (sop, v) in model.program.values.items():
         out.setdefault(sop, []).append(v)
@@ -809,6 +811,8 @@ def certify_by_symmetry(model: CompiledModel, symmetry: Symmetry, predicate: str
 
 
 def check_applicable(model: CompiledModel, symmetry: Symmetry) -> None:
+    """Refuse (:class:`NotProved`) a model the symmetry route cannot analyse: no RASP program, or
+    weights or generators outside the route's reach (each reason named)."""
     if model.program is None:
         raise NotProved("no RASP program is linked to these weights")
     if not model.categorical_output:
