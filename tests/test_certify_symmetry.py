@@ -177,15 +177,15 @@ def test_weights_that_break_the_symmetry_are_not_certified(d1c2):
     assert "position embedding does not commute" in res["why"]
 
 
-def _campaign(d1c2, prove, seed):
-    """120 single-entry perturbations of the tripling weights (scaled by 0.5, 0.9, 1.1 or set to 1): every
-    model ``prove`` certifies is exact on every domain input; the campaign makes wrong models and
-    certifies some."""
+def _campaign(d1c2, prove, seed, trials=40):
+    """``trials`` single-entry perturbations of the tripling weights (scaled by 0.5, 0.9, 1.1 or set to 1):
+    every model ``prove`` certifies is exact on every domain input; the campaign makes wrong models and
+    certifies some. The default run tries 40 per route; the ``slow`` run 120 more from other seeds."""
     p, xs = d1c2
     base = lookup.resolve("retrieval_tripling", p).build()
     rng = np.random.default_rng(seed)
     certified = wrong = 0
-    for trial in range(120):
+    for trial in range(trials):
         model = _copy(base)
         li = int(rng.integers(len(model.params["layers"])))
         key = sorted(k for k in model.params["layers"][li] if k.startswith("w_"))[int(rng.integers(2))]
@@ -206,6 +206,14 @@ def test_perturbed_models_are_certified_only_where_exact(d1c2):
     p, _ = d1c2
     sym = TASK.domain_precondition(p).symmetry
     _campaign(d1c2, lambda m: certify_by_symmetry(m, sym, TASK.domain(p)), 0)
+
+
+@pytest.mark.slow
+def test_perturbed_models_are_certified_only_where_exact_long_campaign(d1c2):
+    """:func:`_campaign` of the orbit route, 120 more perturbations."""
+    p, _ = d1c2
+    sym = TASK.domain_precondition(p).symmetry
+    _campaign(d1c2, lambda m: certify_by_symmetry(m, sym, TASK.domain(p)), 10, trials=120)
 
 
 def test_a_term_on_an_absolute_position_is_refused():
@@ -363,6 +371,15 @@ def test_locality_perturbed_models_are_certified_only_where_exact(d1c2):
     p, _ = d1c2
     loc = TASK.locality(p)
     _campaign(d1c2, lambda m: certify_by_locality(m, loc, TASK.domain(p)), 1)
+
+
+@pytest.mark.slow
+def test_locality_perturbed_models_are_certified_only_where_exact_long_campaign(d1c2):
+    """:func:`_campaign` of the locality route, 120 more perturbations."""
+    from depthcraft.verify.certify.locality import certify_by_locality
+    p, _ = d1c2
+    loc = TASK.locality(p)
+    _campaign(d1c2, lambda m: certify_by_locality(m, loc, TASK.domain(p)), 11, trials=120)
 
 
 def test_locality_without_the_owned_marker_is_not_local():

@@ -156,6 +156,7 @@ def padded_ways():
     return cfg, groups, runs, _per_group(cfg, groups), fused
 
 
+@pytest.mark.slow  # 40 s of compilation; padding in the default run: test_one_entry_point_padded_bfloat16_...
 def test_padded_float32_losses_equal_the_per_group_trainers_at_lr_1e4(padded_ways):
     cfg, groups, runs, per_group, fused = padded_ways
     assert len(fused.families) == 2 and fused.stats["layout"] == "padded"
@@ -164,6 +165,7 @@ def test_padded_float32_losses_equal_the_per_group_trainers_at_lr_1e4(padded_way
     assert worst < 1e-5, worst
 
 
+@pytest.mark.slow  # shares padded_ways; the default run checks each member's own sublayers come back
 def test_padded_layers_stay_zero_and_unpadded_weights_are_each_runs(padded_ways):
     cfg, groups, runs, per_group, fused = padded_ways
     for fam, params in zip(fused.families, fused.params):
@@ -199,6 +201,7 @@ def test_a_resumed_run_is_the_uninterrupted_run(both_ways, tmp_path):
         train_fused(runs, cfg.train, chunk=cfg.chunk, precision="float32", layout="padded", checkpoint_dir=ckpt)
 
 
+@pytest.mark.slow  # bfloat16 tracking float32 stays in the default run (test_one_entry_point_padded_bfloat16_...)
 def test_bfloat16_final_errors_are_within_the_seeds_spread():
     """bfloat16 products (float32 masters) against float32, on a tiny sweep that learns: the
     mean final curve error over seeds moves by no more than the float32 seeds' spread."""
