@@ -59,8 +59,9 @@ def _children(expr: rasp.RASPExpr) -> List[rasp.RASPExpr]:
                                   else [])
 
 
-def _postorder(sink: rasp.RASPExpr) -> List[rasp.RASPExpr]:
-    """Expressions reachable from ``sink``, children before parents, in a deterministic order."""
+def postorder(sink: rasp.RASPExpr) -> List[rasp.RASPExpr]:
+    """Expressions reachable from ``sink``, children before parents, each once, in a deterministic order
+    (iterative: no recursion limit on deep programs)."""
     order: List[rasp.RASPExpr] = []
     seen = set()
     stack = [(sink, False)]
@@ -188,7 +189,7 @@ def dedupe_program(program: rasp.SOp) -> Dedupe:
         :class:`Dedupe`: the deduped program (labels kept) and the merged names. The
         input program is not modified.
     """
-    order = _postorder(program)
+    order = postorder(program)
     keys = _Keys()
     first: Dict[Any, rasp.RASPExpr] = {}
     rebuilt: Dict[int, rasp.RASPExpr] = {}  # id(original) -> expression in the new program
@@ -211,4 +212,4 @@ def dedupe_program(program: rasp.SOp) -> Dedupe:
     return Dedupe(rebuilt[id(program)], tuple(merged))
 
 
-__all__ = ["Dedupe", "dedupe_program"]
+__all__ = ["Dedupe", "dedupe_program", "postorder"]

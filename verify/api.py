@@ -328,8 +328,10 @@ def failing_function(program: rasp.SOp, vocab: Sequence[Any], max_seq_len: int) 
     """
     import itertools
 
+    from depthcraft.constructions.dedupe import postorder
+
     values: Dict[str, set] = {}
-    for expr in _postorder(program):
+    for expr in postorder(program):
         if isinstance(expr, rasp.TokensType):
             values[expr.label] = set(vocab)
         elif isinstance(expr, rasp.IndicesType):
@@ -363,22 +365,6 @@ def failing_function(program: rasp.SOp, vocab: Sequence[Any], max_seq_len: int) 
         elif isinstance(expr, rasp.SelectorWidth):
             values[expr.label] = set(range(max_seq_len + 1))
     return None
-
-
-def _postorder(program: rasp.RASPExpr):
-    """Every expression of ``program``, children before parents, each once."""
-    seen, out = set(), []
-
-    def visit(e):
-        if e.label in seen:
-            return
-        seen.add(e.label)
-        for c in e.children:
-            visit(c)
-        out.append(e)
-
-    visit(program)
-    return out
 
 
 def _check_model(model, reference, strategy, bound, run, params, name, numerical, atol, t0) -> Dict[str, Any]:
