@@ -597,8 +597,9 @@ def test_bad_exhaustive_premises_are_refused(premises):
 
 
 def test_weight_perturbations_certified_only_when_right():
-    """A small perturbation campaign (scripts/attacks/campaign.py runs a larger one): whenever the checker
-    certifies a perturbed k-hop model, the model is right on every input up to N."""
+    """A small perturbation campaign (:func:`test_the_long_perturbation_campaign_certifies_only_right_models`
+    runs a larger one, ``slow``): whenever the checker certifies a perturbed k-hop model, the model is
+    right on every input up to N."""
     base = khop(2, 4)
     rng = np.random.default_rng(0)
     for li, (spec, L) in enumerate(zip(base.arch.sublayers, base.params["layers"])):
@@ -646,3 +647,80 @@ def test_a_numerical_mean_with_default_none_is_not_certified(categorical_sink):
     sink = sink_of(m)
     (sink if not categorical_sink else sink.inner).default = None  # the model's own program, changed
     assert not prove(m, **premises).certified
+
+
+def _perturbations(m, rng):
+    """(what, fn) pairs, each changing one thing in a copy of ``m``'s weights: per attention sublayer,
+    one column of W_Q / W_K / W_V / W_O scaled (by 0, 0.1, 0.5, 0.9, 1.1, 2, -1) or noised (N(0, s) on
+    the non-zero entries, s = 1e-3, 0.1, 1) and W_O's first two output columns swapped; per MLP, one
+    entry of each weight scaled; each position embedding row zeroed; unembedding entries changed."""
+    for li, (spec, L) in enumerate(zip(m.arch.sublayers, m.params["layers"])):
+        if spec.kind == "attn":
+            for name in ("w_q", "w_k", "w_v", "w_o"):
+                for f in (0.0, 0.1, 0.5, 0.9, 1.1, 2.0, -1.0):
+                    col = int(rng.integers(L[name].shape[2]))
+
+                    def scale(mm, li=li, name=name, col=col, f=f):
+                        mm.params["layers"][li][name][:, :, col] *= np.float32(f)
+                    yield f"L{li} {name}[:, :, {col}] *= {f}", scale
+                for sd in (1e-3, 1e-1, 1.0):
+                    seed = int(rng.integers(1 << 30))
+
+                    def noise(mm, li=li, name=name, sd=sd, seed=seed):
+                        a = mm.params["layers"][li][name]
+                        a += np.random.default_rng(seed).normal(0, sd, a.shape).astype(np.float32) * (a != 0)
+                    yield f"L{li} {name} += N(0, {sd}) on non-zeros", noise
+            if L["w_o"].shape[2] >= 2:
+                def swap(mm, li=li):
+                    a = mm.params["layers"][li]["w_o"]
+                    a[:, :, [0, 1]] = a[:, :, [1, 0]]
+                yield f"L{li} swap W_O output columns 0, 1", swap
+        else:
+            for name in ("w_1", "b_1", "w_2", "b_2"):
+                for f in (0.0, 0.5, 2.0):
+                    idx = tuple(int(rng.integers(k)) for k in L[name].shape)
+
+                    def one(mm, li=li, name=name, idx=idx, f=f):
+                        mm.params["layers"][li][name][idx] *= np.float32(f)
+                    yield f"L{li} {name}{list(idx)} *= {f}", one
+    for r in range(1, m.max_seq_len + 1):
+        def pos(mm, r=r):
+            mm.params["embed"]["pos"][r] = 0
+        yield f"pos[{r}] = 0", pos
+    u = m.params["unembed"]["w"]
+    for _ in range(6):
+        idx = (int(rng.integers(u.shape[0])), int(rng.integers(u.shape[1])))
+        for f in (0.0, 0.4, 3.0):
+            def un(mm, idx=idx, f=f):
+                w = mm.params["unembed"]["w"]
+                w[idx] = w[idx] * np.float32(f) if w[idx] != 0 else np.float32(f)
+            yield f"unembed{list(idx)} -> {f}", un
+
+
+def _pair_program():
+    prev = rasp.categorical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, lambda k, q: k == q - 1),
+                                           rasp.tokens)).named("prev")
+    return rasp.categorical(rasp.SequenceMap(lambda a, b: (a or "_") + b, prev, rasp.tokens)).named("pair")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["khop_doubling k=2 n=5", "prev+pair causal n=4"])
+def test_the_long_perturbation_campaign_certifies_only_right_models(case):
+    """Every perturbation of :func:`_perturbations` that the checker certifies leaves the model right on
+    every input up to N (exhaustively); the campaign also refuses some (so it can fail)."""
+    if case.startswith("khop"):
+        m, evaluate = khop(2, 5), None
+    else:
+        prog = _pair_program()
+        m, evaluate = compile_program(prog, {"a", "b", "c"}, 4, causal=True), tracr_eval(prog)
+    refused, wrong = 0, []
+    for what, fn in _perturbations(m, np.random.default_rng(0)):
+        mm = clone(m)
+        fn(mm)
+        _, v = build(mm)
+        if not v.valid:
+            refused += 1
+        elif counterexample(mm, m.max_seq_len, evaluate) is not None:
+            wrong.append(what)
+    assert wrong == [], f"UNSOUND: certified but wrong after {wrong}"
+    assert refused > 0
