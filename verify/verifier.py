@@ -279,7 +279,7 @@ def _write_certificate(certificate, model: CompiledModel, path: str) -> Dict[str
     from depthcraft.verify.certify.certificate import model_path_for
 
     if not certificate.certified:
-        return {"path": None, "why": "not certified: no certificate file is written"}
+        return {"path": None, "why": "not certified (the certificate entry says why)"}
     if certificate.file is None:
         return {"path": None, "why": f"no certificate file: {certificate.check.failure if certificate.check else ''}"}
     if path.endswith(".safetensors"):
